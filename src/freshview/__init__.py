@@ -1,0 +1,22 @@
+"""freshview: incremental materialized views, maintained on Apache Spark.
+
+Public surface only: ``IncrementalFlow`` (the Python face), ``DeltaBatch``,
+``StepSummary`` and the error classes.  Layers, in the direction data flows:
+``sql`` (text to plan) → ``plan`` → ``circuit`` (incremental operators) →
+``runtime`` (Spark execution and state) → ``flow`` (the API); ``algebra``,
+``schema`` and ``errors`` sit under all of them.
+"""
+
+from freshview.algebra.batch import DeltaBatch
+from freshview.errors import (
+    CatalogError, DeltaError, ExecutionError, FreshviewError, SchemaError, SqlError,
+    SqlTypeError, StateError, UnknownColumnError, UnknownTableError, UnsupportedSqlError,
+)
+from freshview.flow import IncrementalFlow, StepSummary
+
+__all__ = [
+    "IncrementalFlow", "DeltaBatch", "StepSummary", "FreshviewError", "SqlError",
+    "UnsupportedSqlError", "UnknownTableError", "UnknownColumnError", "SqlTypeError",
+    "DeltaError", "CatalogError", "StateError", "ExecutionError", "SchemaError",
+]
+__version__ = "0.1.0"

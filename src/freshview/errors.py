@@ -1,0 +1,82 @@
+"""One exception tree for everything freshview raises on purpose.
+
+SQL errors carry where in the view's text the problem is (line, column and a
+caret under the offending construct) so that a user sees "GROUP BY ... ROLLUP
+is not supported at line 3, column 12", never a Spark stack trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class FreshviewError(Exception):
+    """Base class of every error freshview raises deliberately."""
+
+
+class SchemaError(FreshviewError):
+    """A source schema, a delta or a type is malformed."""
+
+
+class DeltaError(FreshviewError):
+    """A delta given to ``tick`` does not fit its source (columns, weights, keys)."""
+
+
+class CatalogError(FreshviewError):
+    """A source or view name is unknown, taken, or its definition conflicts."""
+
+
+class StateError(FreshviewError):
+    """The state directory is unreadable or belongs to an incompatible flow."""
+
+
+class ExecutionError(FreshviewError):
+    """A step failed while running (e.g. division by zero); the step was rolled back."""
+
+
+@dataclass
+class SqlLocation:
+    line: int
+    column: int
+    snippet: str = ""
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}"
+
+
+class SqlError(FreshviewError):
+    """A view's SQL is invalid or uses something freshview cannot maintain."""
+
+    def __init__(self, message: str, location: SqlLocation | None = None, sql: str | None = None):
+        self.message = message
+        self.location = location
+        self.sql = sql
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.location is None:
+            return self.message
+        text = f"{self.message} (at {self.location})"
+        if self.sql:
+            lines = self.sql.splitlines() or [self.sql]
+            if 1 <= self.location.line <= len(lines):
+                src = lines[self.location.line - 1]
+                caret = " " * max(self.location.column - 1, 0) + "^"
+                text += f"\n  {src}\n  {caret}"
+        return text
+
+
+class UnsupportedSqlError(SqlError):
+    """A construct that freshview does not (yet) maintain incrementally."""
+
+
+class UnknownTableError(SqlError):
+    """A table or view name that is neither a registered source nor a view."""
+
+
+class UnknownColumnError(SqlError):
+    """A column reference that no table in scope provides (or several do)."""
+
+
+class SqlTypeError(SqlError):
+    """An expression whose operand types do not fit (e.g. SUM of text)."""

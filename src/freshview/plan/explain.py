@@ -1,0 +1,32 @@
+"""Stable text rendering of logical plans (for ``explain`` and test fixtures)."""
+
+from __future__ import annotations
+
+from freshview.plan import nodes as pn
+
+
+def render(node: pn.Node, indent: int = 0) -> str:
+    pad = "  " * indent
+    line = pad + describe(node)
+    return "\n".join([line] + [render(c, indent + 1) for c in node.inputs()])
+
+
+def describe(node: pn.Node) -> str:
+    if isinstance(node, pn.Scan):
+        kind = "view" if node.is_view else "source"
+        return f"Scan {kind} {node.relation} [{', '.join(n for n, _ in node.columns)}]"
+    if isinstance(node, pn.Filter):
+        return f"Filter {node.predicate}"
+    if isinstance(node, pn.Project):
+        return "Project " + ", ".join(f"{n}={e}" for n, e in zip(node.names, node.exprs))
+    if isinstance(node, pn.Join):
+        keys = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys)) or "cross product"
+        return f"Join on {keys}"
+    if isinstance(node, pn.Aggregate):
+        groups = ", ".join(map(str, node.group)) or "()"
+        return f"Aggregate group by {groups}: {', '.join(map(str, node.aggs))}"
+    if isinstance(node, pn.Distinct):
+        return "Distinct"
+    if isinstance(node, pn.UnionAll):
+        return f"UnionAll ({len(node.parts)} inputs)"
+    return type(node).__name__

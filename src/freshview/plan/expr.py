@@ -1,0 +1,143 @@
+"""Typed scalar expressions of the logical plan.
+
+Columns are referenced by position in the input relation, so rewrites never
+depend on names.  Every node carries its PostgreSQL result type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from freshview.schema import SqlType
+
+
+@dataclass(frozen=True)
+class Expr:
+    type: SqlType
+
+    def children(self) -> tuple["Expr", ...]:
+        return ()
+
+    def map_children(self, fn: Callable[["Expr"], "Expr"]) -> "Expr":
+        return self
+
+
+@dataclass(frozen=True)
+class ColumnRef(Expr):
+    index: int
+    name: str = ""
+
+    def __str__(self) -> str:
+        return f"${self.index}" + (f"({self.name})" if self.name else "")
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    value: Any
+
+    def __str__(self) -> str:
+        return "NULL" if self.value is None else repr(self.value)
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """An operator or function; ``op`` names it (e.g. ``+``, ``and``, ``lower``, ``extract:year``)."""
+
+    op: str
+    args: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def map_children(self, fn: Callable[[Expr], Expr]) -> Expr:
+        return Call(self.type, self.op, tuple(fn(a) for a in self.args))
+
+    def __str__(self) -> str:
+        return f"{self.op}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Case(Expr):
+    whens: tuple[tuple[Expr, Expr], ...]
+    default: Expr | None
+
+    def children(self) -> tuple[Expr, ...]:
+        out: list[Expr] = []
+        for cond, value in self.whens:
+            out += [cond, value]
+        if self.default is not None:
+            out.append(self.default)
+        return tuple(out)
+
+    def map_children(self, fn: Callable[[Expr], Expr]) -> Expr:
+        return Case(
+            self.type,
+            tuple((fn(c), fn(v)) for c, v in self.whens),
+            fn(self.default) if self.default is not None else None,
+        )
+
+    def __str__(self) -> str:
+        parts = " ".join(f"WHEN {c} THEN {v}" for c, v in self.whens)
+        tail = f" ELSE {self.default}" if self.default is not None else ""
+        return f"CASE {parts}{tail} END"
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    arg: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.arg,)
+
+    def map_children(self, fn: Callable[[Expr], Expr]) -> Expr:
+        return Cast(self.type, fn(self.arg))
+
+    def __str__(self) -> str:
+        return f"CAST({self.arg} AS {self.type})"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """An aggregate: ``func`` is count_star, count, sum, avg, min or max."""
+
+    func: str
+    arg: Expr | None
+    type: SqlType
+
+    def __str__(self) -> str:
+        return f"{self.func}({'' if self.arg is None else self.arg})"
+
+
+def columns_used(expr: Expr) -> set[int]:
+    if isinstance(expr, ColumnRef):
+        return {expr.index}
+    out: set[int] = set()
+    for child in expr.children():
+        out |= columns_used(child)
+    return out
+
+
+def remap_columns(expr: Expr, mapping: dict[int, int]) -> Expr:
+    """Renumber column references (used when columns are pruned or sides reordered)."""
+    if isinstance(expr, ColumnRef):
+        return ColumnRef(expr.type, mapping[expr.index], expr.name)
+    return expr.map_children(lambda e: remap_columns(e, mapping))
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Call) and expr.op == "and":
+        out: list[Expr] = []
+        for a in expr.args:
+            out += conjuncts(a)
+        return out
+    return [expr]
+
+
+def conjoin(parts: list[Expr]) -> Expr | None:
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = Call(SqlType("bool"), "and", (out, p))
+    return out

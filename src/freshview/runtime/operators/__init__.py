@@ -1,0 +1,1 @@
+"""One module per incremental operator; each states its delta rule in its docstring."""

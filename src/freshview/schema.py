@@ -1,0 +1,310 @@
+"""Column types and table schemas shared by every layer.
+
+freshview speaks PostgreSQL types at its edges (view result tables, source
+schemas) and Arrow inside (deltas, state).  ``SqlType`` is the one description
+of a column type; it knows its PostgreSQL spelling, its Arrow type and its
+Spark type, so no other module maps types by hand.  This module imports no
+Spark and no database driver (Spark types are built lazily).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import pyarrow as pa
+
+from freshview.errors import SchemaError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import types as st
+
+WEIGHT = "_weight"
+
+# Numeric precision used for PostgreSQL's unconstrained ``numeric`` (SUM of a
+# numeric, AVG).  38 is the widest decimal Arrow and Spark both hold exactly.
+MAX_DECIMAL_PRECISION = 38
+UNCONSTRAINED_NUMERIC_SCALE = 6
+# PostgreSQL prints AVG(int) with 16 fractional digits; keep at least that many.
+AVG_MIN_SCALE = 16
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric."""
+
+    kind: str
+    precision: int | None = None
+    scale: int | None = None
+
+    KINDS = (
+        "int2", "int4", "int8", "numeric", "float4", "float8",
+        "text", "bool", "date", "timestamp", "timestamptz", "interval", "null",
+    )
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise SchemaError(f"unknown column type {self.kind!r}")
+
+    # -- classification -------------------------------------------------
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int2", "int4", "int8")
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.is_integer or self.kind in ("numeric", "float4", "float8")
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind in ("float4", "float8")
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.kind in ("date", "timestamp", "timestamptz")
+
+    # -- spellings -------------------------------------------------------
+    @property
+    def pg(self) -> str:
+        """The PostgreSQL spelling used in DDL of result tables."""
+        names = {
+            "int2": "smallint", "int4": "integer", "int8": "bigint",
+            "float4": "real", "float8": "double precision", "text": "text",
+            "bool": "boolean", "date": "date", "timestamp": "timestamp",
+            "timestamptz": "timestamptz", "interval": "interval", "null": "text",
+        }
+        if self.kind == "numeric":
+            if self.precision is None:
+                return "numeric"
+            return f"numeric({self.precision},{self.scale or 0})"
+        return names[self.kind]
+
+    def __str__(self) -> str:
+        return self.pg
+
+    @property
+    def arrow(self) -> pa.DataType:
+        if self.kind == "numeric":
+            p, s = self.decimal_precision_scale
+            return pa.decimal128(p, s)
+        return _ARROW[self.kind]
+
+    @property
+    def decimal_precision_scale(self) -> tuple[int, int]:
+        """Precision and scale used to hold this numeric exactly in Arrow and Spark."""
+        if self.precision is None:
+            scale = UNCONSTRAINED_NUMERIC_SCALE if self.scale is None else self.scale
+            return MAX_DECIMAL_PRECISION, scale
+        return min(self.precision, MAX_DECIMAL_PRECISION), self.scale or 0
+
+    def spark(self) -> "st.DataType":
+        from pyspark.sql import types as st
+
+        if self.kind == "numeric":
+            p, s = self.decimal_precision_scale
+            return st.DecimalType(p, s)
+        return {
+            "int2": st.ShortType(), "int4": st.IntegerType(), "int8": st.LongType(),
+            "float4": st.FloatType(), "float8": st.DoubleType(), "text": st.StringType(),
+            "bool": st.BooleanType(), "date": st.DateType(), "timestamp": st.TimestampNTZType(),
+            "timestamptz": st.TimestampType(), "interval": st.DayTimeIntervalType(),
+            "null": st.StringType(),
+        }[self.kind]
+
+    # -- constructors ----------------------------------------------------
+    @staticmethod
+    def numeric(precision: int | None = None, scale: int | None = None) -> "SqlType":
+        return SqlType("numeric", precision, scale)
+
+    @staticmethod
+    def from_arrow(dtype: pa.DataType) -> "SqlType":
+        if pa.types.is_decimal(dtype):
+            return SqlType.numeric(dtype.precision, dtype.scale)
+        if pa.types.is_timestamp(dtype):
+            return SqlType("timestamptz" if dtype.tz else "timestamp")
+        if pa.types.is_large_string(dtype) or pa.types.is_string(dtype):
+            return SqlType("text")
+        for kind, arrow_type in _ARROW.items():
+            if kind != "null" and dtype == arrow_type:
+                return SqlType(kind)
+        if pa.types.is_int8(dtype) or pa.types.is_uint8(dtype):
+            return SqlType("int2")
+        if pa.types.is_uint16(dtype):
+            return SqlType("int4")
+        if pa.types.is_uint32(dtype):
+            return SqlType("int8")
+        if pa.types.is_date64(dtype):
+            return SqlType("date")
+        raise SchemaError(f"Arrow type {dtype} has no freshview column type")
+
+
+_ARROW: dict[str, pa.DataType] = {
+    "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
+    "float4": pa.float32(), "float8": pa.float64(), "text": pa.string(),
+    "bool": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.duration("us"),
+    "null": pa.null(),
+}
+
+# PostgreSQL type names (and common aliases) -> kind.
+_PG_NAMES: dict[str, str] = {
+    "smallint": "int2", "int2": "int2",
+    "int": "int4", "integer": "int4", "int4": "int4", "serial": "int4",
+    "bigint": "int8", "int8": "int8", "bigserial": "int8",
+    "numeric": "numeric", "decimal": "numeric",
+    "real": "float4", "float4": "float4",
+    "double precision": "float8", "float8": "float8", "double": "float8", "float": "float8",
+    "text": "text", "varchar": "text", "character varying": "text", "char": "text",
+    "character": "text", "bpchar": "text", "string": "text", "name": "text",
+    "boolean": "bool", "bool": "bool",
+    "date": "date",
+    "timestamp": "timestamp", "timestamp without time zone": "timestamp",
+    "timestamptz": "timestamptz", "timestamp with time zone": "timestamptz",
+    "interval": "interval",
+}
+
+_TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
+
+
+def parse_type(text: str) -> SqlType:
+    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)`` or ``varchar(20)``."""
+    match = _TYPE_RE.match(text)
+    if not match:
+        raise SchemaError(f"cannot read column type {text!r}")
+    name = " ".join(match.group(1).lower().split())
+    kind = _PG_NAMES.get(name)
+    if kind is None:
+        raise SchemaError(
+            f"unsupported column type {text!r}; supported: "
+            + ", ".join(sorted(set(_PG_NAMES)))
+        )
+    if kind == "numeric":
+        precision = int(match.group(2)) if match.group(2) else None
+        scale = int(match.group(3)) if match.group(3) else (0 if precision is not None else None)
+        if precision is not None and precision > MAX_DECIMAL_PRECISION:
+            raise SchemaError(
+                f"numeric precision {precision} exceeds {MAX_DECIMAL_PRECISION}, "
+                "the widest exact decimal freshview holds"
+            )
+        return SqlType.numeric(precision, scale)
+    return SqlType(kind)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: SqlType
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """An ordered list of named, typed columns, plus an optional primary key."""
+
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for col in self.columns:
+            if col.name in seen:
+                raise SchemaError(f"column {col.name!r} appears twice")
+            if col.name == WEIGHT:
+                raise SchemaError(f"column name {WEIGHT!r} is reserved for delta weights")
+            seen.add(col.name)
+        for key in self.primary_key:
+            if key not in seen:
+                raise SchemaError(f"primary key column {key!r} is not a column of the table")
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise SchemaError(f"no column {name!r}")
+
+    def arrow(self, with_weight: bool = False) -> pa.Schema:
+        fields = [pa.field(c.name, c.type.arrow, nullable=True) for c in self.columns]
+        if with_weight:
+            fields.append(pa.field(WEIGHT, pa.int64(), nullable=False))
+        return pa.schema(fields)
+
+    def to_json(self) -> dict:
+        return {
+            "columns": [[c.name, c.type.kind, c.type.precision, c.type.scale, c.nullable]
+                        for c in self.columns],
+            "primary_key": list(self.primary_key),
+        }
+
+    @staticmethod
+    def from_json(data: dict) -> "TableSchema":
+        cols = tuple(Column(n, SqlType(k, p, s), nl) for n, k, p, s, nl in data["columns"])
+        return TableSchema(cols, tuple(data["primary_key"]))
+
+    @staticmethod
+    def of(columns: Iterable[tuple[str, SqlType]], primary_key: Sequence[str] = ()) -> "TableSchema":
+        return TableSchema(tuple(Column(n, t) for n, t in columns), tuple(primary_key))
+
+
+def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:
+    """Read ``"o_id INT, amount NUMERIC(10,2), ..."`` into a schema.
+
+    A ``PRIMARY KEY`` marker on a column, or a trailing ``PRIMARY KEY (a, b)``
+    clause, is honoured unless ``primary_key`` is given explicitly.
+    """
+    parts = _split_top_level(text)
+    if not parts:
+        raise SchemaError("a schema needs at least one column")
+    columns: list[tuple[str, SqlType]] = []
+    keys: list[str] = []
+    not_null: set[str] = set()
+    for part in parts:
+        m = re.match(r"^\s*primary\s+key\s*\(([^)]*)\)\s*$", part, re.I)
+        if m:
+            keys.extend(k.strip().strip('"').lower() for k in m.group(1).split(","))
+            continue
+        m = re.match(r'^\s*("[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)\s+(.+?)\s*$', part)
+        if not m:
+            raise SchemaError(f"cannot read column definition {part.strip()!r}; expected 'name TYPE'")
+        raw_name, rest = m.group(1), m.group(2)
+        name = raw_name[1:-1] if raw_name.startswith('"') else raw_name.lower()
+        flags = re.search(r"\b(primary\s+key|not\s+null|null)\b.*$", rest, re.I)
+        type_text = rest[: flags.start()] if flags else rest
+        if flags and re.search(r"primary\s+key", flags.group(0), re.I):
+            keys.append(name)
+        if flags and re.search(r"not\s+null|primary\s+key", flags.group(0), re.I):
+            not_null.add(name)
+        columns.append((name, parse_type(type_text)))
+    pk = tuple(primary_key) if primary_key else tuple(keys)
+    cols = tuple(Column(n, t, n not in not_null and n not in pk) for n, t in columns)
+    return TableSchema(cols, pk)
+
+
+def schema_from_arrow(schema: pa.Schema, primary_key: Sequence[str] = ()) -> TableSchema:
+    cols = tuple(
+        Column(f.name, SqlType.from_arrow(f.type), f.nullable)
+        for f in schema
+        if f.name != WEIGHT
+    )
+    return TableSchema(cols, tuple(primary_key))
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current))
+    return [p for p in parts if p.strip()]

@@ -1,0 +1,591 @@
+"""Binding scalar SQL expressions to typed plan expressions.
+
+``ExprBinder`` resolves column names against a ``Scope``, applies the
+PostgreSQL typing rules of ``typing`` and refuses, with a position, any
+construct freshview cannot maintain (subqueries in expressions, window
+functions, unknown functions ...).  Aggregate calls are handed to an
+``AggCollector`` so the query builder can place them in an Aggregate node.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlglot import exp
+
+from freshview.errors import SqlTypeError, UnknownColumnError, UnsupportedSqlError
+from freshview.plan.expr import AggCall, Call, Case, Cast, ColumnRef, Expr, Literal
+from freshview.schema import SqlType, parse_type
+from freshview.sql import typing as ty
+from freshview.sql.parse import locate
+
+AGG_BASE = 1_000_000  # placeholder column indices for aggregate results
+
+
+@dataclass
+class ScopeColumn:
+    relation: str  # alias of the FROM item
+    name: str
+    type: SqlType
+    index: int  # position in the wide (all FROM items) row
+
+
+@dataclass
+class Scope:
+    columns: list[ScopeColumn] = field(default_factory=list)
+    aliases: dict[str, SqlType] = field(default_factory=dict)  # SELECT aliases usable in GROUP BY
+
+    def resolve(self, name: str, qualifier: str | None) -> list[ScopeColumn]:
+        return [
+            c for c in self.columns
+            if c.name == name and (qualifier is None or c.relation == qualifier)
+        ]
+
+    def relation_names(self) -> set[str]:
+        return {c.relation for c in self.columns}
+
+
+class AggCollector:
+    """Collects aggregate calls; returns placeholder references to their results."""
+
+    def __init__(self) -> None:
+        self.aggs: list[AggCall] = []
+
+    def add(self, agg: AggCall) -> Expr:
+        if agg not in self.aggs:
+            self.aggs.append(agg)
+        return ColumnRef(agg.type, AGG_BASE + self.aggs.index(agg), str(agg))
+
+
+_COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_EXTRACT_FIELDS = {
+    "year", "month", "day", "hour", "minute", "second", "quarter", "dow", "isodow",
+    "doy", "week", "epoch", "decade", "century", "millennium", "milliseconds", "microseconds",
+}
+_TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day", "week",
+                "month", "quarter", "year", "decade", "century", "millennium"}
+
+
+class ExprBinder:
+    def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
+                 context: str = "expression") -> None:
+        self.scope = scope
+        self.sql = sql
+        self.aggs = aggs
+        self.context = context
+
+    # ------------------------------------------------------------------ helpers
+    def unsupported(self, node: exp.Expression, what: str, keyword: str | None = None) -> UnsupportedSqlError:
+        return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
+
+    def type_error(self, node: exp.Expression, message: str) -> SqlTypeError:
+        return SqlTypeError(message, locate(node, self.sql), self.sql)
+
+    def coerce(self, e: Expr, target: SqlType) -> Expr:
+        if e.type == target:
+            return e
+        if isinstance(e, Literal):
+            return Literal(target, _convert_literal(e.value, target))
+        return Cast(target, e)
+
+    def bool_operand(self, node: exp.Expression) -> Expr:
+        e = self.bind(node)
+        if e.type.kind == "null":
+            return Literal(ty.BOOL, None)
+        if e.type.kind != "bool":
+            raise self.type_error(node, f"argument must be boolean, not {e.type}")
+        return e
+
+    # ------------------------------------------------------------------ dispatch
+    def bind(self, node: exp.Expression) -> Expr:
+        handler: Callable[[exp.Expression], Expr] | None = getattr(
+            self, f"visit_{type(node).__name__}", None
+        )
+        if handler is None:
+            for cls, op in _COMPARISONS.items():
+                if isinstance(node, cls):
+                    return self.comparison(node, op)
+            for cls, op in _ARITH.items():
+                if isinstance(node, cls):
+                    return self.arithmetic(node, op)
+            raise self.unsupported(node, _describe(node))
+        return handler(node)
+
+    # ------------------------------------------------------------------ leaves
+    def visit_Column(self, node: exp.Column) -> Expr:
+        name = node.name
+        qualifier = node.table or None
+        if isinstance(node.this, exp.Star):
+            raise self.unsupported(node, "'*' inside an expression")
+        found = self.scope.resolve(name, qualifier)
+        if not found:
+            known = ", ".join(sorted({c.name for c in self.scope.columns})) or "none"
+            target = f"{qualifier}.{name}" if qualifier else name
+            if qualifier and qualifier not in self.scope.relation_names():
+                raise UnknownColumnError(
+                    f"unknown table or alias {qualifier!r} in column reference {target!r}",
+                    locate(node, self.sql), self.sql)
+            raise UnknownColumnError(f"unknown column {target!r} (columns in scope: {known})",
+                                     locate(node, self.sql), self.sql)
+        if len(found) > 1:
+            rels = ", ".join(sorted(c.relation for c in found))
+            raise UnknownColumnError(f"column reference {name!r} is ambiguous (it is in {rels})",
+                                     locate(node, self.sql), self.sql)
+        col = found[0]
+        return ColumnRef(col.type, col.index, col.name)
+
+    def visit_Literal(self, node: exp.Literal) -> Expr:
+        text = node.this
+        if node.is_string:
+            return Literal(ty.TEXT, text)
+        if "e" in text.lower():
+            return Literal(ty.FLOAT8, float(text))
+        if "." in text:
+            d = decimal.Decimal(text)
+            scale = max(-d.as_tuple().exponent, 0)
+            return Literal(SqlType.numeric(None, scale), d)
+        value = int(text)
+        if -(2**31) <= value < 2**31:
+            return Literal(ty.INT4, value)
+        if -(2**63) <= value < 2**63:
+            return Literal(ty.INT8, value)
+        return Literal(SqlType.numeric(None, 0), decimal.Decimal(value))
+
+    def visit_Boolean(self, node: exp.Boolean) -> Expr:
+        return Literal(ty.BOOL, bool(node.this))
+
+    def visit_Null(self, node: exp.Null) -> Expr:
+        return Literal(ty.NULL, None)
+
+    def visit_Paren(self, node: exp.Paren) -> Expr:
+        return self.bind(node.this)
+
+    def visit_Alias(self, node: exp.Alias) -> Expr:
+        return self.bind(node.this)
+
+    # ------------------------------------------------------------------ operators
+    def comparison(self, node: exp.Expression, op: str) -> Expr:
+        left, right = self.bind(node.left), self.bind(node.right)
+        target = self._comparable(node, left, right)
+        return Call(ty.BOOL, op, (self.coerce(left, target), self.coerce(right, target)))
+
+    def _comparable(self, node: exp.Expression, left: Expr, right: Expr) -> SqlType:
+        # A quoted literal compared with a date/number takes the other side's type, as in PostgreSQL.
+        if isinstance(right, Literal) and right.type.kind == "text" and left.type.kind not in ("text", "null"):
+            return left.type
+        if isinstance(left, Literal) and left.type.kind == "text" and right.type.kind not in ("text", "null"):
+            return right.type
+        target = ty.common_type(left.type, right.type)
+        if target is None:
+            raise self.type_error(node, f"cannot compare {left.type} with {right.type}")
+        return target
+
+    def arithmetic(self, node: exp.Expression, op: str) -> Expr:
+        left, right = self.bind(node.left), self.bind(node.right)
+        if isinstance(right, Literal) and right.type.kind == "text" and left.type.is_temporal:
+            raise self.unsupported(node, "date/time arithmetic with intervals")
+        result = ty.arithmetic_type(op, left.type, right.type)
+        if result is None:
+            raise self.type_error(node, f"operator {op} is not defined for {left.type} and {right.type}")
+        if result.kind == "date" or (left.type.kind == "date" and right.type.kind == "date"):
+            return Call(result, op, (left, right))
+        operand = result if not result.is_integer else result
+        if result.kind == "numeric":
+            operand = SqlType.numeric(None, max(ty.numeric_scale(left.type), ty.numeric_scale(right.type)))
+            if op == "*":
+                return Call(result, op, (self._to_numeric(left), self._to_numeric(right)))
+            if op == "/":
+                return Call(result, op, (self._to_numeric(left), self._to_numeric(right)))
+            return Call(result, op, (self.coerce(left, operand), self.coerce(right, operand)))
+        return Call(result, op, (self.coerce(left, operand), self.coerce(right, operand)))
+
+    def _to_numeric(self, e: Expr) -> Expr:
+        if e.type.kind == "numeric":
+            return e
+        return self.coerce(e, SqlType.numeric(None, 0))
+
+    def visit_Neg(self, node: exp.Neg) -> Expr:
+        arg = self.bind(node.this)
+        if isinstance(arg, Literal) and arg.value is not None and arg.type.is_numeric:
+            return Literal(arg.type, -arg.value)
+        if not arg.type.is_numeric:
+            raise self.type_error(node, f"cannot negate {arg.type}")
+        return Call(arg.type, "neg", (arg,))
+
+    def visit_And(self, node: exp.And) -> Expr:
+        return Call(ty.BOOL, "and", (self.bool_operand(node.left), self.bool_operand(node.right)))
+
+    def visit_Or(self, node: exp.Or) -> Expr:
+        return Call(ty.BOOL, "or", (self.bool_operand(node.left), self.bool_operand(node.right)))
+
+    def visit_Not(self, node: exp.Not) -> Expr:
+        return Call(ty.BOOL, "not", (self.bool_operand(node.this),))
+
+    def visit_Is(self, node: exp.Is) -> Expr:
+        if not isinstance(node.expression, exp.Null):
+            raise self.unsupported(node, "IS TRUE / IS FALSE / IS DISTINCT FROM")
+        return Call(ty.BOOL, "is_null", (self.bind(node.this),))
+
+    def visit_DPipe(self, node: exp.DPipe) -> Expr:
+        args = [self.bind(node.left), self.bind(node.right)]
+        return Call(ty.TEXT, "||", tuple(self._to_text(a) for a in args))
+
+    def _to_text(self, e: Expr) -> Expr:
+        return e if e.type.kind == "text" else self.coerce(e, ty.TEXT)
+
+    def visit_In(self, node: exp.In) -> Expr:
+        if node.args.get("query") is not None:
+            raise self.unsupported(node, "IN (subquery)", "IN")
+        if node.args.get("unnest") or node.args.get("field"):
+            raise self.unsupported(node, "IN over an array", "IN")
+        arg = self.bind(node.this)
+        values = [self.bind(v) for v in node.expressions]
+        target = arg.type
+        for v in values:
+            t = self._comparable(node, Literal(target, None) if False else arg, v)
+            target = ty.common_type(target, t) or target
+        return Call(ty.BOOL, "in", (self.coerce(arg, target), *[self.coerce(v, target) for v in values]))
+
+    def visit_Between(self, node: exp.Between) -> Expr:
+        arg = self.bind(node.this)
+        low, high = self.bind(node.args["low"]), self.bind(node.args["high"])
+        t1 = self._comparable(node, arg, low)
+        t2 = self._comparable(node, arg, high)
+        target = ty.common_type(t1, t2) or t1
+        a = self.coerce(arg, target)
+        return Call(ty.BOOL, "and", (
+            Call(ty.BOOL, ">=", (a, self.coerce(low, target))),
+            Call(ty.BOOL, "<=", (a, self.coerce(high, target))),
+        ))
+
+    def _like(self, node: exp.Expression, op: str) -> Expr:
+        if node.args.get("escape") is not None:
+            raise self.unsupported(node, "LIKE ... ESCAPE")
+        left, right = self.bind(node.this), self.bind(node.expression)
+        for side in (left, right):
+            if side.type.kind not in ("text", "null"):
+                raise self.type_error(node, f"{op.upper()} needs text operands, not {side.type}")
+        return Call(ty.BOOL, op, (left, right))
+
+    def visit_Like(self, node: exp.Like) -> Expr:
+        return self._like(node, "like")
+
+    def visit_ILike(self, node: exp.ILike) -> Expr:
+        return self._like(node, "ilike")
+
+    def visit_Escape(self, node: exp.Escape) -> Expr:
+        raise self.unsupported(node, "LIKE ... ESCAPE")
+
+    # ------------------------------------------------------------------ conditionals
+    def visit_Case(self, node: exp.Case) -> Expr:
+        operand = node.this
+        whens: list[tuple[Expr, Expr]] = []
+        for if_node in node.args.get("ifs") or []:
+            cond_node = if_node.this
+            if operand is not None:
+                cond = self.comparison(exp.EQ(this=operand.copy(), expression=cond_node.copy()), "=")
+            else:
+                cond = self.bool_operand(cond_node)
+            whens.append((cond, self.bind(if_node.args["true"])))
+        default = self.bind(node.args["default"]) if node.args.get("default") is not None else None
+        result = self._unify([v for _, v in whens] + ([default] if default is not None else []), node)
+        return Case(result, tuple((c, self.coerce(v, result)) for c, v in whens),
+                    self.coerce(default, result) if default is not None else None)
+
+    def visit_If(self, node: exp.If) -> Expr:
+        cond = self.bool_operand(node.this)
+        a = self.bind(node.args["true"])
+        b = self.bind(node.args["false"]) if node.args.get("false") is not None else None
+        result = self._unify([a] + ([b] if b is not None else []), node)
+        return Case(result, ((cond, self.coerce(a, result)),), self.coerce(b, result) if b is not None else None)
+
+    def _unify(self, values: list[Expr], node: exp.Expression) -> SqlType:
+        result = ty.NULL
+        for v in values:
+            nxt = ty.common_type(result, v.type)
+            if nxt is None:
+                if isinstance(v, Literal) and v.type.kind == "text":
+                    continue
+                if result.kind == "text" and isinstance(v, Literal):
+                    continue
+                raise self.type_error(node, f"branches have incompatible types {result} and {v.type}")
+            result = nxt
+        return ty.TEXT if result.kind == "null" else result
+
+    def visit_Coalesce(self, node: exp.Coalesce) -> Expr:
+        args = [self.bind(node.this)] + [self.bind(e) for e in node.expressions]
+        result = self._unify(args, node)
+        return Call(result, "coalesce", tuple(self.coerce(a, result) for a in args))
+
+    def visit_Nullif(self, node: exp.Nullif) -> Expr:
+        a, b = self.bind(node.this), self.bind(node.expression)
+        target = self._comparable(node, a, b)
+        return Call(a.type, "nullif", (a, self.coerce(b, target) if b.type != a.type else b))
+
+    def visit_Greatest(self, node: exp.Greatest) -> Expr:
+        return self._variadic(node, "greatest")
+
+    def visit_Least(self, node: exp.Least) -> Expr:
+        return self._variadic(node, "least")
+
+    def _variadic(self, node: exp.Expression, op: str) -> Expr:
+        args = [self.bind(node.this)] + [self.bind(e) for e in node.expressions]
+        result = self._unify(args, node)
+        return Call(result, op, tuple(self.coerce(a, result) for a in args))
+
+    # ------------------------------------------------------------------ strings
+    def _text_fn(self, node: exp.Expression, op: str, result: SqlType = ty.TEXT) -> Expr:
+        arg = self.bind(node.this)
+        if arg.type.kind not in ("text", "null"):
+            raise self.type_error(node, f"{op}() needs a text argument, not {arg.type}")
+        return Call(result, op, (arg,))
+
+    def visit_Lower(self, node: exp.Lower) -> Expr:
+        return self._text_fn(node, "lower")
+
+    def visit_Upper(self, node: exp.Upper) -> Expr:
+        return self._text_fn(node, "upper")
+
+    def visit_Length(self, node: exp.Length) -> Expr:
+        return self._text_fn(node, "length", ty.INT4)
+
+    def visit_Substring(self, node: exp.Substring) -> Expr:
+        arg = self._to_text(self.bind(node.this))
+        start = node.args.get("start")
+        length = node.args.get("length")
+        start_e = self.coerce(self.bind(start), ty.INT4) if start is not None else Literal(ty.INT4, 1)
+        if length is None:
+            return Call(ty.TEXT, "substring", (arg, start_e))
+        return Call(ty.TEXT, "substring", (arg, start_e, self.coerce(self.bind(length), ty.INT4)))
+
+    def visit_Trim(self, node: exp.Trim) -> Expr:
+        arg = self.bind(node.this)
+        position = (node.args.get("position") or "BOTH").upper()
+        chars = node.args.get("expression")
+        op = {"BOTH": "trim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
+        if chars is not None:
+            return Call(ty.TEXT, op, (self._to_text(arg), self._to_text(self.bind(chars))))
+        return Call(ty.TEXT, op, (self._to_text(arg),))
+
+    def visit_Concat(self, node: exp.Concat) -> Expr:
+        # PostgreSQL's concat() skips NULL arguments (unlike ||).
+        args = tuple(self._to_text(self.bind(e)) for e in node.expressions)
+        return Call(ty.TEXT, "concat", args)
+
+    def visit_Anonymous(self, node: exp.Anonymous) -> Expr:
+        name = str(node.this).lower()
+        args = [self.bind(a) for a in node.expressions]
+        if name in ("btrim", "ltrim", "rtrim") and 1 <= len(args) <= 2:
+            return Call(ty.TEXT, {"btrim": "trim"}.get(name, name), tuple(self._to_text(a) for a in args))
+        raise UnsupportedSqlError(f"function {name}() is not supported", locate(node, self.sql), self.sql)
+
+    # ------------------------------------------------------------------ numbers
+    def visit_Abs(self, node: exp.Abs) -> Expr:
+        arg = self.bind(node.this)
+        if not arg.type.is_numeric:
+            raise self.type_error(node, f"abs() needs a number, not {arg.type}")
+        return Call(arg.type, "abs", (arg,))
+
+    def visit_Round(self, node: exp.Round) -> Expr:
+        arg = self.bind(node.this)
+        places = node.args.get("decimals")
+        if not arg.type.is_numeric:
+            raise self.type_error(node, f"round() needs a number, not {arg.type}")
+        if places is None:
+            result = arg.type if not arg.type.is_integer else arg.type
+            if arg.type.kind == "numeric":
+                result = SqlType.numeric(None, 0)
+            return Call(result, "round", (arg,))
+        p = self.bind(places)
+        if not isinstance(p, Literal) or not isinstance(p.value, int):
+            raise self.unsupported(node, "round() with a non-constant number of places")
+        if arg.type.is_float:
+            raise self.type_error(node, "round(double precision, integer) does not exist in PostgreSQL")
+        return Call(SqlType.numeric(None, max(p.value, 0)), "round", (self._to_numeric(arg), p))
+
+    def visit_Floor(self, node: exp.Floor) -> Expr:
+        return self._floor_ceil(node, "floor")
+
+    def visit_Ceil(self, node: exp.Ceil) -> Expr:
+        return self._floor_ceil(node, "ceil")
+
+    def _floor_ceil(self, node: exp.Expression, op: str) -> Expr:
+        if node.args.get("decimals") is not None:
+            raise self.unsupported(node, f"{op}() with places")
+        arg = self.bind(node.this)
+        if not arg.type.is_numeric:
+            raise self.type_error(node, f"{op}() needs a number, not {arg.type}")
+        result = SqlType.numeric(None, 0) if arg.type.kind == "numeric" else (
+            ty.FLOAT8 if not arg.type.is_integer else ty.FLOAT8)
+        return Call(result, op, (arg,))
+
+    # ------------------------------------------------------------------ casts and dates
+    def visit_Cast(self, node: exp.Cast) -> Expr:
+        arg = self.bind(node.this)
+        target_text = node.to.sql(dialect="postgres")
+        try:
+            target = parse_type(target_text)
+        except Exception:
+            raise self.unsupported(node, f"CAST to {target_text}") from None
+        if target.kind == "interval":
+            raise self.unsupported(node, "intervals")
+        return self.coerce(arg, target) if not isinstance(arg, Literal) else self._cast_literal(node, arg, target)
+
+    def _cast_literal(self, node: exp.Expression, arg: Literal, target: SqlType) -> Expr:
+        try:
+            return Literal(target, _convert_literal(arg.value, target))
+        except (ValueError, decimal.InvalidOperation):
+            raise self.type_error(node, f"invalid input {arg.value!r} for type {target}") from None
+
+    def visit_TryCast(self, node: exp.TryCast) -> Expr:
+        raise self.unsupported(node, "TRY_CAST")
+
+    def visit_Extract(self, node: exp.Extract) -> Expr:
+        field_name = node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else str(node.this).lower()
+        if field_name not in _EXTRACT_FIELDS:
+            raise self.unsupported(node, f"EXTRACT({field_name.upper()})")
+        arg = self.bind(node.expression)
+        if not arg.type.is_temporal:
+            raise self.type_error(node, f"EXTRACT needs a date or timestamp, not {arg.type}")
+        if arg.type.kind == "date" and field_name in ("hour", "minute", "second", "milliseconds", "microseconds"):
+            raise self.type_error(node, f'unit "{field_name}" not supported for type date')
+        scale = 6 if field_name in ("second", "epoch", "milliseconds") else 0
+        return Call(SqlType.numeric(None, scale), f"extract:{field_name}", (arg,))
+
+    def _trunc(self, node: exp.Expression, unit_node: exp.Expression | None, arg_node: exp.Expression) -> Expr:
+        unit = unit_node.name.lower() if unit_node is not None else ""
+        if unit.endswith("s") and unit not in ("microseconds", "milliseconds"):
+            unit = unit[:-1]
+        if unit not in _TRUNC_UNITS:
+            raise self.unsupported(node, f"date_trunc unit {unit!r}")
+        arg = self.bind(arg_node)
+        if not arg.type.is_temporal:
+            raise self.type_error(node, f"date_trunc needs a date or timestamp, not {arg.type}")
+        # PostgreSQL: date_trunc(text, date) casts the date to timestamptz.
+        result = SqlType("timestamptz") if arg.type.kind == "date" else arg.type
+        return Call(result, f"date_trunc:{unit}", (arg,))
+
+    def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> Expr:
+        return self._trunc(node, node.args.get("unit"), node.this)
+
+    def visit_DateTrunc(self, node: exp.DateTrunc) -> Expr:
+        return self._trunc(node, node.args.get("unit"), node.this)
+
+    # ------------------------------------------------------------------ aggregates
+    def _agg(self, node: exp.Expression, func: str) -> Expr:
+        if self.aggs is None:
+            raise UnsupportedSqlError(
+                f"aggregate function {func.upper()} is not allowed in {self.context}",
+                locate(node, self.sql), self.sql)
+        arg_node = node.this
+        if isinstance(arg_node, exp.Distinct):
+            raise self.unsupported(node, f"{func.upper()}(DISTINCT ...)", "DISTINCT")
+        inner = ExprBinder(self.scope, self.sql, None, "an aggregate's argument")
+        if func == "count" and (arg_node is None or isinstance(arg_node, exp.Star)):
+            return self.aggs.add(AggCall("count_star", None, ty.INT8))
+        arg = inner.bind(arg_node)
+        if func == "count":
+            return self.aggs.add(AggCall("count", arg, ty.INT8))
+        if func == "sum":
+            result = ty.sum_type(arg.type)
+        elif func == "avg":
+            result = ty.avg_type(arg.type)
+        else:
+            result = arg.type if arg.type.kind != "null" else ty.TEXT
+            if arg.type.kind == "bool":
+                result = None
+        if result is None:
+            raise self.type_error(node, f"function {func}({arg.type}) does not exist")
+        if func in ("sum", "avg") and arg.type.kind == "null":
+            arg = Cast(SqlType.numeric(None, 0), arg)
+        return self.aggs.add(AggCall(func, arg, result))
+
+    def visit_Count(self, node: exp.Count) -> Expr:
+        if node.args.get("big_int") is None and node.expressions:
+            raise self.unsupported(node, "COUNT with several arguments")
+        return self._agg(node, "count")
+
+    def visit_Sum(self, node: exp.Sum) -> Expr:
+        return self._agg(node, "sum")
+
+    def visit_Avg(self, node: exp.Avg) -> Expr:
+        return self._agg(node, "avg")
+
+    def visit_Min(self, node: exp.Min) -> Expr:
+        return self._agg(node, "min")
+
+    def visit_Max(self, node: exp.Max) -> Expr:
+        return self._agg(node, "max")
+
+    # ------------------------------------------------------------------ refused constructs
+    def visit_Window(self, node: exp.Window) -> Expr:
+        raise self.unsupported(node, "window function (OVER ...)", "OVER")
+
+    def visit_Subquery(self, node: exp.Subquery) -> Expr:
+        raise self.unsupported(node, "scalar subquery", "(")
+
+    def visit_Exists(self, node: exp.Exists) -> Expr:
+        raise self.unsupported(node, "EXISTS (subquery)", "EXISTS")
+
+    def visit_Select(self, node: exp.Select) -> Expr:
+        raise self.unsupported(node, "subquery in an expression", "SELECT")
+
+
+def _describe(node: exp.Expression) -> str:
+    if isinstance(node, exp.Func):
+        return f"function {node.sql_name().lower()}()"
+    return f"{type(node).__name__} expression ({node.sql(dialect='postgres')[:40]})"
+
+
+def _convert_literal(value, target: SqlType):
+    """Convert a constant the way PostgreSQL's input functions would."""
+    if value is None:
+        return None
+    kind = target.kind
+    if kind in ("int2", "int4", "int8"):
+        if isinstance(value, str):
+            return int(value.strip())
+        if isinstance(value, bool):
+            return int(value)
+        return int(decimal.Decimal(value).to_integral_value(rounding=decimal.ROUND_HALF_UP)) \
+            if not isinstance(value, int) else value
+    if kind == "numeric":
+        d = decimal.Decimal(value.strip()) if isinstance(value, str) else decimal.Decimal(str(value))
+        scale = target.decimal_precision_scale[1]
+        return d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
+    if kind in ("float4", "float8"):
+        return float(value)
+    if kind == "text":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+    if kind == "bool":
+        if isinstance(value, str):
+            v = value.strip().lower()
+            if v in ("t", "true", "yes", "y", "on", "1"):
+                return True
+            if v in ("f", "false", "no", "n", "off", "0"):
+                return False
+            raise ValueError(value)
+        return bool(value)
+    if kind == "date":
+        if isinstance(value, str):
+            return dt.date.fromisoformat(value.strip())
+        return value
+    if kind in ("timestamp", "timestamptz"):
+        if isinstance(value, str):
+            parsed = dt.datetime.fromisoformat(value.strip())
+            if kind == "timestamptz" and parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            if kind == "timestamp" and parsed.tzinfo is not None:
+                parsed = parsed.replace(tzinfo=None)
+            return parsed
+        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return dt.datetime(value.year, value.month, value.day,
+                               tzinfo=dt.timezone.utc if kind == "timestamptz" else None)
+        return value
+    raise ValueError(f"cannot convert {value!r} to {target}")

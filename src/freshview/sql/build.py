@@ -1,0 +1,535 @@
+"""Building a logical plan from a parsed query.
+
+For each SELECT the builder resolves the FROM items, binds every expression
+against the combined ("wide") row of all FROM items, and then optimises as it
+assembles the plan, the way the Epsio planner does:
+
+* columns no clause uses are pruned right above each scan, so join and
+  aggregate state holds only what the view needs;
+* WHERE and ON conjuncts that touch one FROM item are pushed onto that item;
+* equalities between the item being joined and those before it become join
+  keys; other multi-item conjuncts become a filter right after the join that
+  first has all their columns.
+
+Anything outside the supported subset is refused with its position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlglot import exp
+
+from freshview.errors import SqlError, UnknownColumnError, UnknownTableError, UnsupportedSqlError
+from freshview.plan import nodes as pn
+from freshview.plan.expr import (
+    Call, ColumnRef, Expr, columns_used, conjoin, conjuncts, remap_columns,
+)
+from freshview.schema import SqlType
+from freshview.sql import typing as ty
+from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
+from freshview.sql.parse import locate, parse_query
+
+
+class Catalog(Protocol):
+    def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
+        """Columns of a source (False) or view (True) named ``name``, or None."""
+
+
+@dataclass
+class FromItem:
+    alias: str
+    node: pn.Node
+    offset: int  # first column's index in the wide row
+
+
+def build_plan(sql: str, catalog: Catalog) -> pn.Node:
+    """Parse ``sql`` and build its optimised logical plan, or raise a located SqlError."""
+    tree = parse_query(sql)
+    return QueryBuilder(sql, catalog).query(tree)
+
+
+class QueryBuilder:
+    def __init__(self, sql: str, catalog: Catalog) -> None:
+        self.sql = sql
+        self.catalog = catalog
+
+    def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
+        return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
+
+    # ------------------------------------------------------------------ queries
+    def query(self, node: exp.Expression) -> pn.Node:
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this)
+        if node.args.get("with_") is not None or node.args.get("with") is not None:
+            raise self.unsupported(node.args.get("with_") or node.args.get("with"), "WITH (common table expressions)", "WITH")
+        if isinstance(node, exp.Union):
+            return self.union(node)
+        if isinstance(node, (exp.Except, exp.Intersect)):
+            raise self.unsupported(node, node.key.upper(), node.key.upper())
+        if isinstance(node, exp.Select):
+            return self.select(node)
+        raise self.unsupported(node, f"{node.key.upper()} as a query")
+
+    def union(self, node: exp.Union) -> pn.Node:
+        if node.args.get("distinct"):
+            raise self.unsupported(node, "UNION (without ALL; use UNION ALL)", "UNION")
+        self._refuse_modifiers(node)
+        parts = self._union_parts(node)
+        plans = [self.query(p) for p in parts]
+        widths = {len(p.columns) for p in plans}
+        if len(widths) != 1:
+            raise SqlError("each UNION ALL query must have the same number of columns",
+                           locate(node, self.sql, "UNION"), self.sql)
+        types: list[SqlType] = []
+        for i in range(widths.pop()):
+            t = ty.NULL
+            for p in plans:
+                nt = ty.common_type(t, p.columns[i][1])
+                if nt is None:
+                    raise SqlError(
+                        f"UNION ALL column {i + 1} has incompatible types {t} and {p.columns[i][1]}",
+                        locate(node, self.sql, "UNION"), self.sql)
+                t = nt
+            types.append(ty.TEXT if t.kind == "null" else t)
+        names = tuple(n for n, _ in plans[0].columns)
+        aligned = []
+        for p in plans:
+            if all(ct == t for (_, ct), t in zip(p.columns, types)):
+                aligned.append(p)
+                continue
+            exprs = tuple(
+                _cast(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(p.columns, types))
+            )
+            aligned.append(pn.Project(p, exprs, tuple(n for n, _ in p.columns)))
+        first = aligned[0]
+        if tuple(n for n, _ in first.columns) != names:
+            first = pn.Project(first, tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(first.columns)), names)
+        return pn.UnionAll((first, *aligned[1:]))
+
+    def _union_parts(self, node: exp.Expression) -> list[exp.Expression]:
+        if isinstance(node, exp.Union) and not node.args.get("distinct") and not _has_modifiers(node):
+            return self._union_parts(node.left) + self._union_parts(node.right)
+        if isinstance(node, exp.Union):
+            return [node]
+        return [node]
+
+    def _refuse_modifiers(self, node: exp.Expression) -> None:
+        if node.args.get("limit") is not None or node.args.get("offset") is not None:
+            raise self.unsupported(node.args.get("limit") or node.args.get("offset"),
+                                   "ORDER BY ... LIMIT/OFFSET (top-k)", "LIMIT")
+        if node.args.get("fetch") is not None:
+            raise self.unsupported(node.args.get("fetch"), "FETCH FIRST (top-k)", "FETCH")
+
+    # ------------------------------------------------------------------ SELECT
+    def select(self, node: exp.Select) -> pn.Node:
+        self._refuse_modifiers(node)
+        for key, what, kw in (
+            ("windows", "WINDOW clause", "WINDOW"), ("qualify", "QUALIFY", "QUALIFY"),
+            ("laterals", "LATERAL", "LATERAL"), ("pivots", "PIVOT", "PIVOT"),
+            ("connect", "CONNECT BY", "CONNECT"), ("into", "SELECT INTO", "INTO"),
+            ("locks", "FOR UPDATE/SHARE", "FOR"), ("sample", "TABLESAMPLE", "TABLESAMPLE"),
+            ("prewhere", "PREWHERE", "PREWHERE"), ("cluster", "CLUSTER BY", "CLUSTER"),
+            ("distribute", "DISTRIBUTE BY", "DISTRIBUTE"), ("sort", "SORT BY", "SORT"),
+        ):
+            if node.args.get(key):
+                raise self.unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
+                                       what, kw)
+        distinct = node.args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
+
+        items = self.from_items(node)
+        scope = Scope([
+            ScopeColumn(it.alias, name, t, it.offset + i)
+            for it in items for i, (name, t) in enumerate(it.node.columns)
+        ])
+        width = sum(len(it.node.columns) for it in items)
+
+        # Conditions: ON clauses and WHERE, all inner, so one conjunctive pool.
+        cond_nodes: list[exp.Expression] = []
+        for join in node.args.get("joins") or []:
+            if join.args.get("on") is not None:
+                cond_nodes.append(join.args["on"])
+        if node.args.get("where") is not None:
+            cond_nodes.append(node.args["where"].this)
+        binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions")
+        conds: list[Expr] = []
+        for c in cond_nodes:
+            e = binder.bind(c)
+            if e.type.kind not in ("bool", "null"):
+                raise SqlError(f"argument of WHERE/ON must be boolean, not {e.type}", locate(c, self.sql), self.sql)
+            conds += conjuncts(e)
+
+        # SELECT list, with * expanded.
+        aggs = AggCollector()
+        select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
+        out_exprs: list[Expr] = []
+        out_names: list[str] = []
+        for sel in node.expressions:
+            if isinstance(sel, exp.Star) or (isinstance(sel, exp.Column) and isinstance(sel.this, exp.Star)):
+                qualifier = sel.table if isinstance(sel, exp.Column) else None
+                cols = [c for c in scope.columns if qualifier is None or c.relation == qualifier]
+                if qualifier and not cols:
+                    raise UnknownColumnError(f"unknown table or alias {qualifier!r} in {qualifier}.*",
+                                             locate(sel, self.sql), self.sql)
+                for c in cols:
+                    out_exprs.append(ColumnRef(c.type, c.index, c.name))
+                    out_names.append(c.name)
+                continue
+            out_exprs.append(select_binder.bind(sel))
+            out_names.append(_output_name(sel, len(out_names)))
+        _check_unique_names(out_names, node, self.sql)
+        scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
+
+        # GROUP BY: expressions, select aliases or ordinals.
+        group_exprs: list[Expr] = []
+        group_node = node.args.get("group")
+        if group_node is not None:
+            for key in ("grouping_sets", "cube", "rollup"):
+                if group_node.args.get(key):
+                    raise self.unsupported(group_node, f"GROUP BY {key.upper().replace('_', ' ')}", key.upper().split("_")[0])
+            gbinder = ExprBinder(scope, self.sql, None, "GROUP BY")
+            for g in group_node.expressions:
+                group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
+        having_node = node.args.get("having")
+        having: Expr | None = None
+        if having_node is not None:
+            having = select_binder.bind(having_node.this)
+            if having.type.kind not in ("bool", "null"):
+                raise SqlError(f"argument of HAVING must be boolean, not {having.type}",
+                               locate(having_node, self.sql), self.sql)
+
+        aggregated = bool(aggs.aggs) or group_node is not None or having is not None
+
+        # Prune columns nobody uses, then build the join tree with pushed-down filters.
+        used: set[int] = set()
+        for e in conds + out_exprs + group_exprs + ([having] if having is not None else []):
+            used |= {i for i in columns_used(e) if i < AGG_BASE}
+        for a in aggs.aggs:
+            if a.arg is not None:
+                used |= columns_used(a.arg)
+        plan, mapping = self.join_tree(items, conds, used, node)
+
+        def local(e: Expr) -> Expr:
+            return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
+
+        if aggregated:
+            agg_node = pn.Aggregate(
+                plan,
+                tuple(local(g) for g in group_exprs),
+                tuple(_remap_agg(a, mapping) for a in aggs.aggs),
+                tuple(_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)),
+            )
+            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
+            out_final = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, _select_nodes(node, out_exprs))]
+            plan = agg_node
+            if having is not None:
+                plan = pn.Filter(plan, lift.rewrite(having, having_node))
+            out_final_exprs = out_final
+        else:
+            out_final_exprs = [local(e) for e in out_exprs]
+
+        plan = _project(plan, out_final_exprs, out_names)
+        if distinct is not None:
+            plan = pn.Distinct(plan)
+        return plan
+
+    def _group_expr(self, g: exp.Expression, binder: ExprBinder, out_names: list[str],
+                    out_exprs: list[Expr], scope: Scope) -> Expr:
+        if isinstance(g, exp.Literal) and not g.is_string:
+            pos = int(g.this)
+            if not 1 <= pos <= len(out_exprs):
+                raise SqlError(f"GROUP BY position {pos} is not in select list", locate(g, self.sql), self.sql)
+            target = out_exprs[pos - 1]
+            if any(i >= AGG_BASE for i in columns_used(target)):
+                raise SqlError("aggregate functions are not allowed in GROUP BY", locate(g, self.sql), self.sql)
+            return target
+        if isinstance(g, exp.Column) and not g.table and g.name in out_names and not scope.resolve(g.name, None):
+            target = out_exprs[out_names.index(g.name)]
+            if any(i >= AGG_BASE for i in columns_used(target)):
+                raise SqlError("aggregate functions are not allowed in GROUP BY", locate(g, self.sql), self.sql)
+            return target
+        return binder.bind(g)
+
+    # ------------------------------------------------------------------ FROM
+    def from_items(self, node: exp.Select) -> list[FromItem]:
+        from_ = node.args.get("from_") or node.args.get("from")
+        if from_ is None:
+            raise self.unsupported(node, "SELECT without FROM", "SELECT")
+        raw = [from_.this]
+        if from_.expressions:
+            raw += list(from_.expressions)
+        for join in node.args.get("joins") or []:
+            side = (join.args.get("side") or "").upper()
+            kind = (join.args.get("kind") or "").upper()
+            if side in ("LEFT", "RIGHT", "FULL"):
+                raise self.unsupported(join, f"{side} OUTER JOIN", side)
+            if kind not in ("", "INNER", "CROSS"):
+                raise self.unsupported(join, f"{kind} JOIN", kind)
+            if join.args.get("using"):
+                raise self.unsupported(join, "JOIN ... USING (write the condition with ON)", "USING")
+            if join.args.get("method"):
+                raise self.unsupported(join, f"{join.args['method']} JOIN", str(join.args["method"]))
+            raw.append(join.this)
+        items: list[FromItem] = []
+        offset = 0
+        seen: set[str] = set()
+        for r in raw:
+            alias, plan = self.from_item(r)
+            if alias in seen:
+                raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
+            seen.add(alias)
+            items.append(FromItem(alias, plan, offset))
+            offset += len(plan.columns)
+        return items
+
+    def from_item(self, r: exp.Expression) -> tuple[str, pn.Node]:
+        if isinstance(r, exp.Table):
+            if isinstance(r.this, exp.Anonymous) or r.args.get("joins"):
+                raise self.unsupported(r, "table function in FROM")
+            name = r.name
+            if r.db:
+                qualified = f"{r.db}.{name}"
+                found = self.catalog.relation_columns(qualified)
+                if found is not None:
+                    name = qualified
+                elif r.db.lower() == "public":
+                    found = self.catalog.relation_columns(name)
+            else:
+                found = self.catalog.relation_columns(name)
+            if found is None:
+                raise UnknownTableError(f"unknown table {r.sql(dialect='postgres').split(' AS ')[0]!r} "
+                                        "(not a registered source or view)", locate(r, self.sql), self.sql)
+            columns, is_view = found
+            alias_node = r.args.get("alias")
+            alias = alias_node.name if alias_node is not None else r.name
+            plan: pn.Node = pn.Scan(name, columns, is_view)
+            if alias_node is not None and alias_node.columns:
+                plan = self._rename(plan, alias_node, r)
+            return alias, plan
+        if isinstance(r, exp.Subquery):
+            alias_node = r.args.get("alias")
+            if alias_node is None or not alias_node.name:
+                raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
+            if r.args.get("lateral"):
+                raise self.unsupported(r, "LATERAL subquery", "LATERAL")
+            plan = self.query(r.this)
+            if alias_node.columns:
+                plan = self._rename(plan, alias_node, r)
+            return alias_node.name, plan
+        if isinstance(r, (exp.Values,)):
+            raise self.unsupported(r, "VALUES in FROM", "VALUES")
+        if isinstance(r, exp.Lateral):
+            raise self.unsupported(r, "LATERAL", "LATERAL")
+        raise self.unsupported(r, f"{r.key.upper()} in FROM")
+
+    def _rename(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
+        names = [c.name for c in alias_node.columns]
+        if len(names) > len(plan.columns):
+            raise SqlError(f"{alias_node.name} has {len(plan.columns)} columns but {len(names)} were named",
+                           locate(r, self.sql), self.sql)
+        names += [n for n, _ in plan.columns[len(names):]]
+        return pn.Project(plan, tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(plan.columns)), tuple(names))
+
+    # ------------------------------------------------------------------ joins
+    def join_tree(self, items: list[FromItem], conds: list[Expr], used: set[int],
+                  node: exp.Select) -> tuple[pn.Node, dict[int, int]]:
+        """Left-deep join tree in FROM order; returns it and wide index -> output index."""
+        owner: dict[int, int] = {}
+        for k, it in enumerate(items):
+            for i in range(len(it.node.columns)):
+                owner[it.offset + i] = k
+
+        def rels(e: Expr) -> set[int]:
+            return {owner[i] for i in columns_used(e)}
+
+        pending = list(conds)
+        leaves: list[tuple[pn.Node, list[int]]] = []
+        for k, it in enumerate(items):
+            keep = [i for i in range(len(it.node.columns)) if it.offset + i in used]
+            if not keep:
+                keep = [0]  # a relation whose columns are all unused still multiplies rows
+            local_map = {it.offset + i: j for j, i in enumerate(keep)}
+            plan = it.node
+            single = [c for c in pending if rels(c) == {k}]
+            pending = [c for c in pending if c not in single]
+            if single:
+                plan = pn.Filter(plan, conjoin([remap_columns(c, {it.offset + i: i for i in range(len(it.node.columns))}) for c in single]))  # type: ignore[arg-type]
+            if len(keep) != len(it.node.columns) or single:
+                plan = pn.Project(plan, tuple(ColumnRef(it.node.columns[i][1], i, it.node.columns[i][0]) for i in keep),
+                                  tuple(it.node.columns[i][0] for i in keep))
+            leaves.append((plan, [it.offset + i for i in keep]))
+            del local_map
+
+        plan, wide_cols = leaves[0]
+        joined = {0}
+        for k in range(1, len(items)):
+            right, right_cols = leaves[k]
+            left_map = {w: j for j, w in enumerate(wide_cols)}
+            right_map = {w: j for j, w in enumerate(right_cols)}
+            lkeys: list[Expr] = []
+            rkeys: list[Expr] = []
+            residual: list[Expr] = []
+            still: list[Expr] = []
+            for c in pending:
+                r = rels(c)
+                if not r <= joined | {k} or k not in r:
+                    still.append(c)
+                    continue
+                split = _equi_split(c, rels, joined, k)
+                if split is not None:
+                    le, re_ = split
+                    t = ty.common_type(le.type, re_.type) or le.type
+                    lkeys.append(_cast(remap_columns(le, left_map), t))
+                    rkeys.append(_cast(remap_columns(re_, right_map), t))
+                else:
+                    residual.append(c)
+            pending = still
+            plan = pn.Join(plan, right, tuple(lkeys), tuple(rkeys))
+            wide_cols = wide_cols + right_cols
+            joined.add(k)
+            if residual:
+                mapping = {w: j for j, w in enumerate(wide_cols)}
+                plan = pn.Filter(plan, conjoin([remap_columns(c, mapping) for c in residual]))  # type: ignore[arg-type]
+        mapping = {w: j for j, w in enumerate(wide_cols)}
+        if pending:  # conditions on no column at all (constants)
+            plan = pn.Filter(plan, conjoin([remap_columns(c, mapping) for c in pending]))  # type: ignore[arg-type]
+        return plan, mapping
+
+
+# ---------------------------------------------------------------------- helpers
+def _has_modifiers(node: exp.Expression) -> bool:
+    return any(node.args.get(k) is not None for k in ("limit", "offset", "order"))
+
+
+def _cast(e: Expr, t: SqlType) -> Expr:
+    from freshview.plan.expr import Cast, Literal
+
+    if e.type == t:
+        return e
+    if isinstance(e, Literal) and e.value is None:
+        return Literal(t, None)
+    return Cast(t, e)
+
+
+def _equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:
+    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
+        return None
+    a, b = c.args
+    ra, rb = rels(a), rels(b)
+    if ra and rb and ra <= joined and rb == {k}:
+        return a, b
+    if ra and rb and rb <= joined and ra == {k}:
+        return b, a
+    return None
+
+
+def _agg_refs(e: Expr) -> set[int]:
+    return {i for i in columns_used(e) if i >= AGG_BASE}
+
+
+def _remap_agg(a, mapping):
+    from freshview.plan.expr import AggCall
+
+    return AggCall(a.func, remap_columns(a.arg, mapping) if a.arg is not None else None, a.type)
+
+
+class _AggregateLift:
+    """Rewrites SELECT/HAVING expressions over the Aggregate node's output."""
+
+    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str) -> None:
+        self.group_exprs = group_exprs
+        self.n_groups = n_groups
+        self.sql = sql
+
+    def rewrite(self, e: Expr, origin: exp.Expression | None) -> Expr:
+        for i, g in enumerate(self.group_exprs):
+            if e == g:
+                return ColumnRef(g.type, i, getattr(g, "name", "") or f"g{i}")
+        if isinstance(e, ColumnRef):
+            if e.index >= AGG_BASE:
+                return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
+            raise SqlError(
+                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function",
+                _locate_column(origin, e.name, self.sql), self.sql)
+        return e.map_children(lambda c: self.rewrite(c, origin))
+
+
+def _locate_column(origin: exp.Expression | None, name: str, sql: str):
+    if origin is not None:
+        for col in origin.find_all(exp.Column):
+            if col.name == name:
+                return locate(col, sql)
+    return locate(origin, sql)
+
+
+def _select_nodes(node: exp.Select, out_exprs: list[Expr]) -> list[exp.Expression | None]:
+    sel: list[exp.Expression | None] = []
+    for s in node.expressions:
+        if isinstance(s, exp.Star) or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star)):
+            sel.append(s)
+            continue
+        sel.append(s)
+    while len(sel) < len(out_exprs):  # stars expanded to several columns
+        sel.append(sel[-1] if sel else None)
+    return sel[: len(out_exprs)] if len(sel) >= len(out_exprs) else sel
+
+
+def _group_name(g: Expr, out_names: list[str], out_exprs: list[Expr], i: int) -> str:
+    for n, e in zip(out_names, out_exprs):
+        if e == g:
+            return n
+    return g.name if isinstance(g, ColumnRef) and g.name else f"group{i}"
+
+
+def _output_name(sel: exp.Expression, position: int) -> str:
+    if isinstance(sel, exp.Alias):
+        return sel.alias
+    if isinstance(sel, exp.Column):
+        return sel.name
+    inner = sel
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Column):
+        return inner.name
+    if isinstance(inner, exp.Cast):
+        base = inner.this
+        if isinstance(base, exp.Column):
+            return base.name
+        return _pg_type_name(inner)
+    if isinstance(inner, exp.Count):
+        return "count"
+    if isinstance(inner, exp.Func):
+        name = inner.sql_name().lower()
+        return {"timestamp_trunc": "date_trunc", "date_trunc": "date_trunc"}.get(name, name)
+    if isinstance(inner, exp.Case):
+        return "case"
+    return "?column?"
+
+
+def _pg_type_name(cast: exp.Cast) -> str:
+    text = cast.to.sql(dialect="postgres").lower()
+    return text.split("(")[0].strip()
+
+
+def _check_unique_names(names: list[str], node: exp.Select, sql: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise SqlError(
+                f"the view would have two columns named {n!r}; give one of them an alias (AS ...)",
+                locate(node, sql), sql)
+        seen.add(n)
+
+
+def _project(plan: pn.Node, exprs: list[Expr], names: list[str]) -> pn.Node:
+    identity = (
+        len(exprs) == len(plan.columns)
+        and all(isinstance(e, ColumnRef) and e.index == i for i, e in enumerate(exprs))
+        and tuple(names) == tuple(n for n, _ in plan.columns)
+    )
+    if identity:
+        return plan
+    return pn.Project(plan, tuple(exprs), tuple(names))

@@ -1,0 +1,75 @@
+"""Parsing view SQL (PostgreSQL dialect) with sqlglot, keeping source positions.
+
+Every error raised by the front end points into the user's text: ``locate``
+turns a sqlglot node into a line/column, using the token offsets sqlglot
+records, or the first descendant that has them.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from freshview.errors import SqlError, SqlLocation
+
+DIALECT = "postgres"
+
+
+def parse_query(sql: str) -> exp.Expression:
+    """Parse one query; anything but a single SELECT/UNION statement is refused."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+    except ParseError as err:
+        info = err.errors[0] if err.errors else {}
+        line, col = info.get("line"), info.get("col")
+        desc = info.get("description") or str(err).splitlines()[0]
+        loc = SqlLocation(line, col) if line and col else None
+        raise SqlError(f"syntax error: {desc}", loc, sql) from None
+    except TokenError as err:
+        raise SqlError(f"syntax error: {err}", None, sql) from None
+    if len(statements) != 1:
+        raise SqlError(f"a view is one query; found {len(statements)} statements", None, sql)
+    stmt = statements[0]
+    if not isinstance(stmt, (exp.Select, exp.Union, exp.Subquery)):
+        raise SqlError(
+            f"a view must be a SELECT query, not {stmt.key.upper()}", locate(stmt, sql), sql
+        )
+    return stmt
+
+
+def _offset_to_location(sql: str, offset: int) -> SqlLocation:
+    line = sql.count("\n", 0, offset) + 1
+    line_start = sql.rfind("\n", 0, offset) + 1
+    text = sql.splitlines()[line - 1] if sql.splitlines() else sql
+    return SqlLocation(line, offset - line_start + 1, text)
+
+
+def locate(node: exp.Expression | None, sql: str, keyword: str | None = None) -> SqlLocation | None:
+    """Best position of ``node`` in ``sql``: its own token, a keyword search, or a descendant's."""
+    if node is None:
+        return None
+    meta = getattr(node, "meta", None) or {}
+    if "start" in meta:
+        return _offset_to_location(sql, meta["start"])
+    if keyword:
+        before = _first_offset(node)
+        search_to = before if before is not None else len(sql)
+        idx = sql.upper().rfind(keyword.upper(), 0, search_to + len(keyword))
+        if idx < 0:
+            idx = sql.upper().find(keyword.upper())
+        if idx >= 0:
+            return _offset_to_location(sql, idx)
+    offset = _first_offset(node)
+    if offset is not None:
+        return _offset_to_location(sql, offset)
+    return None
+
+
+def _first_offset(node: exp.Expression) -> int | None:
+    best = None
+    for child in node.walk():
+        meta = getattr(child, "meta", None) or {}
+        if "start" in meta and (best is None or meta["start"] < best):
+            best = meta["start"]
+    return best
