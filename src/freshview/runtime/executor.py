@@ -31,6 +31,7 @@ class CircuitRunner:
         self.spark = spark
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
+        self._memo: dict[str, dict] = {}  # per-operator cache of lowered Spark Columns
 
     def step(self, inputs: InputFn, force: bool = False) -> pa.Table | None:
         """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None)."""
@@ -51,10 +52,10 @@ class CircuitRunner:
             return Delta.of_arrow(table, self.spark)
         if isinstance(node, pn.Filter):
             d = self._eval(op.inputs[0], inputs, force)
-            return filter_delta(node, d) if d is not None else None
+            return filter_delta(node, d, self._memo.setdefault(op.id, {})) if d is not None else None
         if isinstance(node, pn.Project):
             d = self._eval(op.inputs[0], inputs, force)
-            return project_delta(node, d) if d is not None else None
+            return project_delta(node, d, self._memo.setdefault(op.id, {})) if d is not None else None
         if isinstance(node, pn.UnionAll):
             parts = [self._eval(i, inputs, force) for i in op.inputs]
             live = [p for p in parts if p is not None]
@@ -64,7 +65,8 @@ class CircuitRunner:
             right = self._eval(op.inputs[1], inputs, force)
             if left is None and right is None:
                 return None
-            return join_delta(node, JoinState(*op.state), self.store, left, right, self.spark)
+            return join_delta(node, JoinState(*op.state), self.store, left, right, self.spark,
+                              self._memo.setdefault(op.id, {}))
         if isinstance(node, pn.Aggregate):
             d = self._eval(op.inputs[0], inputs, force)
             agg = self._aggs.get(op.id)

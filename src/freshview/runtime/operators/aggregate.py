@@ -90,6 +90,8 @@ class Aggregation:
         self.acc_schema = pa.schema(self.key_fields + acc_fields)
         self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
         self.out_schema = arrow_schema(node.columns)
+        self._partial_cols = None
+        self._extreme_cols = None
 
     # ------------------------------------------------------------------ state
     def ensure_state(self, store) -> None:
@@ -154,7 +156,17 @@ class Aggregation:
 
     def _partials(self, d: Delta) -> pa.Table:
         """Σ_Δ per group, computed on Spark: count, Σ x·w, Σ w over non-NULL x."""
+        if self._partial_cols is None:
+            self._partial_cols = self._build_partial_cols()
+        groups, aggs = self._partial_cols
         df = d.frame()
+        frame = df.groupBy(*groups).agg(*aggs) if groups else df.agg(*aggs)
+        table = frame.toArrow()
+        if self.ngroups == 0 and table.num_rows and table.column("cnt")[0].as_py() is None:
+            return table.slice(0, 0)  # a global aggregate over an empty change
+        return table
+
+    def _build_partial_cols(self):
         col = lambda i: F.col(col_name(i))  # noqa: E731
         groups = [lower(g, col).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
         w = F.col(WEIGHT)
@@ -169,11 +181,7 @@ class Aggregation:
                 continue
             acc_type = SqlType.from_arrow(_sum_acc_type(a.arg.type)).spark()  # type: ignore[union-attr]
             aggs += [F.sum(x.cast(acc_type) * w).cast(acc_type).alias(f"s{j}"), nonnull]
-        frame = df.groupBy(*groups).agg(*aggs) if groups else df.agg(*aggs)
-        table = frame.toArrow()
-        if self.ngroups == 0 and table.num_rows and table.column("cnt")[0].as_py() is None:
-            return table.slice(0, 0)  # a global aggregate over an empty change
-        return table
+        return groups, aggs
 
     def _keys_table(self, partial: pa.Table | None) -> pa.Table:
         if partial is None or self.ngroups == 0:
@@ -188,12 +196,12 @@ class Aggregation:
         return tuple(None if row[f"z{i}"] else row[f"k{i}"] for i in range(self.ngroups))
 
     def _update_extremes(self, store, d: Delta, keys: pa.Table) -> list[dict]:
-        df = d.frame()
-        col = lambda i: F.col(col_name(i))  # noqa: E731
-        groups = [lower(g, col).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
-        vals = [lower(self.node.aggs[j].arg, col).alias(f"v{j}") for j in self.extreme_aggs]  # type: ignore[arg-type]
-        frame = df.select(*groups, *vals, F.col(WEIGHT))
-        table = frame.toArrow()
+        if self._extreme_cols is None:
+            col = lambda i: F.col(col_name(i))  # noqa: E731
+            groups = [lower(g, col).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
+            vals = [lower(self.node.aggs[j].arg, col).alias(f"v{j}") for j in self.extreme_aggs]  # type: ignore[arg-type]
+            self._extreme_cols = groups + vals + [F.col(WEIGHT)]
+        table = d.frame().select(*self._extreme_cols).toArrow()
         results = []
         for j, name in zip(self.extreme_aggs, self.state.extremes):
             agg = self.node.aggs[j]

@@ -47,17 +47,17 @@ def row_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f for f in schema if f.name != WEIGHT])
 
 
-def keyed(d: Delta, columns: pn.Columns, keys) -> pa.Table:
-    """Materialise a side's change with its join key columns appended."""
-    df = d.frame()
-    key_cols = [
-        lower(k, lambda i: F.col(col_name(i))).cast(k.type.spark()).alias(key_name(j))
-        for j, k in enumerate(keys)
-    ]
+def keyed(d: Delta, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Table:
+    """Materialise a side's change with its join key columns appended (one Spark job)."""
+    cols = memo.get(side)
+    if cols is None:
+        key_cols = [
+            lower(k, lambda i: F.col(col_name(i))).cast(k.type.spark()).alias(key_name(j))
+            for j, k in enumerate(keys)
+        ]
+        cols = memo[side] = [F.col(col_name(i)) for i in range(len(columns))] + key_cols + [F.col(WEIGHT)]
     schema = side_schema(columns, keys)
-    out = Delta(schema, df.select(*[F.col(col_name(i)) for i in range(len(columns))], *key_cols, F.col(WEIGHT)),
-                None, d._spark)
-    return out.materialize()
+    return Delta(schema, d.frame().select(*cols), None, d._spark).materialize()
 
 
 def ensure_state(store, state: JoinState, node: pn.Join) -> None:
@@ -67,12 +67,12 @@ def ensure_state(store, state: JoinState, node: pn.Join) -> None:
 
 
 def join_delta(node: pn.Join, state: JoinState, store, left: Delta | None, right: Delta | None,
-               spark) -> Delta | None:
+               spark, memo: dict) -> Delta | None:
     ensure_state(store, state, node)
     nkeys = len(node.left_keys)
     knames = [key_name(i) for i in range(nkeys)]
-    dl = keyed(left, node.left.columns, node.left_keys) if left is not None else None
-    dr = keyed(right, node.right.columns, node.right_keys) if right is not None else None
+    dl = keyed(left, node.left.columns, node.left_keys, memo, "left") if left is not None else None
+    dr = keyed(right, node.right.columns, node.right_keys, memo, "right") if right is not None else None
     if dl is not None and dl.num_rows == 0:
         dl = None
     if dr is not None and dr.num_rows == 0:

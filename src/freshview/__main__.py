@@ -1,0 +1,3 @@
+from freshview.cli.app import main
+
+main()
