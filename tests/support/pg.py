@@ -142,7 +142,7 @@ class PostgresServer:
         self._prepare_root()
         self._run(
             [str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
-             "--auth=trust", "-E", "UTF8", "--locale=C", "--no-instructions"],
+             "--auth=trust", "-E", "UTF8", "--locale=C", "--lc-ctype=C.UTF-8", "--no-instructions"],
             what="initdb",
         )
         last_error = ""

@@ -102,6 +102,12 @@ class ExprBinder:
 
     # ------------------------------------------------------------------ dispatch
     def bind(self, node: exp.Expression) -> Expr:
+        out = self._bind(node)
+        if node.args.get("negate"):  # sqlglot spells IS NOT NULL, NOT LIKE ... as a flag
+            return Call(ty.BOOL, "not", (out,))
+        return out
+
+    def _bind(self, node: exp.Expression) -> Expr:
         handler: Callable[[exp.Expression], Expr] | None = getattr(
             self, f"visit_{type(node).__name__}", None
         )
