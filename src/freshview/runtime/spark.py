@@ -53,6 +53,9 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         _owned = builder.getOrCreate()
         _owned.sparkContext.setLogLevel("ERROR")
         logging.getLogger("py4j").setLevel(logging.WARNING)
+        # PySpark logs every failed query as a JSON blob with the JVM trace; freshview
+        # reports such failures itself as ExecutionError with Spark's one-line message.
+        logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
         return _owned
 
 

@@ -109,11 +109,10 @@ class QueryBuilder:
         return pn.UnionAll((first, *aligned[1:]))
 
     def _union_parts(self, node: exp.Expression) -> list[exp.Expression]:
-        if isinstance(node, exp.Union) and not node.args.get("distinct") and not _has_modifiers(node):
+        if isinstance(node, exp.Union) and not node.args.get("distinct"):
+            self._refuse_modifiers(node)
             return self._union_parts(node.left) + self._union_parts(node.right)
-        if isinstance(node, exp.Union):
-            return [node]
-        return [node]
+        return [node]  # a SELECT, or a UNION DISTINCT that query() refuses
 
     def _refuse_modifiers(self, node: exp.Expression) -> None:
         if node.args.get("limit") is not None or node.args.get("offset") is not None:
@@ -204,8 +203,8 @@ class QueryBuilder:
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None
 
         # Prune columns nobody uses, then build the join tree with pushed-down filters.
-        used: set[int] = set()
-        for e in conds + out_exprs + group_exprs + ([having] if having is not None else []):
+        used: set[int] = set()  # columns needed above the scans' own filters
+        for e in out_exprs + group_exprs + ([having] if having is not None else []):
             used |= {i for i in columns_used(e) if i < AGG_BASE}
         for a in aggs.aggs:
             if a.arg is not None:
@@ -346,6 +345,12 @@ class QueryBuilder:
             return {owner[i] for i in columns_used(e)}
 
         pending = list(conds)
+        # Conditions on one FROM item are applied below its pruning projection, so
+        # only columns used by other conditions or by the output enter join state.
+        used = set(used)
+        for c in conds:
+            if len(rels(c)) != 1:
+                used |= columns_used(c)
         leaves: list[tuple[pn.Node, list[int]]] = []
         for k, it in enumerate(items):
             keep = [i for i in range(len(it.node.columns)) if it.offset + i in used]
@@ -400,10 +405,6 @@ class QueryBuilder:
 
 
 # ---------------------------------------------------------------------- helpers
-def _has_modifiers(node: exp.Expression) -> bool:
-    return any(node.args.get(k) is not None for k in ("limit", "offset", "order"))
-
-
 def _cast(e: Expr, t: SqlType) -> Expr:
     from freshview.plan.expr import Cast, Literal
 

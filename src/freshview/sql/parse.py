@@ -31,7 +31,7 @@ def parse_query(sql: str) -> exp.Expression:
     if len(statements) != 1:
         raise SqlError(f"a view is one query; found {len(statements)} statements", None, sql)
     stmt = statements[0]
-    if not isinstance(stmt, (exp.Select, exp.Union, exp.Subquery)):
+    if not isinstance(stmt, (exp.Select, exp.SetOperation, exp.Subquery)):
         raise SqlError(
             f"a view must be a SELECT query, not {stmt.key.upper()}", locate(stmt, sql), sql
         )
