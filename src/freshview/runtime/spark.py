@@ -42,7 +42,6 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         if _owned is not None and not _is_stopped(_owned):
             return _owned
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
         builder = SparkSession.builder.appName("freshview").master(
             master or os.environ.get("FRESHVIEW_SPARK_MASTER", "local[*]")
         )

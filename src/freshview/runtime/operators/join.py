@@ -87,11 +87,11 @@ def join_delta(node: pn.Join, state: JoinState, store, left: Delta | None, right
         r_old = store.lookup(state.right, dl.select(knames))
         r_side = pa.concat_tables([_conform(r_old, rschema)] + ([dr] if dr is not None else []))
         if r_side.num_rows:
-            parts.append(_join(spark, dl, lschema, r_side, rschema, node, knames))
+            parts.append(_join(spark, dl, lschema, r_side, rschema, node, knames, memo))
     if dr is not None:
         l_old = store.lookup(state.left, dr.select(knames))
         if l_old.num_rows:
-            parts.append(_join(spark, _conform(l_old, lschema), lschema, dr, rschema, node, knames))
+            parts.append(_join(spark, _conform(l_old, lschema), lschema, dr, rschema, node, knames, memo))
 
     if dl is not None:
         store.apply(state.left, dl)
@@ -112,19 +112,27 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _join(spark, lt: pa.Table, lschema: pa.Schema, rt: pa.Table, rschema: pa.Schema,
-          node: pn.Join, knames: list[str]) -> DataFrame:
-    nl = len(node.left.columns)
-    ldf = spark.createDataFrame(lt, schema=spark_schema(lschema)).alias("l")
-    rdf = spark.createDataFrame(rt, schema=spark_schema(rschema)).alias("r")
-    if knames:
+          node: pn.Join, knames: list[str], memo: dict) -> DataFrame:
+    if "join_cols" not in memo:  # built once per operator: each Column costs py4j round trips
+        nl = len(node.left.columns)
         cond = None
         for k in knames:
             c = F.col(f"l.{k}") == F.col(f"r.{k}")
             cond = c if cond is None else cond & c
-        joined = ldf.join(F.broadcast(rdf) if rt.num_rows <= lt.num_rows else rdf, cond, "inner")
+        cols = [F.col(f"l.{col_name(i)}").alias(col_name(i)) for i in range(nl)]
+        cols += [F.col(f"r.{col_name(i)}").alias(col_name(nl + i)) for i in range(len(node.right.columns))]
+        cols.append((F.col(f"l.{WEIGHT}") * F.col(f"r.{WEIGHT}")).cast("long").alias(WEIGHT))
+        memo["join_cond"], memo["join_cols"] = cond, cols
+        memo["schemas"] = (spark_schema(lschema), spark_schema(rschema))
+    lspark, rspark = memo["schemas"]
+    ldf = spark.createDataFrame(lt, schema=lspark).alias("l")
+    rdf = spark.createDataFrame(rt, schema=rspark).alias("r")
+    if knames:
+        # The smaller side is broadcast: both are slices of state touched by this step.
+        if rt.num_rows <= lt.num_rows:
+            joined = ldf.join(F.broadcast(rdf), memo["join_cond"], "inner")
+        else:
+            joined = F.broadcast(ldf).join(rdf, memo["join_cond"], "inner")
     else:
         joined = ldf.crossJoin(rdf)
-    cols = [F.col(f"l.{col_name(i)}").alias(col_name(i)) for i in range(nl)]
-    cols += [F.col(f"r.{col_name(i)}").alias(col_name(nl + i)) for i in range(len(node.right.columns))]
-    cols.append((F.col(f"l.{WEIGHT}") * F.col(f"r.{WEIGHT}")).cast("long").alias(WEIGHT))
-    return joined.select(*cols)
+    return joined.select(*memo["join_cols"])
