@@ -90,7 +90,7 @@ def _hundredths(values: np.ndarray) -> pa.Array:
     return pc.multiply(whole, pa.scalar(decimal.Decimal("0.01"))).cast(pa.decimal128(15, 2))
 
 
-def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark) -> dict:
+def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark, profile: bool = False) -> dict:
     from freshview import IncrementalFlow
 
     data = Data(n_rows)
@@ -118,6 +118,14 @@ def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark) -> dic
         delta = data.step(changes)
         s = flow.tick("lineitem", delta)
         step_ms.append(s.duration_ms)
+    if profile:
+        import cProfile
+        import pstats
+
+        delta = data.step(changes)
+        prof = cProfile.Profile()
+        prof.runcall(flow.tick, "lineitem", delta)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     incremental = flow.snapshot("revenue")
 
     # Spark recomputing the view from Parquet files of the current data.
@@ -165,6 +173,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--profile", action="store_true", help="cProfile one extra step and print where it went")
     args = parser.parse_args()
 
     from freshview.runtime.spark import get_session
@@ -174,7 +183,7 @@ def main() -> None:
     results = []
     for n in args.rows:
         print(f"state of {n:,} lineitem rows ...", flush=True)
-        results.append(run_size(n, args.changes, args.steps, workdir, spark))
+        results.append(run_size(n, args.changes, args.steps, workdir, spark, args.profile))
         print(json.dumps(results[-1]), flush=True)
     print()
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {platform.platform()}; "

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from freshview.plan import nodes as pn
+from freshview.plan.expr import ColumnRef
 from freshview.runtime.delta import Delta, arrow_schema, col_name, spark_schema
 from freshview.runtime.expressions import lower
 from freshview.schema import WEIGHT
@@ -48,7 +49,17 @@ def row_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def keyed(d: Delta, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Table:
-    """Materialise a side's change with its join key columns appended (one Spark job)."""
+    """Materialise a side's change with its join key columns appended (one Spark job).
+
+    When the change is already Arrow and the keys are plain columns, appending
+    them is plumbing, not computation: no Spark job is spent on it.
+    """
+    schema = side_schema(columns, keys)
+    if d.df is None and all(isinstance(k, ColumnRef) and k.type == columns[k.index][1] for k in keys):
+        table = d.materialize()
+        arrays = [table.column(col_name(i)) for i in range(len(columns))]
+        arrays += [table.column(col_name(k.index)) for k in keys]
+        return pa.Table.from_arrays(arrays + [table.column(WEIGHT)], schema=schema)
     cols = memo.get(side)
     if cols is None:
         key_cols = [
@@ -56,7 +67,6 @@ def keyed(d: Delta, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Tabl
             for j, k in enumerate(keys)
         ]
         cols = memo[side] = [F.col(col_name(i)) for i in range(len(columns))] + key_cols + [F.col(WEIGHT)]
-    schema = side_schema(columns, keys)
     return Delta(schema, d.frame().select(*cols), None, d._spark).materialize()
 
 
