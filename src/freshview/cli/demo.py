@@ -88,7 +88,8 @@ def run_demo(duration: float, n_orders: int, changes_per_step: int, state_dir: s
                 steps += 1
                 rows_total += last.rows_in
                 live.update(_dashboard(flow, last, steps, rows_total, time.perf_counter() - started))
-        console.print(f"done: {steps} steps, {rows_total:,} row changes; state in {flow.state_dir}")
+        kept = f"; state kept in {state_dir}" if state_dir else ""
+        console.print(f"done: {steps} steps, {rows_total:,} row changes{kept}")
     except KeyboardInterrupt:
         console.print("stopped.")
     finally:
