@@ -114,7 +114,10 @@ class Watch:
             raise StopIteration
 
     def close(self) -> None:
-        self._flow._watches.get(self.view, []).remove(self) if self in self._flow._watches.get(self.view, []) else None
+        """Stop receiving changes."""
+        watches = self._flow._watches.get(self.view, [])
+        if self in watches:
+            watches.remove(self)
         self._close()
 
 

@@ -199,15 +199,12 @@ class ExprBinder:
             raise self.type_error(node, f"operator {op} is not defined for {left.type} and {right.type}")
         if result.kind == "date" or (left.type.kind == "date" and right.type.kind == "date"):
             return Call(result, op, (left, right))
-        operand = result if not result.is_integer else result
         if result.kind == "numeric":
+            if op in "*/":  # operand scales combine; each side keeps its own
+                return Call(result, op, (self._to_numeric(left), self._to_numeric(right)))
             operand = SqlType.numeric(None, max(ty.numeric_scale(left.type), ty.numeric_scale(right.type)))
-            if op == "*":
-                return Call(result, op, (self._to_numeric(left), self._to_numeric(right)))
-            if op == "/":
-                return Call(result, op, (self._to_numeric(left), self._to_numeric(right)))
             return Call(result, op, (self.coerce(left, operand), self.coerce(right, operand)))
-        return Call(result, op, (self.coerce(left, operand), self.coerce(right, operand)))
+        return Call(result, op, (self.coerce(left, result), self.coerce(right, result)))
 
     def _to_numeric(self, e: Expr) -> Expr:
         if e.type.kind == "numeric":
@@ -252,8 +249,7 @@ class ExprBinder:
         values = [self.bind(v) for v in node.expressions]
         target = arg.type
         for v in values:
-            t = self._comparable(node, Literal(target, None) if False else arg, v)
-            target = ty.common_type(target, t) or target
+            target = ty.common_type(target, self._comparable(node, arg, v)) or target
         return Call(ty.BOOL, "in", (self.coerce(arg, target), *[self.coerce(v, target) for v in values]))
 
     def visit_Between(self, node: exp.Between) -> Expr:
@@ -402,9 +398,7 @@ class ExprBinder:
         if not arg.type.is_numeric:
             raise self.type_error(node, f"round() needs a number, not {arg.type}")
         if places is None:
-            result = arg.type if not arg.type.is_integer else arg.type
-            if arg.type.kind == "numeric":
-                result = SqlType.numeric(None, 0)
+            result = SqlType.numeric(None, 0) if arg.type.kind == "numeric" else arg.type
             return Call(result, "round", (arg,))
         p = self.bind(places)
         if not isinstance(p, Literal) or not isinstance(p.value, int):
@@ -425,8 +419,8 @@ class ExprBinder:
         arg = self.bind(node.this)
         if not arg.type.is_numeric:
             raise self.type_error(node, f"{op}() needs a number, not {arg.type}")
-        result = SqlType.numeric(None, 0) if arg.type.kind == "numeric" else (
-            ty.FLOAT8 if not arg.type.is_integer else ty.FLOAT8)
+        # PostgreSQL has floor/ceil for numeric and double precision; integers take the latter.
+        result = SqlType.numeric(None, 0) if arg.type.kind == "numeric" else ty.FLOAT8
         return Call(result, op, (arg,))
 
     # ------------------------------------------------------------------ casts and dates

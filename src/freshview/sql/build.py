@@ -356,7 +356,6 @@ class QueryBuilder:
             keep = [i for i in range(len(it.node.columns)) if it.offset + i in used]
             if not keep:
                 keep = [0]  # a relation whose columns are all unused still multiplies rows
-            local_map = {it.offset + i: j for j, i in enumerate(keep)}
             plan = it.node
             single = [c for c in pending if rels(c) == {k}]
             pending = [c for c in pending if c not in single]
@@ -366,7 +365,6 @@ class QueryBuilder:
                 plan = pn.Project(plan, tuple(ColumnRef(it.node.columns[i][1], i, it.node.columns[i][0]) for i in keep),
                                   tuple(it.node.columns[i][0] for i in keep))
             leaves.append((plan, [it.offset + i for i in keep]))
-            del local_map
 
         plan, wide_cols = leaves[0]
         joined = {0}
