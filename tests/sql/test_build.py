@@ -136,3 +136,12 @@ def test_error_message_shows_a_caret_under_the_construct():
         plan("SELECT o_id\nFROM orders\nLEFT JOIN customers ON o_customer = c_id")
     text = str(info.value)
     assert "line 3, column 1" in text and "^" in text
+
+
+def test_constant_interval_arithmetic_is_folded_like_postgresql():
+    p = plan("SELECT o_id FROM orders WHERE o_date >= DATE '1994-01-31' + INTERVAL '1' MONTH "
+             "AND o_date < DATE '1994-01-01' + INTERVAL '1' YEAR")
+    text = render(p)
+    assert "datetime.date(1994, 2, 28)" in text and "datetime.date(1995, 1, 1)" in text, text
+    with pytest.raises(UnsupportedSqlError, match="interval arithmetic on columns"):
+        plan("SELECT o_date + INTERVAL '1' DAY AS d FROM orders")

@@ -176,6 +176,7 @@ class ExprBinder:
     # ------------------------------------------------------------------ operators
     def comparison(self, node: exp.Expression, op: str) -> Expr:
         left, right = self.bind(node.left), self.bind(node.right)
+        left, right = _midnight_as_date(left, right), _midnight_as_date(right, left)
         target = self._comparable(node, left, right)
         return Call(ty.BOOL, op, (self.coerce(left, target), self.coerce(right, target)))
 
@@ -192,8 +193,10 @@ class ExprBinder:
 
     def arithmetic(self, node: exp.Expression, op: str) -> Expr:
         left, right = self.bind(node.left), self.bind(node.right)
+        if "interval" in (left.type.kind, right.type.kind):
+            return self._interval_arithmetic(node, op, left, right)
         if isinstance(right, Literal) and right.type.kind == "text" and left.type.is_temporal:
-            raise self.unsupported(node, "date/time arithmetic with intervals")
+            raise self.unsupported(node, "date/time arithmetic with a string operand")
         result = ty.arithmetic_type(op, left.type, right.type)
         if result is None:
             raise self.type_error(node, f"operator {op} is not defined for {left.type} and {right.type}")
@@ -210,6 +213,45 @@ class ExprBinder:
         if e.type.kind == "numeric":
             return e
         return self.coerce(e, SqlType.numeric(None, 0))
+
+    def visit_Interval(self, node: exp.Interval) -> Expr:
+        """INTERVAL '90' DAY / INTERVAL '1 year' as (months, days, microseconds)."""
+        text = node.this.name if node.this is not None else ""
+        unit = node.args.get("unit")
+        spec = f"{text} {unit.name if unit is not None else ''}".strip().lower()
+        parts = spec.split()
+        if len(parts) != 2 or not parts[0].lstrip("-").isdigit():
+            raise self.unsupported(node, f"interval {spec!r} (use a form like INTERVAL '3' MONTH)")
+        n, unit_name = int(parts[0]), parts[1].rstrip("s")
+        scale = {"year": (12, 0, 0), "month": (1, 0, 0), "week": (0, 7, 0), "day": (0, 1, 0),
+                 "hour": (0, 0, 3_600_000_000), "minute": (0, 0, 60_000_000), "second": (0, 0, 1_000_000)}
+        if unit_name not in scale:
+            raise self.unsupported(node, f"interval unit {unit_name!r}")
+        months, days, micros = scale[unit_name]
+        return Literal(SqlType("interval"), (n * months, n * days, n * micros))
+
+    def _interval_arithmetic(self, node: exp.Expression, op: str, left: Expr, right: Expr) -> Expr:
+        if op == "+" and left.type.kind == "interval":
+            left, right = right, left
+        if (op not in "+-" or right.type.kind != "interval" or not left.type.is_temporal
+                or not isinstance(left, Literal) or not isinstance(right, Literal)):
+            raise self.unsupported(
+                node, "interval arithmetic on columns (only constant date/timestamp ± interval is folded)")
+        if left.value is None or right.value is None:
+            result_type = left.type if left.type.kind != "date" else SqlType("timestamp")
+            return Literal(result_type, None)
+        months, days, micros = right.value
+        sign = 1 if op == "+" else -1
+        start = left.value
+        if not isinstance(start, dt.datetime):
+            start = dt.datetime(start.year, start.month, start.day)
+        total = start.month - 1 + sign * months
+        year, month = start.year + total // 12, total % 12 + 1
+        day = min(start.day, _days_in_month(year, month))  # PostgreSQL clamps to the month's end
+        moved = start.replace(year=year, month=month, day=day)
+        moved += dt.timedelta(days=sign * days, microseconds=sign * micros)
+        # PostgreSQL: date ± interval is a timestamp.
+        return Literal(left.type if left.type.kind != "date" else SqlType("timestamp"), moved)
 
     def visit_Neg(self, node: exp.Neg) -> Expr:
         arg = self.bind(node.this)
@@ -533,6 +575,19 @@ class ExprBinder:
 
     def visit_Select(self, node: exp.Select) -> Expr:
         raise self.unsupported(node, "subquery in an expression", "SELECT")
+
+
+def _midnight_as_date(e: Expr, other: Expr) -> Expr:
+    """A midnight timestamp constant compared with a date is that date (so no per-row cast)."""
+    if (other.type.kind == "date" and isinstance(e, Literal) and e.type.kind == "timestamp"
+            and isinstance(e.value, dt.datetime) and e.value.time() == dt.time(0)):
+        return Literal(SqlType("date"), e.value.date())
+    return e
+
+
+def _days_in_month(year: int, month: int) -> int:
+    nxt = dt.date(year + month // 12, month % 12 + 1, 1)
+    return (nxt - dt.timedelta(days=1)).day
 
 
 def _describe(node: exp.Expression) -> str:
