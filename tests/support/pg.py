@@ -38,7 +38,6 @@ _REQUIRED = ("initdb", "pg_ctl", "postgres")
 # throwaway cluster; logical replication settings are needed by CDC tests.
 _SETTINGS = {
     "fsync": "off",
-    "synchronous_commit": "off",
     "full_page_writes": "off",
     "wal_level": "logical",
     "max_replication_slots": "10",

@@ -1,0 +1,1 @@
+"""PostgreSQL: pgoutput decoding (``protocol``, no I/O), value conversion (``types``)."""
