@@ -1,0 +1,156 @@
+"""A logical replication connection: slot management and the pgoutput message stream.
+
+psycopg 3 has no replication API yet (psycopg#71), but a connection opened
+with ``replication=database`` accepts replication commands, and
+``START_REPLICATION`` leaves it in COPY BOTH mode, driven here through
+libpq's copy functions.  This module owns only the socket: framing of
+XLogData (``w``) and keepalive (``k``) messages, and standby status updates
+(``r``) that tell the server which LSN is durably applied.  Decoding is
+``protocol``'s job.
+
+Consistency rule (measured in the research notes): the snapshot exported by
+``create_slot`` is valid only until this connection runs another command, so
+the caller imports it in another session before calling ``start``.
+"""
+
+from __future__ import annotations
+
+import select
+import struct
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import psycopg
+from psycopg import pq
+
+from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
+
+_PG_EPOCH_US = 946_684_800 * 1_000_000  # 2000-01-01 in Unix microseconds
+_XLOGDATA = struct.Struct("!QQq")
+_KEEPALIVE = struct.Struct("!QqB")
+_STATUS = struct.Struct("!cQQQqB")
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    name: str
+    consistent_point: int
+    snapshot_name: str | None
+
+
+@dataclass(frozen=True)
+class XLogData:
+    data_start: int
+    wal_end: int
+    payload: bytes
+
+
+class ReplicationError(Exception):
+    pass
+
+
+class ReplicationConnection:
+    """One walsender connection: create/drop slots, stream changes, acknowledge progress."""
+
+    def __init__(self, dsn: str) -> None:
+        try:
+            self.conn = psycopg.connect(dsn, replication="database", autocommit=True)
+        except psycopg.Error as exc:
+            raise ReplicationError(f"cannot open a replication connection: {exc}".strip()) from None
+        self._streaming = False
+        self._last_status = 0.0
+        self.flushed_lsn = 0
+
+    def close(self) -> None:
+        if not self.conn.closed:
+            self.conn.close()
+
+    def __enter__(self) -> "ReplicationConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ slots
+    def create_slot(self, name: str, export_snapshot: bool = True) -> SlotInfo:
+        """CREATE_REPLICATION_SLOT ... LOGICAL pgoutput; returns where the stream starts."""
+        mode = "EXPORT_SNAPSHOT" if export_snapshot else "NOEXPORT_SNAPSHOT"
+        row = self.conn.execute(f'CREATE_REPLICATION_SLOT "{name}" LOGICAL pgoutput {mode}').fetchone()
+        if row is None:
+            raise ReplicationError(f"creating slot {name!r} returned nothing")
+        return SlotInfo(row[0], parse_lsn(row[1]), row[2])
+
+    def drop_slot(self, name: str) -> None:
+        self.conn.execute(f'DROP_REPLICATION_SLOT "{name}"')
+
+    # ------------------------------------------------------------------ streaming
+    def start(self, slot: str, publication: str, start_lsn: int = 0, proto_version: int = 2,
+              streaming: bool = True) -> None:
+        options = [f"proto_version '{proto_version}'", f"publication_names '{publication}'"]
+        if streaming and proto_version >= 2:
+            options.append("streaming 'on'")
+        command = (f'START_REPLICATION SLOT "{slot}" LOGICAL {format_lsn(start_lsn)} '
+                   f"({', '.join(options)})")
+        pgconn = self.conn.pgconn
+        pgconn.send_query(command.encode())
+        result = None
+        while True:
+            pgconn.consume_input()
+            if not pgconn.is_busy():
+                result = pgconn.get_result()
+                break
+            select.select([pgconn.socket], [], [], 1.0)
+        if result is None or result.status != pq.ExecStatus.COPY_BOTH:
+            message = result.error_message.decode(errors="replace").strip() if result else "no result"
+            raise ReplicationError(f"START_REPLICATION failed: {message}")
+        self.flushed_lsn = start_lsn
+        self._streaming = True
+
+    def messages(self, timeout: float = 1.0) -> Iterator[XLogData]:
+        """XLogData messages available within ``timeout`` seconds; keepalives are answered."""
+        pgconn = self.conn.pgconn
+        deadline = time.monotonic() + timeout
+        while True:
+            nbytes, data = pgconn.get_copy_data(1)  # non-blocking
+            if nbytes == 0:
+                remaining = deadline - time.monotonic()
+                self._maybe_send_status()
+                if remaining <= 0:
+                    return
+                select.select([pgconn.socket], [], [], min(remaining, 1.0))
+                pgconn.consume_input()
+                continue
+            if nbytes < 0:
+                result = pgconn.get_result()
+                message = result.error_message.decode(errors="replace").strip() if result else "stream ended"
+                raise ReplicationError(f"replication stream ended: {message}")
+            buf = bytes(data)
+            if buf[:1] == b"w":
+                start, end, _ = _XLOGDATA.unpack_from(buf, 1)
+                yield XLogData(start, end, buf[25:])
+            elif buf[:1] == b"k":
+                _end, _ts, reply = _KEEPALIVE.unpack_from(buf, 1)
+                if reply:
+                    self.send_status(force=True)
+
+    def acknowledge(self, lsn: int) -> None:
+        """Everything up to ``lsn`` is durably applied: the server may recycle that WAL."""
+        if lsn > self.flushed_lsn:
+            self.flushed_lsn = lsn
+        self.send_status(force=True)
+
+    def send_status(self, force: bool = False) -> None:
+        if not self._streaming:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_status < 10.0:
+            return
+        clock = int(time.time() * 1_000_000) - _PG_EPOCH_US
+        lsn = self.flushed_lsn
+        self.conn.pgconn.put_copy_data(_STATUS.pack(b"r", lsn, lsn, lsn, clock, 0))
+        self.conn.pgconn.flush()
+        self._last_status = now
+
+    def _maybe_send_status(self) -> None:
+        self.send_status(force=False)  # keeps wal_sender_timeout from closing an idle stream
