@@ -38,8 +38,9 @@ def arrow(columns, rows: Counter) -> pa.Table:
 def random_change(rng, live: Counter, make_row) -> Counter:
     change: Counter = Counter()
     for _ in range(rng.randint(1, 8)):
-        if live and rng.random() < 0.4:
-            row = rng.choice([r for r, w in live.items() if w > 0])
+        present = [r for r, w in live.items() if w > 0]
+        if present and rng.random() < 0.4:
+            row = rng.choice(present)
             change[row] -= 1
             live[row] -= 1
         else:

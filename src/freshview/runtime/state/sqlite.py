@@ -1,30 +1,73 @@
 """Operator state in one SQLite database (WAL), one table per arrangement.
 
-Each arrangement is a multiset of rows with weights, in a table keyed by the
-row's identity and indexed by the operator's key columns, so a step reads
-exactly the rows whose keys its change touches (B-tree probes, O(|Δ| log N))
-and writes only the rows it changes.  One SQLite transaction per engine
-step makes the step's catalog, state and outputs durable together; a crash
-at any moment leaves the last committed step.  Memory is bounded by the
-page cache (``cache_mb``).
+This module owns the on-disk layout of operator state.  An arrangement is a
+table ``(c0 .. cn, w)`` of stored values (see ``codec``) with a UNIQUE index
+on (key columns, other columns): the index is both the row identity used to
+add weights and the B-tree that answers key lookups, so a step touches
+O(|change| log N) pages, never the whole state.  ``extreme`` adds, on first
+use, a partial index (key columns, value column) WHERE w > 0, so a group's
+min/max is one index seek however large the group.
+
+Data moves in and out as Arrow through ADBC: a change is bulk-ingested into
+a temporary staging table and merged with set-based SQL; results come back
+with ``fetch_arrow_table`` and are decoded by vectorised kernels.  All of it
+runs on one connection, so one SQLite transaction per engine step makes the
+step's catalog, state and metadata durable together (WAL, synchronous=NORMAL:
+a SIGKILL at any moment leaves exactly the last committed step).  Memory is
+bounded by the page cache (``cache_mb``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
-import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import adbc_driver_sqlite.dbapi as adbc
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from freshview.errors import StateError
-from freshview.runtime.state.codec import decode, encode, row_ids
+from freshview.runtime.state.codec import Codec, codec_for, normalize_float
 from freshview.schema import WEIGHT
 
-CHUNK = 10_000  # bound parameters per IN (...) query; SQLite allows 32766
+OLD_WEIGHT = "_old_weight"
+_STAGE = "_fv_stage"  # temporary staging table (connection-local, never persisted)
+_CHECKPOINT_PAGES = 16384  # WAL auto-checkpoint every ~64 MB: amortises the checkpoint fsync over many steps
+
+
+@dataclass(frozen=True)
+class _Arrangement:
+    """Catalog entry: where an arrangement lives and how its columns are stored."""
+
+    name: str
+    table: str
+    schema: pa.Schema
+    key: tuple[str, ...]
+
+    @property
+    def codecs(self) -> list[Codec]:
+        return [codec_for(f.type) for f in self.schema]
+
+    def col(self, column: str) -> str:
+        return f"c{self.schema.get_field_index(column)}"
+
+    @property
+    def identity(self) -> list[str]:
+        """Stored columns of the UNIQUE index: key columns first, so it also serves lookups."""
+        cols = [self.col(k) for k in self.key]
+        cols += [f"c{i}" for i, n in enumerate(self.schema.names) if n not in self.key]
+        return cols or ["u"]  # a zero-column arrangement holds one row, keyed by a constant
+
+    @property
+    def quoted(self) -> str:
+        return f'"{self.table}"'
 
 
 class SqliteStateStore:
@@ -33,209 +76,398 @@ class SqliteStateStore:
     def __init__(self, directory: str | os.PathLike, cache_mb: int = 256) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / "state.sqlite"
+        self._in_tx = False
+        self._extreme_indexes: set[str] = set()
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes (SIGKILL)
-            self._db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
-            self._db.execute("PRAGMA temp_store=MEMORY")
-            # Checkpointing the WAL into the database fsyncs; with the default
-            # (every 1000 pages) it lands inside many steps.  Every 16k pages
-            # (~64 MB of WAL) amortises it over many steps.
-            self._db.execute("PRAGMA wal_autocheckpoint=16384")
-            self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._db.execute("CREATE TABLE IF NOT EXISTS arrangements (name TEXT PRIMARY KEY, tbl TEXT NOT NULL, "
-                             "schema BLOB NOT NULL, key TEXT NOT NULL)")
-        except sqlite3.DatabaseError as exc:
+            self._conn = adbc.connect(str(self.directory / "state.sqlite"), autocommit=True)
+            self._cur = self._conn.cursor()
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"cache_size=-{int(cache_mb) * 1024}",
+                           "temp_store=MEMORY", f"wal_autocheckpoint={_CHECKPOINT_PAGES}"):
+                self._exec(f"PRAGMA {pragma}")
+            self._check_format()
+            self._exec("CREATE TABLE IF NOT EXISTS fv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._exec("CREATE TABLE IF NOT EXISTS fv_arrangements (name TEXT PRIMARY KEY, tbl TEXT NOT NULL, "
+                       "schema TEXT NOT NULL, key TEXT NOT NULL)")
+        except adbc.Error as exc:
             raise StateError(f"cannot open state in {self.directory}: {exc}") from None
-        self._arr: dict[str, tuple[str, pa.Schema, list[str]]] = {}
+        self._arr: dict[str, _Arrangement] = {}
         self._load_catalog()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        if self._db is not None:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            self._db.close()
-            self._db = None  # type: ignore[assignment]
+        if getattr(self, "_conn", None) is None:
+            return
+        if self._in_tx:
+            self.rollback()
+        self._cur.close()
+        self._conn.close()
+        self._conn = None  # type: ignore[assignment]
+
+    def __del__(self) -> None:
+        # An unclosed store must not leave ADBC handles to a finaliser that complains.
+        with contextlib.suppress(Exception):
+            self.close()
 
     def begin(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        if self._in_tx:
+            raise StateError("a state transaction is already open")
+        self._exec("BEGIN IMMEDIATE")  # take the write lock now: a second writer fails at begin, not mid-step
+        self._in_tx = True
 
     def commit(self) -> None:
-        self._db.execute("COMMIT")
+        if not self._in_tx:
+            raise StateError("no state transaction to commit")
+        self._exec("COMMIT")
+        self._in_tx = False
 
     def rollback(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
-        self._load_catalog()  # arrangements created in the failed step are gone
+        if self._in_tx:
+            self._exec("ROLLBACK")
+            self._in_tx = False
+        # Arrangements and indexes created in the discarded step are gone.
+        self._extreme_indexes.clear()
+        self._load_catalog()
 
     @property
     def in_transaction(self) -> bool:
-        return self._db.in_transaction
+        return self._in_tx
 
-    def _load_catalog(self) -> None:
-        self._arr = {}
-        for name, tbl, schema, key in self._db.execute("SELECT name, tbl, schema, key FROM arrangements"):
-            self._arr[name] = (tbl, pa.ipc.read_schema(pa.py_buffer(schema)), json.loads(key))
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """Run a multi-statement operation atomically, inside the caller's transaction or its own."""
+        if self._in_tx:
+            yield
+            return
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    # ------------------------------------------------------------------ SQL helpers
+    def _exec(self, sql: str, params: tuple | None = None) -> None:
+        if self._conn is None:
+            raise StateError("the state store is closed")
+        self._cur.execute(sql, params)
+
+    def _rows(self, sql: str, params: tuple | None = None) -> list[tuple]:
+        self._exec(sql, params)
+        return self._cur.fetchall()
+
+    def _arrow(self, sql: str) -> pa.Table:
+        self._exec(sql)
+        return self._cur.fetch_arrow_table()
+
+    def _stage(self, table: pa.Table) -> None:
+        """Bulk-load ``table`` into the temporary staging table (replacing its previous content)."""
+        self._cur.adbc_ingest(_STAGE, table, mode="replace", temporary=True)
+
+    def _unstage(self) -> None:
+        self._exec(f"DROP TABLE IF EXISTS temp.{_STAGE}")
+
+    def _check_format(self) -> None:
+        old = self._rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'arrangements'")
+        if old:
+            raise StateError(f"{self.directory} holds state of an older storage format; delete it to start afresh")
 
     # ------------------------------------------------------------------ metadata
     def get_meta(self, key: str, default: Any = None) -> Any:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else default
+        rows = self._rows("SELECT value FROM fv_meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else default
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                         (key, json.dumps(value)))
+        self._exec("INSERT INTO fv_meta (key, value) VALUES (?, ?) "
+                   "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, json.dumps(value)))
 
     def delete_meta(self, key: str) -> None:
-        self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        self._exec("DELETE FROM fv_meta WHERE key = ?", (key,))
 
-    # ------------------------------------------------------------------ arrangements
-    def ensure_arrangement(self, name: str, schema: pa.Schema, key: list[str]) -> None:
-        existing = self._arr.get(name)
-        if existing is not None:
-            if not existing[1].equals(schema) or existing[2] != list(key):
-                raise StateError(f"state {name!r} exists with another layout; drop it first")
-            return
-        missing = [k for k in key if k not in schema.names]
-        if missing:
-            raise StateError(f"key column(s) {missing} are not in the arrangement")
-        tbl = "a_" + re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] + f"_{len(self._arr)}_{abs(hash(name)) % 10**8}"
-        cols = ", ".join(f"c{i}" for i in range(len(schema)))
-        self._db.execute(f'CREATE TABLE "{tbl}" (rid TEXT PRIMARY KEY, {cols + ", " if cols else ""}'
-                         f'w INTEGER NOT NULL) WITHOUT ROWID')
-        if key:
-            idx = ", ".join(f"c{schema.names.index(k)}" for k in key)
-            self._db.execute(f'CREATE INDEX "{tbl}_key" ON "{tbl}" ({idx})')
-        self._db.execute("INSERT INTO arrangements(name, tbl, schema, key) VALUES (?, ?, ?, ?)",
-                         (name, tbl, schema.serialize().to_pybytes(), json.dumps(list(key))))
-        self._arr[name] = (tbl, schema, list(key))
+    # ------------------------------------------------------------------ catalog
+    def _load_catalog(self) -> None:
+        self._arr = {}
+        for name, tbl, schema_hex, key in self._rows("SELECT name, tbl, schema, key FROM fv_arrangements"):
+            schema = pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(schema_hex)))
+            self._arr[name] = _Arrangement(name, tbl, schema, tuple(json.loads(key)))
 
-    def has_arrangement(self, name: str) -> bool:
-        return name in self._arr
-
-    def drop_arrangement(self, name: str) -> None:
-        tbl, _, _ = self._get(name)
-        self._db.execute(f'DROP TABLE "{tbl}"')
-        self._db.execute("DELETE FROM arrangements WHERE name = ?", (name,))
-        del self._arr[name]
-
-    def list_arrangements(self, prefix: str = "") -> list[str]:
-        return sorted(n for n in self._arr if n.startswith(prefix))
-
-    def _get(self, name: str) -> tuple[str, pa.Schema, list[str]]:
+    def _get(self, name: str) -> _Arrangement:
         try:
             return self._arr[name]
         except KeyError:
             raise StateError(f"no state named {name!r}") from None
 
+    def ensure_arrangement(self, name: str, schema: pa.Schema, key: list[str]) -> None:
+        existing = self._arr.get(name)
+        if existing is not None:
+            if not _same_layout(existing.schema, schema) or existing.key != tuple(key):
+                raise StateError(f"state {name!r} exists with another layout "
+                                 f"({existing.schema}, key {list(existing.key)}); drop it first")
+            return
+        _validate_layout(name, schema, key)
+        # Field metadata is not part of the layout; dropping it keeps comparisons simple.
+        schema = pa.schema([pa.field(f.name, f.type) for f in schema])
+        arr = _Arrangement(name, _table_name(name), schema, tuple(key))
+        cols = [f"c{i}" for i in range(len(schema))] or ["u INTEGER NOT NULL DEFAULT 0"]
+        with self._atomic():
+            # No declared column types: no affinity, so SQLite keeps each value's storage class.
+            self._exec(f"CREATE TABLE {arr.quoted} ({', '.join(cols)}, w INTEGER NOT NULL)")
+            self._exec(f'CREATE UNIQUE INDEX "{arr.table}_row" ON {arr.quoted} ({", ".join(arr.identity)})')
+            self._exec("INSERT INTO fv_arrangements (name, tbl, schema, key) VALUES (?, ?, ?, ?)",
+                       (name, arr.table, schema.serialize().to_pybytes().hex(), json.dumps(list(key))))
+        self._arr[name] = arr
+
+    def has_arrangement(self, name: str) -> bool:
+        return name in self._arr
+
+    def drop_arrangement(self, name: str) -> None:
+        arr = self._get(name)
+        with self._atomic():
+            self._exec(f"DROP TABLE IF EXISTS {arr.quoted}")  # drops its indexes too
+            self._exec("DELETE FROM fv_arrangements WHERE name = ?", (name,))
+        self._extreme_indexes = {i for i in self._extreme_indexes if not i.startswith(arr.table + "_")}
+        del self._arr[name]
+
+    def list_arrangements(self, prefix: str = "") -> list[str]:
+        return sorted(n for n in self._arr if n.startswith(prefix))
+
     # ------------------------------------------------------------------ writes
     def apply(self, name: str, delta: pa.Table) -> pa.Table:
-        tbl, schema, _ = self._get(name)
-        from freshview.algebra.batch import consolidate
-
-        delta = consolidate(delta.select(schema.names + [WEIGHT]).cast(
-            pa.schema(list(schema) + [pa.field(WEIGHT, pa.int64())])))
-        n = delta.num_rows
-        out_schema = pa.schema(list(schema) + [pa.field("_old_weight", pa.int64()), pa.field(WEIGHT, pa.int64())])
-        if n == 0:
-            return out_schema.empty_table()
-        rids = row_ids(delta, schema.names)
-        weights = delta.column(WEIGHT).to_pylist()
-        old: dict[str, int] = {}
-        for start in range(0, n, CHUNK):
-            chunk = rids[start:start + CHUNK]
-            marks = ",".join("?" * len(chunk))
-            old.update(self._db.execute(f'SELECT rid, w FROM "{tbl}" WHERE rid IN ({marks})', chunk))
-        columns = [encode(delta.column(i)) for i in range(len(schema))]
-        cols = "".join(f", c{i}" for i in range(len(schema)))
-        marks = ", ".join("?" * (len(schema) + 2))
-        self._db.executemany(
-            f'INSERT INTO "{tbl}" (rid{cols}, w) VALUES ({marks}) '
-            "ON CONFLICT(rid) DO UPDATE SET w = w + excluded.w",
-            zip(rids, *columns, weights),
-        )
-        old_w = [old.get(r, 0) for r in rids]
-        new_w = [o + w for o, w in zip(old_w, weights)]
-        gone = [r for r, w in zip(rids, new_w) if w == 0]
-        for start in range(0, len(gone), CHUNK):
-            chunk = gone[start:start + CHUNK]
-            self._db.execute(f'DELETE FROM "{tbl}" WHERE rid IN ({",".join("?" * len(chunk))})', chunk)
-        return delta.drop([WEIGHT]).append_column(
-            "_old_weight", pa.array(old_w, pa.int64())).append_column(WEIGHT, pa.array(new_w, pa.int64()))
+        """Add ``delta``'s weights into the stored multiset; report old and new weight per distinct row."""
+        arr = self._get(name)
+        rows = _consolidate(_conform(delta, arr.schema, with_weight=True), arr)
+        m = rows.num_rows
+        if m == 0:
+            return _apply_result(rows, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        weights = np.asarray(rows.column(WEIGHT), dtype=np.int64)
+        staged = _staged(rows, arr).append_column(WEIGHT, rows.column(WEIGHT))
+        with self._atomic():
+            self._stage(staged)
+            # 1. current weights of the touched rows (one index probe per distinct row)
+            found = self._arrow(f"SELECT 0 AS rid, 0 AS r, 0 AS w, 1 AS dummy UNION ALL "
+                                f"SELECT s.rid, a.rowid, a.w, 0 FROM temp.{_STAGE} s CROSS JOIN {arr.quoted} a "
+                                f"ON {_match(arr, arr.identity, 's')}")
+            found = found.filter(pc.equal(found.column("dummy"), 0))
+            rid = np.asarray(found.column("rid"), dtype=np.int64)
+            old = np.zeros(m, np.int64)
+            old[rid] = np.asarray(found.column("w"), dtype=np.int64)
+            new = old + weights
+            # 2. add the weights: insert new rows, update existing ones in place (rowid unchanged)
+            cols = [f"c{i}" for i in range(len(arr.schema))] or ["u"]
+            values = [c.store_sql(f"s.s{i}") for i, c in enumerate(arr.codecs)] or ["0"]
+            self._exec(f"INSERT INTO {arr.quoted} ({', '.join(cols)}, w) "
+                       f"SELECT {', '.join(values)}, s.{WEIGHT} FROM temp.{_STAGE} s WHERE s.{WEIGHT} != 0 "
+                       f"ON CONFLICT ({', '.join(arr.identity)}) DO UPDATE SET w = {arr.quoted}.w + excluded.w")
+            # 3. remove rows whose weight reached 0, by the rowids found in 1.
+            gone = np.flatnonzero(new[rid] == 0)
+            if len(gone):
+                rowids = pa.table({"r": pa.array(np.asarray(found.column("r"), dtype=np.int64)[gone])})
+                self._cur.executemany(f"DELETE FROM {arr.quoted} WHERE rowid = ?", rowids)
+            self._unstage()
+        return _apply_result(rows, old, new)
 
     # ------------------------------------------------------------------ reads
-    def _rows_to_table(self, schema: pa.Schema, rows: list[tuple]) -> pa.Table:
-        n = len(schema)
-        columns = list(zip(*rows)) if rows else [()] * (n + 1)
-        arrays = [decode(list(columns[i]), schema.field(i).type) for i in range(n)]
-        arrays.append(pa.array(list(columns[n]), pa.int64()))
-        return pa.Table.from_arrays(arrays, schema=pa.schema(list(schema) + [pa.field(WEIGHT, pa.int64())]))
-
     def scan(self, name: str) -> pa.Table:
-        tbl, schema, _ = self._get(name)
-        cols = "".join(f"c{i}, " for i in range(len(schema)))
-        return self._rows_to_table(schema, self._db.execute(f'SELECT {cols}w FROM "{tbl}"').fetchall())
+        arr = self._get(name)
+        return self._select_rows(arr, f"FROM {arr.quoted} a")
 
     def count(self, name: str) -> int:
-        tbl, _, _ = self._get(name)
-        return self._db.execute(f'SELECT COUNT(*) FROM "{tbl}"').fetchone()[0]
+        arr = self._get(name)
+        return int(self._rows(f"SELECT COUNT(*) FROM {arr.quoted}")[0][0])
 
     def lookup(self, name: str, keys: pa.Table) -> pa.Table:
-        """Stored rows whose key equals a key row; a NULL key never matches (SQL ``=``)."""
-        tbl, schema, key = self._get(name)
-        if not key:
-            return self.scan(name)
-        cols = "".join(f"a.c{i}, " for i in range(len(schema)))
-        key_types = [schema.field(k).type for k in key]
-        encoded = [encode(keys.column(k).cast(t)) for k, t in zip(key, key_types)]
-        wanted = {row for row in zip(*encoded) if None not in row}
-        if not wanted:
-            return self._rows_to_table(schema, [])
-        rows: list[tuple] = []
-        if len(key) == 1:
-            values = [r[0] for r in wanted]
-            kc = f"a.c{schema.names.index(key[0])}"
-            for start in range(0, len(values), CHUNK):
-                chunk = values[start:start + CHUNK]
-                rows += self._db.execute(
-                    f'SELECT {cols}a.w FROM "{tbl}" a WHERE {kc} IN ({",".join("?" * len(chunk))})', chunk).fetchall()
-        else:
-            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS _probe_%d (%s)" % (
-                len(key), ", ".join(f"k{i}" for i in range(len(key)))))
-            self._db.execute(f"DELETE FROM _probe_{len(key)}")
-            self._db.executemany(f"INSERT INTO _probe_{len(key)} VALUES ({','.join('?' * len(key))})", wanted)
-            on = " AND ".join(f"a.c{schema.names.index(k)} = p.k{i}" for i, k in enumerate(key))
-            rows = self._db.execute(
-                f'SELECT {cols}a.w FROM _probe_{len(key)} p JOIN "{tbl}" a ON {on}').fetchall()
-        return self._rows_to_table(schema, rows)
+        """Stored rows (+ weight) whose key equals some key row, each at most once.
+
+        A NULL in a key never matches (SQL ``=``).  An arrangement with a
+        zero-column key matches every stored row whatever ``keys`` holds.
+        """
+        arr = self._get(name)
+        if not arr.key:
+            return self.scan(name)  # a zero-column key matches every row
+        keys = _conform(keys, pa.schema([arr.schema.field(k) for k in arr.key]), with_weight=False)
+        keys = _distinct(keys.drop_null())
+        if keys.num_rows == 0:
+            return _empty_rows(arr.schema)
+        with self._atomic():
+            self._stage(_staged(keys, _Arrangement(arr.name, arr.table, keys.schema, arr.key)))
+            # CROSS JOIN fixes the loop order: keys outside, one index seek into the arrangement per key.
+            key_cols = [arr.col(k) for k in arr.key]
+            result = self._select_rows(arr, f"FROM temp.{_STAGE} s CROSS JOIN {arr.quoted} a "
+                                            f"ON {_match(arr, key_cols, 's', stage_order=list(arr.key))}")
+            self._unstage()
+        return result
 
     def extreme(self, name: str, keys: pa.Table, value: str, kind: str) -> pa.Table:
-        """Per key (NULL matches NULL): the min/max of ``value`` over rows with weight > 0."""
+        """Per distinct key (NULL is a group): min/max of non-NULL ``value`` over rows with weight > 0.
+
+        Keys without such a row are absent.  With a zero-column key the whole
+        arrangement is one group and ``keys`` is not consulted.
+        """
         if kind not in ("min", "max"):
             raise StateError(f"extreme kind must be 'min' or 'max', not {kind!r}")
-        tbl, schema, key = self._get(name)
-        vi = schema.names.index(value)
-        kcols = [f"c{schema.names.index(k)}" for k in key]
-        self._db.execute(f'CREATE INDEX IF NOT EXISTS "{tbl}_ext{vi}" ON "{tbl}" ({", ".join(kcols + [f"c{vi}"])})')
-        where = " AND ".join([f"{c} IS ?" for c in kcols] + [f"c{vi} IS NOT NULL", "w > 0"])
-        order = "ASC" if kind == "min" else "DESC"
-        sql = f'SELECT c{vi} FROM "{tbl}" WHERE {where} ORDER BY c{vi} {order} LIMIT 1'
-        key_types = [schema.field(k).type for k in key]
-        if key:
-            encoded = [encode(keys.column(k).cast(t)) for k, t in zip(key, key_types)]
-            probes = list(dict.fromkeys(zip(*encoded)))
-        else:
-            probes = [()]
-        found_keys, found_values = [], []
-        for probe in probes:
-            row = self._db.execute(sql, probe).fetchone()
-            if row is not None:
-                found_keys.append(probe)
-                found_values.append(row[0])
-        key_cols = list(zip(*found_keys)) if found_keys else [()] * len(key)
-        arrays = [decode(list(key_cols[i]), t) for i, t in enumerate(key_types)]
-        arrays.append(decode(found_values, schema.field(vi).type))
-        return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(k) for k in key] + [schema.field(vi)]))
+        arr = self._get(name)
+        if value not in arr.schema.names:
+            raise StateError(f"state {name!r} has no column {value!r}")
+        key_schema = pa.schema([arr.schema.field(k) for k in arr.key])
+        out_schema = pa.schema(list(key_schema) + [arr.schema.field(value)])
+        codec = codec_for(arr.schema.field(value).type)
+        vcol = arr.col(value)
+        keys = _distinct(_conform(keys, key_schema, with_weight=False)) if arr.key else pa.table({"k": [0]}).drop(["k"])
+        if arr.key and keys.num_rows == 0:
+            return out_schema.empty_table()
+        with self._atomic():
+            self._ensure_extreme_index(arr, vcol)
+            order = "ASC" if kind == "min" else "DESC"
+            # Key equality on stored values: NULL keys are sentinels, so a NULL group matches itself.
+            terms = [_match(arr, [arr.col(k) for k in arr.key], "s", list(arr.key))] if arr.key else []
+            # w > 0 selects the partial index; valid_sql skips NULL values by a range, so the seek stays O(log N).
+            where = " AND ".join(terms + ["a.w > 0", codec.valid_sql(f"a.{vcol}")])
+            best = f"(SELECT a.{vcol} FROM {arr.quoted} a WHERE {where} ORDER BY a.{vcol} {order} LIMIT 1)"
+            if arr.key:
+                self._stage(_staged(keys, _Arrangement(arr.name, arr.table, keys.schema, arr.key)))
+                inner = f"SELECT s.rid AS rid, {best} AS v FROM temp.{_STAGE} s"
+            else:
+                inner = f"SELECT 0 AS rid, {best} AS v"
+            # MATERIALIZED: the seek runs once per key, not once per reference to ``v``.
+            found = self._arrow(f"WITH best AS MATERIALIZED ({inner}) "
+                                f"SELECT 0 AS rid, {', '.join(codec.dummy_sql('v'))}, 1 AS dummy UNION ALL "
+                                f"SELECT rid, {', '.join(codec.load_sql('v', 'v'))}, 0 FROM best "
+                                f"WHERE v IS NOT NULL")
+            if arr.key:
+                self._unstage()
+        found = found.filter(pc.equal(found.column("dummy"), 0))
+        columns = list(keys.take(found.column("rid")).columns) + [codec.decode(found, "v")]
+        return pa.Table.from_arrays(columns, schema=out_schema)
+
+    def _ensure_extreme_index(self, arr: _Arrangement, vcol: str) -> None:
+        """Ordered index (key columns, value) over live rows, built once on first use."""
+        index = f"{arr.table}_x{vcol}"
+        if index in self._extreme_indexes:
+            return
+        cols = [arr.col(k) for k in arr.key] + [vcol]
+        self._exec(f'CREATE INDEX IF NOT EXISTS "{index}" ON {arr.quoted} ({", ".join(cols)}) WHERE w > 0')
+        self._extreme_indexes.add(index)
+
+    def _select_rows(self, arr: _Arrangement, from_clause: str) -> pa.Table:
+        """Decode ``SELECT <all columns>, w <from_clause>`` into the arrangement's Arrow schema."""
+        loads, dummies = [], []
+        for i, codec in enumerate(arr.codecs):
+            loads += codec.load_sql(f"a.c{i}", f"v{i}")
+            dummies += codec.dummy_sql(f"v{i}")
+        head = ", ".join(dummies + ["0 AS w", "1 AS dummy"])
+        body = ", ".join(loads + ["a.w", "0"])
+        raw = self._arrow(f"SELECT {head} UNION ALL SELECT {body} {from_clause}")
+        raw = raw.filter(pc.equal(raw.column("dummy"), 0))
+        columns = [codec.decode(raw, f"v{i}") for i, codec in enumerate(arr.codecs)]
+        columns.append(raw.column("w").cast(pa.int64()))
+        return pa.Table.from_arrays(columns, schema=_with_weight(arr.schema))
+
+
+# ---------------------------------------------------------------------- helpers
+def _table_name(name: str) -> str:
+    """A safe, unique SQL table name for any arrangement name."""
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    return "a_" + re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] + "_" + digest
+
+
+def _same_layout(a: pa.Schema, b: pa.Schema) -> bool:
+    return a.names == b.names and all(x.type == y.type for x, y in zip(a, b))
+
+
+def _validate_layout(name: str, schema: pa.Schema, key: list[str]) -> None:
+    if len(set(schema.names)) != len(schema.names) or WEIGHT in schema.names:
+        raise StateError(f"state {name!r}: column names must be distinct and not {WEIGHT!r}")
+    missing = [k for k in key if k not in schema.names]
+    if missing or len(set(key)) != len(key):
+        raise StateError(f"state {name!r}: key {key} must be distinct columns of {schema.names}")
+    for f in schema:
+        try:
+            codec_for(f.type)
+        except TypeError as exc:
+            raise StateError(f"state {name!r}, column {f.name!r}: {exc}") from None
+
+
+def _with_weight(schema: pa.Schema) -> pa.Schema:
+    return pa.schema(list(schema) + [pa.field(WEIGHT, pa.int64())])
+
+
+def _empty_rows(schema: pa.Schema) -> pa.Table:
+    return _with_weight(schema).empty_table()
+
+
+def _conform(table: pa.Table, schema: pa.Schema, with_weight: bool) -> pa.Table:
+    """``table``'s columns of ``schema`` (+ weight), cast to the stored types."""
+    target = _with_weight(schema) if with_weight else schema
+    missing = [n for n in target.names if n not in table.column_names]
+    if missing:
+        raise StateError(f"change lacks column(s) {missing}")
+    return table.select(target.names).cast(target)
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    """Distinct rows (NULL equal to NULL), floats normalised so -0.0 and 0.0 are one value."""
+    table = _normalize_floats(table)
+    if table.num_columns == 0:
+        return table.slice(0, min(table.num_rows, 1))
+    names = table.column_names
+    return table.group_by(names, use_threads=False).aggregate([]).select(names).cast(table.schema)
+
+
+def _normalize_floats(table: pa.Table) -> pa.Table:
+    for i, f in enumerate(table.schema):
+        if pa.types.is_floating(f.type):
+            table = table.set_column(i, f, normalize_float(table.column(i).combine_chunks()))
+    return table
+
+
+def _consolidate(delta: pa.Table, arr: _Arrangement) -> pa.Table:
+    """One row per distinct row of ``delta`` with its summed weight (zero sums kept: they are reported).
+
+    Rows are sorted by the unique index's column order so index inserts are
+    sequential, which keeps a large initial load cache-friendly.
+    """
+    delta = _normalize_floats(delta)
+    names = arr.schema.names
+    if not names:
+        total = pc.sum(delta.column(WEIGHT)).as_py() if delta.num_rows else None
+        return delta.slice(0, 0) if total is None else pa.table({WEIGHT: pa.array([total], pa.int64())})
+    if delta.num_rows == 0:
+        return delta
+    grouped = delta.group_by(names, use_threads=False).aggregate([(WEIGHT, "sum")])
+    grouped = grouped.rename_columns(names + [WEIGHT]).cast(delta.schema)
+    order = list(arr.key) + [n for n in names if n not in arr.key]
+    return grouped.take(pc.sort_indices(grouped, [(n, "ascending") for n in order]))
+
+
+def _staged(rows: pa.Table, arr: _Arrangement) -> pa.Table:
+    """The staging table of ``rows``: ``rid`` (row number) and the encoded columns ``s<i>``."""
+    arrays: dict[str, pa.Array] = {"rid": pa.array(np.arange(rows.num_rows, dtype=np.int64))}
+    for i, (field, codec) in enumerate(zip(rows.schema, [codec_for(f.type) for f in rows.schema])):
+        if field.name == WEIGHT:
+            continue
+        arrays.update(codec.stage(rows.column(i), f"s{i}"))
+    return pa.table(arrays)
+
+
+def _match(arr: _Arrangement, stored_cols: list[str], stage: str, stage_order: list[str] | None = None) -> str:
+    """``a.<stored> = <stored form of the staged value>`` for each column (all columns when no order given)."""
+    terms = []
+    if stage_order is None:
+        # Staged columns are numbered by position in the arrangement's schema.
+        for col in stored_cols:
+            if col == "u":
+                continue
+            i = int(col[1:])
+            terms.append(f"a.{col} = {arr.codecs[i].store_sql(f'{stage}.s{i}')}")
+        return " AND ".join(terms) or "1"
+    # Staged key tables are numbered by position in the key.
+    for j, (col, k) in enumerate(zip(stored_cols, stage_order)):
+        codec = codec_for(arr.schema.field(k).type)
+        terms.append(f"a.{col} = {codec.store_sql(f'{stage}.s{j}')}")
+    return " AND ".join(terms)
+
+
+def _apply_result(rows: pa.Table, old: np.ndarray, new: np.ndarray) -> pa.Table:
+    out = rows.drop_columns([WEIGHT])
+    out = out.append_column(pa.field(OLD_WEIGHT, pa.int64()), pa.array(old, pa.int64()))
+    return out.append_column(pa.field(WEIGHT, pa.int64()), pa.array(new, pa.int64()))
