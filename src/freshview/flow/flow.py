@@ -8,13 +8,14 @@ on an existing directory resumes exactly where the last commit left off.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -169,6 +170,20 @@ class IncrementalFlow:
             "views": [[v.name, v.sql] for v in self._views.values()],
         })
 
+    @contextlib.contextmanager
+    def _transaction(self, undo: Callable[[], Any] | None = None) -> Iterator[None]:
+        """One atomic change of catalog and state; on any error, roll back and ``undo``."""
+        self.store.begin()
+        try:
+            yield
+            self._save_catalog()
+            self.store.commit()
+        except BaseException:
+            self.store.rollback()
+            if undo is not None:
+                undo()
+            raise
+
     def relation_columns(self, name: str):
         """Catalog protocol for the SQL front end."""
         if name in self._sources:
@@ -219,17 +234,10 @@ class IncrementalFlow:
                 raise CatalogError(f"source {name!r} is already registered with a different schema")
             if name in self._views:
                 raise CatalogError(f"{name!r} is already a view")
-            self.store.begin()
-            try:
+            with self._transaction(undo=lambda: self._sources.pop(name, None)):
                 self.store.ensure_arrangement(_source_state(name), _source_row_schema(parsed),
                                               [col_name(parsed.names.index(k)) for k in parsed.primary_key])
                 self._sources[name] = parsed
-                self._save_catalog()
-                self.store.commit()
-            except BaseException:
-                self.store.rollback()
-                self._sources.pop(name, None)
-                raise
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
@@ -249,19 +257,12 @@ class IncrementalFlow:
             if name in self._sources:
                 raise CatalogError(f"{name!r} is already a source")
             view = self._compile(name, sql)
-            self.store.begin()
-            try:
+            with self._transaction(undo=lambda: self._views.pop(name, None)):
                 self.store.ensure_arrangement(view.circuit.output_state, _row_schema(view.columns), [])
                 out = view.runner.step(self._current_contents, force=True)
                 if out is not None and out.num_rows:
                     self.store.apply(view.circuit.output_state, out)
                 self._views[name] = view
-                self._save_catalog()
-                self.store.commit()
-            except BaseException:
-                self.store.rollback()
-                self._views.pop(name, None)
-                raise
 
     def drop_view(self, name: str) -> None:
         with self._lock:
@@ -269,17 +270,10 @@ class IncrementalFlow:
             users = [v.name for v in self._views.values() if name in v.circuit.sources and v.name != name]
             if users:
                 raise CatalogError(f"cannot drop view {name!r}: views {', '.join(users)} read it")
-            self.store.begin()
-            try:
+            with self._transaction(undo=lambda: self._views.__setitem__(name, view)):
                 for arr in self.store.list_arrangements(f"view/{name}/"):
                     self.store.drop_arrangement(arr)
                 del self._views[name]
-                self._save_catalog()
-                self.store.commit()
-            except BaseException:
-                self.store.rollback()
-                self._views[name] = view
-                raise
             for w in self._watches.pop(name, []):
                 w._close()
 
@@ -313,8 +307,8 @@ class IncrementalFlow:
             step = self._step + 1
             summary = StepSummary(step, sum(t.num_rows for t in deltas.values()), 0, 0.0)
             outputs: dict[str, pa.Table] = {}
-            self.store.begin()
-            try:
+            previous_step = self._step
+            with self._transaction(undo=lambda: setattr(self, "_step", previous_step)):
                 for name, table in deltas.items():
                     if table.num_rows:
                         self._apply_source(name, table)
@@ -334,11 +328,6 @@ class IncrementalFlow:
                     summary.views[view.name] = ViewStep(rows, (time.perf_counter() - vt) * 1000)
                     summary.rows_out += rows
                 self._step = step
-                self._save_catalog()
-                self.store.commit()
-            except BaseException:
-                self.store.rollback()
-                raise
             summary.duration_ms = (time.perf_counter() - started) * 1000
             for name, out in outputs.items():
                 batch = None

@@ -46,12 +46,8 @@ class Scan(Node):
 
 
 @dataclass(frozen=True)
-class Filter(Node):
+class _Unary(Node):
     input: Node
-    predicate: Expr
-
-    def __post_init__(self) -> None:
-        _check_refs([self.predicate], len(self.input.columns), "filter")
 
     def inputs(self) -> tuple[Node, ...]:
         return (self.input,)
@@ -62,8 +58,15 @@ class Filter(Node):
 
 
 @dataclass(frozen=True)
-class Project(Node):
-    input: Node
+class Filter(_Unary):
+    predicate: Expr
+
+    def __post_init__(self) -> None:
+        _check_refs([self.predicate], len(self.input.columns), "filter")
+
+
+@dataclass(frozen=True)
+class Project(_Unary):
     exprs: tuple[Expr, ...]
     names: tuple[str, ...]
 
@@ -71,9 +74,6 @@ class Project(Node):
         if len(self.exprs) != len(self.names):
             raise FreshviewError("internal: projection names and expressions differ in number")
         _check_refs(self.exprs, len(self.input.columns), "projection")
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
 
     @property
     def columns(self) -> Columns:
@@ -104,10 +104,9 @@ class Join(Node):
 
 
 @dataclass(frozen=True)
-class Aggregate(Node):
+class Aggregate(_Unary):
     """GROUP BY ``group`` computing ``aggs``; output is the group columns, then the aggregates."""
 
-    input: Node
     group: tuple[Expr, ...]
     aggs: tuple[AggCall, ...]
     group_names: tuple[str, ...] = field(default=())
@@ -115,9 +114,6 @@ class Aggregate(Node):
     def __post_init__(self) -> None:
         _check_refs(self.group, len(self.input.columns), "group key")
         _check_refs([a.arg for a in self.aggs if a.arg is not None], len(self.input.columns), "aggregate")
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
 
     @property
     def columns(self) -> Columns:
@@ -128,15 +124,8 @@ class Aggregate(Node):
 
 
 @dataclass(frozen=True)
-class Distinct(Node):
-    input: Node
-
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.input,)
-
-    @property
-    def columns(self) -> Columns:
-        return self.input.columns
+class Distinct(_Unary):
+    pass
 
 
 @dataclass(frozen=True)
