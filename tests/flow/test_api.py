@@ -179,3 +179,18 @@ def test_drop_view(flow):
     assert flow.views == []
     with pytest.raises(CatalogError):
         flow.snapshot("totals")
+
+
+def test_pyarrow_schema_source_and_record_batch_delta(make_flow):
+    f = make_flow()
+    schema = pa.schema([("id", pa.int64()), ("price", pa.decimal128(12, 2)), ("at", pa.timestamp("us", tz="UTC")),
+                        ("tag", pa.string())])
+    f.register_source("items", schema, primary_key=["id"])
+    assert f.source_schema("items").column("price").type.pg == "numeric(12,2)"
+    f.register_view("per_tag", "SELECT tag, SUM(price) AS total, MAX(at) AS last FROM items GROUP BY tag")
+    batch = pa.RecordBatch.from_pydict({
+        "id": [1, 2], "price": pa.array([D("1.25"), D("2.00")], pa.decimal128(12, 2)),
+        "at": pa.array([0, 10**6], pa.timestamp("us", tz="UTC")), "tag": ["a", "a"], "_weight": [1, 1]})
+    f.tick("items", batch)
+    (row,) = f.snapshot("per_tag").to_pylist()
+    assert row["tag"] == "a" and row["total"] == D("3.25") and row["last"].timestamp() == 1.0
