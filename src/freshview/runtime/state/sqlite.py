@@ -19,11 +19,13 @@ bounded by the page cache (``cache_mb``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -90,6 +92,7 @@ class SqliteStateStore:
                        "schema TEXT NOT NULL, key TEXT NOT NULL)")
         except adbc.Error as exc:
             raise StateError(f"cannot open state in {self.directory}: {exc}") from None
+        _OPEN_STORES.add(self)
         self._arr: dict[str, _Arrangement] = {}
         self._load_catalog()
 
@@ -105,8 +108,12 @@ class SqliteStateStore:
 
     def __del__(self) -> None:
         # An unclosed store must not leave ADBC handles to a finaliser that complains.
-        with contextlib.suppress(Exception):
+        # No module globals here: during interpreter teardown they may already be None.
+        try:
             self.close()
+        except Exception:
+            pass
+
 
     def begin(self) -> None:
         if self._in_tx:
@@ -471,3 +478,15 @@ def _apply_result(rows: pa.Table, old: np.ndarray, new: np.ndarray) -> pa.Table:
     out = rows.drop_columns([WEIGHT])
     out = out.append_column(pa.field(OLD_WEIGHT, pa.int64()), pa.array(old, pa.int64()))
     return out.append_column(pa.field(WEIGHT, pa.int64()), pa.array(new, pa.int64()))
+
+
+# ADBC's own finalisers fail noisily if they run during interpreter teardown,
+# so stores a program forgot to close are closed while modules still exist.
+_OPEN_STORES: "weakref.WeakSet[SqliteStateStore]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    for store in list(_OPEN_STORES):
+        with contextlib.suppress(Exception):
+            store.close()
