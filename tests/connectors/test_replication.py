@@ -61,3 +61,17 @@ def test_starting_a_missing_slot_fails_clearly(pg, db):
     with ReplicationConnection(pg) as rep:
         with pytest.raises(ReplicationError, match="fv_nope"):
             rep.start("fv_nope", "fv_rep_pub")
+
+
+def test_snapshot_reader_sees_the_slot_snapshot_in_chunks(pg, db):
+    from freshview.connectors.postgres.snapshot import read_table
+    from freshview.schema import schema_from_ddl
+
+    with ReplicationConnection(pg) as rep:
+        slot = rep.create_slot("fv_rep_slot")
+        db.execute("DELETE FROM fv_rep WHERE id > 50")   # after the snapshot: invisible to it
+        seen: list[int] = []
+        chunks = list(read_table(pg, slot.snapshot_name, "public.fv_rep",
+                                 schema_from_ddl("id INT, v INT", ["id"]), chunk_rows=30, progress=seen.append))
+        assert [c.num_rows for c in chunks] == [30, 30, 30, 10] and seen == [30, 60, 90, 100]
+        assert sum(c.column("_weight").to_pylist().count(1) for c in chunks) == 100

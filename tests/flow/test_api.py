@@ -194,3 +194,9 @@ def test_pyarrow_schema_source_and_record_batch_delta(make_flow):
     f.tick("items", batch)
     (row,) = f.snapshot("per_tag").to_pylist()
     assert row["tag"] == "a" and row["total"] == D("3.25") and row["last"].timestamp() == 1.0
+
+
+def test_source_rows_by_primary_key(flow):
+    flow.tick("orders", orders([(1, 10, 5), (2, 11, 6), (3, 12, None)]))
+    got = flow.source_rows("orders", pa.table({"o_id": pa.array([3, 1, 99], pa.int32())}))
+    assert rows(got) == [(1, 10, D("5.00")), (3, 12, None)]

@@ -376,6 +376,22 @@ class IncrementalFlow:
             return out.rename_columns([n for n, _ in columns]).cast(
                 pa.schema([pa.field(n, t.arrow) for n, t in columns]))
 
+    def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
+        """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).
+
+        A change stream that carries only the key of a deleted or updated row
+        (PostgreSQL's REPLICA IDENTITY DEFAULT) takes the old row from here.
+        """
+        with self._lock:
+            schema = self.source_schema(name)
+            if not schema.primary_key:
+                raise CatalogError(f"source {name!r} has no primary key to look rows up by")
+            renamed = keys.select(list(schema.primary_key)).rename_columns(
+                [col_name(schema.names.index(k)) for k in schema.primary_key])
+            found = self.store.lookup(_source_state(name), renamed)
+            out = found.select([col_name(i) for i in range(len(schema.columns))])
+            return out.rename_columns(schema.names).cast(schema.arrow())
+
     def watch_output(self, name: str, timeout: float | None = None) -> Watch:
         """Subscribe to a view's changes from the next step on (see ``Watch``)."""
         with self._lock:
