@@ -65,6 +65,11 @@ class _Lowering:
             if e.type.is_integer:
                 # PostgreSQL integer division truncates toward zero; Spark's `div` does too.
                 return _div(a, b).cast(e.type.spark())
+            if e.type.kind == "numeric":
+                # Spark's decimal division keeps only 6 fractional digits once precision
+                # reaches 38 (e.g. SUM / SUM); PostgreSQL gives at least 16 significant
+                # digits.  float64 gives ~16 significant digits at any magnitude.
+                return (a.cast("double") / b.cast("double")).cast(e.type.spark())
             return (a / b).cast(e.type.spark())
         if op == "neg":
             return (-args[0]).cast(e.type.spark())

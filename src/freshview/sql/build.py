@@ -159,7 +159,7 @@ class QueryBuilder:
             e = binder.bind(c)
             if e.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of WHERE/ON must be boolean, not {e.type}", locate(c, self.sql), self.sql)
-            conds += conjuncts(e)
+            conds += conjuncts(factor_common_conjuncts(e))
 
         # SELECT list, with * expanded.
         aggs = AggCollector()
@@ -403,6 +403,34 @@ class QueryBuilder:
 
 
 # ---------------------------------------------------------------------- helpers
+def factor_common_conjuncts(e: Expr) -> Expr:
+    """(A AND B) OR (A AND C)  →  A AND (B OR C).
+
+    TPC-H Q19 puts its join condition inside every OR branch; factored out it
+    becomes an equi-join key instead of a cross product filtered afterwards.
+    """
+    if not (isinstance(e, Call) and e.op == "or"):
+        return e
+    branches = _disjuncts(e)
+    parts = [conjuncts(b) for b in branches]
+    common = [c for c in parts[0] if all(c in other for other in parts[1:])]
+    if not common:
+        return e
+    rests = [[c for c in p if c not in common] for p in parts]
+    if any(not r for r in rests):  # one branch is just the common part: the OR is implied
+        return conjoin(common)  # type: ignore[return-value]
+    ored = conjoin(rests[0])
+    for r in rests[1:]:
+        ored = Call(ty.BOOL, "or", (ored, conjoin(r)))  # type: ignore[arg-type]
+    return conjoin(common + [ored])  # type: ignore[return-value]
+
+
+def _disjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Call) and e.op == "or":
+        return _disjuncts(e.args[0]) + _disjuncts(e.args[1])
+    return [e]
+
+
 def _cast(e: Expr, t: SqlType) -> Expr:
     from freshview.plan.expr import Cast, Literal
 
