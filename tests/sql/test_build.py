@@ -145,3 +145,10 @@ def test_constant_interval_arithmetic_is_folded_like_postgresql():
     assert "datetime.date(1994, 2, 28)" in text and "datetime.date(1995, 1, 1)" in text, text
     with pytest.raises(UnsupportedSqlError, match="interval arithmetic on columns"):
         plan("SELECT o_date + INTERVAL '1' DAY AS d FROM orders")
+
+
+def test_join_condition_repeated_in_every_or_branch_becomes_a_join_key():
+    p = plan("SELECT o_id FROM orders, customers WHERE (o_customer = c_id AND c_region = 'a') "
+             "OR (o_customer = c_id AND amount > 5)")
+    join = next(n for n in pn.walk(p) if isinstance(n, pn.Join))
+    assert len(join.left_keys) == 1, render(p)

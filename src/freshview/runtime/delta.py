@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
@@ -23,6 +23,11 @@ from freshview.schema import WEIGHT
 
 def col_name(i: int) -> str:
     return f"c{i}"
+
+
+def column(i: int) -> Column:
+    """The Spark Column of a relation's i-th column (what ``lower`` resolves ColumnRefs to)."""
+    return F.col(col_name(i))
 
 
 def arrow_schema(columns: Columns, extra: list[pa.Field] | None = None) -> pa.Schema:

@@ -144,7 +144,6 @@ class QueryBuilder:
             ScopeColumn(it.alias, name, t, it.offset + i)
             for it in items for i, (name, t) in enumerate(it.node.columns)
         ])
-        width = sum(len(it.node.columns) for it in items)
 
         # Conditions: ON clauses and WHERE, all inner, so one conjunctive pool.
         cond_nodes: list[exp.Expression] = []
@@ -166,6 +165,7 @@ class QueryBuilder:
         select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
         out_exprs: list[Expr] = []
         out_names: list[str] = []
+        out_origins: list[exp.Expression] = []  # the SELECT item each output came from, for errors
         for sel in node.expressions:
             if isinstance(sel, exp.Star) or (isinstance(sel, exp.Column) and isinstance(sel.this, exp.Star)):
                 qualifier = sel.table if isinstance(sel, exp.Column) else None
@@ -176,9 +176,11 @@ class QueryBuilder:
                 for c in cols:
                     out_exprs.append(ColumnRef(c.type, c.index, c.name))
                     out_names.append(c.name)
+                    out_origins.append(sel)
                 continue
             out_exprs.append(select_binder.bind(sel))
             out_names.append(_output_name(sel, len(out_names)))
+            out_origins.append(sel)
         _check_unique_names(out_names, node, self.sql)
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
 
@@ -222,11 +224,10 @@ class QueryBuilder:
                 tuple(_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)),
             )
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
-            out_final = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, _select_nodes(node, out_exprs))]
+            out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             if having is not None:
                 plan = pn.Filter(plan, lift.rewrite(having, having_node))
-            out_final_exprs = out_final
         else:
             out_final_exprs = [local(e) for e in out_exprs]
 
@@ -490,18 +491,6 @@ def _locate_column(origin: exp.Expression | None, name: str, sql: str):
             if col.name == name:
                 return locate(col, sql)
     return locate(origin, sql)
-
-
-def _select_nodes(node: exp.Select, out_exprs: list[Expr]) -> list[exp.Expression | None]:
-    sel: list[exp.Expression | None] = []
-    for s in node.expressions:
-        if isinstance(s, exp.Star) or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star)):
-            sel.append(s)
-            continue
-        sel.append(s)
-    while len(sel) < len(out_exprs):  # stars expanded to several columns
-        sel.append(sel[-1] if sel else None)
-    return sel[: len(out_exprs)] if len(sel) >= len(out_exprs) else sel
 
 
 def _group_name(g: Expr, out_names: list[str], out_exprs: list[Expr], i: int) -> str:

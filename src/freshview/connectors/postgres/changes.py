@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from freshview.connectors.postgres import protocol as p
 from freshview.connectors.postgres.types import to_arrow
-from freshview.schema import WEIGHT, TableSchema
+from freshview.schema import TableSchema
 
 RawRow = list  # text values as sent, None for NULL, p.UNCHANGED_TOAST for unsent TOAST
 # (table, primary-key values) -> the current row as text values, or None if unknown

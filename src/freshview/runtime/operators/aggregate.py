@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall
-from freshview.runtime.delta import Delta, arrow_schema, col_name
+from freshview.runtime.delta import Delta, arrow_schema, col_name, column
 from freshview.runtime.expressions import lower
 from freshview.schema import WEIGHT, SqlType
 
@@ -167,14 +167,13 @@ class Aggregation:
         return table
 
     def _build_partial_cols(self):
-        col = lambda i: F.col(col_name(i))  # noqa: E731
-        groups = [lower(g, col).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
+        groups = [lower(g, column).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
         w = F.col(WEIGHT)
         aggs = [F.sum(w).cast("long").alias("cnt")]
         for j, a in enumerate(self.node.aggs):
             if a.func in ("count_star", "min", "max"):
                 continue
-            x = lower(a.arg, col)  # type: ignore[arg-type]
+            x = lower(a.arg, column)  # type: ignore[arg-type]
             nonnull = F.sum(F.when(x.isNotNull(), w).otherwise(F.lit(0))).cast("long").alias(f"n{j}")
             if a.func == "count":
                 aggs.append(nonnull)
@@ -197,9 +196,8 @@ class Aggregation:
 
     def _update_extremes(self, store, d: Delta, keys: pa.Table) -> list[dict]:
         if self._extreme_cols is None:
-            col = lambda i: F.col(col_name(i))  # noqa: E731
-            groups = [lower(g, col).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
-            vals = [lower(self.node.aggs[j].arg, col).alias(f"v{j}") for j in self.extreme_aggs]  # type: ignore[arg-type]
+            groups = [lower(g, column).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
+            vals = [lower(self.node.aggs[j].arg, column).alias(f"v{j}") for j in self.extreme_aggs]  # type: ignore[arg-type]
             self._extreme_cols = groups + vals + [F.col(WEIGHT)]
         table = d.frame().select(*self._extreme_cols).toArrow()
         results = []

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef
-from freshview.runtime.delta import Delta, arrow_schema, col_name, spark_schema
+from freshview.runtime.delta import Delta, arrow_schema, col_name, column, spark_schema
 from freshview.runtime.expressions import lower
 from freshview.schema import WEIGHT
 
@@ -63,7 +63,7 @@ def keyed(d: Delta, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Tabl
     cols = memo.get(side)
     if cols is None:
         key_cols = [
-            lower(k, lambda i: F.col(col_name(i))).cast(k.type.spark()).alias(key_name(j))
+            lower(k, column).cast(k.type.spark()).alias(key_name(j))
             for j, k in enumerate(keys)
         ]
         cols = memo[side] = [F.col(col_name(i)) for i in range(len(columns))] + key_cols + [F.col(WEIGHT)]

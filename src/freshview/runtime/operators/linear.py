@@ -13,13 +13,9 @@ from freshview.algebra.batch import consolidate
 from freshview.plan.expr import ColumnRef
 
 from freshview.plan import nodes as pn
-from freshview.runtime.delta import Delta, arrow_schema, col_name
+from freshview.runtime.delta import Delta, arrow_schema, col_name, column
 from freshview.runtime.expressions import lower
 from freshview.schema import WEIGHT
-
-
-def _col(i: int):
-    return F.col(col_name(i))
 
 
 def filter_delta(node: pn.Filter, d: Delta, memo: dict) -> Delta:
@@ -27,7 +23,7 @@ def filter_delta(node: pn.Filter, d: Delta, memo: dict) -> Delta:
     # them costs one py4j round trip per node, so they are built once per operator.
     predicate = memo.get("predicate")
     if predicate is None:
-        predicate = memo["predicate"] = lower(node.predicate, _col)
+        predicate = memo["predicate"] = lower(node.predicate, column)
     return Delta(d.schema, d.frame().filter(predicate), None, d._spark)
 
 
@@ -41,7 +37,7 @@ def project_delta(node: pn.Project, d: Delta, memo: dict) -> Delta:
     exprs = memo.get("exprs")
     if exprs is None:
         exprs = memo["exprs"] = [
-            lower(e, _col).cast(e.type.spark()).alias(col_name(k)) for k, e in enumerate(node.exprs)
+            lower(e, column).cast(e.type.spark()).alias(col_name(k)) for k, e in enumerate(node.exprs)
         ] + [F.col(WEIGHT)]
     return Delta(schema, d.frame().select(*exprs), None, d._spark)
 
