@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from freshview.connectors.postgres import protocol as p
@@ -14,6 +16,10 @@ from freshview.schema import schema_from_ddl
 REL = p.Relation(1, "public", "t", "d", (p.Column("id", 23, -1, True), p.Column("v", 1700, -1, False),
                                           p.Column("note", 25, -1, False)))
 SCHEMAS = {"public.t": schema_from_ddl("id INT, v NUMERIC(10,2), note TEXT", ["id"])}
+
+
+def NO_ROWS(table, keys):
+    return SCHEMAS["public.t"].arrow().empty_table()
 
 
 def rows(table):
@@ -40,7 +46,7 @@ def test_streamed_transaction_with_aborted_subtransaction():
     asm.feed(p.StreamAbort(7, 8))
     asm.feed(p.StreamAbort(9, 9))                     # the whole other transaction aborts
     txn = asm.feed(p.StreamCommit(7, 200, 210, 0))
-    deltas = to_deltas(txn, SCHEMAS, lambda t, k: None)
+    deltas = to_deltas(txn, SCHEMAS, NO_ROWS)
     assert rows(deltas["public.t"]) == [(1, Decimal("1.00"), "x", 1)]
     assert asm.feed(p.StreamCommit(9, 300, 310, 0)).size == 0
 
@@ -53,8 +59,9 @@ def test_old_rows_come_from_the_engine_under_default_identity():
     asm.feed(p.Insert(REL, ["3", "1", "n"]))
     asm.feed(p.Update(REL, ["4", "1", "n"], old=["3", None, None], old_is_key_only=True))  # key change
     txn = asm.feed(p.Commit(0, 10, 0))
-    known = {("1",): ["1", "1.00", "big"], ("2",): ["2", "9.00", "b"]}
-    deltas = to_deltas(txn, SCHEMAS, lambda table, key: known.get(key))
+    known = pa.table({"id": pa.array([1, 2], pa.int32()), "v": [Decimal("1.00"), Decimal("9.00")],
+                      "note": ["big", "b"]})
+    deltas = to_deltas(txn, SCHEMAS, lambda table, keys: known.filter(pc.is_in(known["id"], keys["id"])))
     assert rows(deltas["public.t"]) == sorted([
         (1, Decimal("1.00"), "big", -1), (1, Decimal("3.00"), "big", 1),   # TOAST value carried over
         (2, Decimal("9.00"), "b", -1),
@@ -63,7 +70,28 @@ def test_old_rows_come_from_the_engine_under_default_identity():
     asm.feed(p.Begin(0, 0, 2))
     asm.feed(p.Delete(REL, ["9", None, None], old_is_key_only=True))
     with pytest.raises(ChangeError, match="REPLICA IDENTITY FULL"):
-        to_deltas(asm.feed(p.Commit(0, 20, 0)), SCHEMAS, lambda t, k: None)
+        to_deltas(asm.feed(p.Commit(0, 20, 0)), SCHEMAS, NO_ROWS)
+
+
+def test_a_batch_sees_rows_its_earlier_transactions_wrote():
+    asm = TransactionAssembler()
+    asm.feed(p.Begin(0, 0, 1))
+    asm.feed(p.Insert(REL, ["7", "1.5", "a"]))
+    first = asm.feed(p.Commit(0, 10, 0))
+    asm.feed(p.Begin(0, 0, 2))
+    asm.feed(p.Update(REL, ["7", "2", p.UNCHANGED_TOAST]))               # old row: from the batch
+    asm.feed(p.Delete(REL, ["8", None, None], old_is_key_only=True))      # old row: from the engine
+    second = asm.feed(p.Commit(0, 20, 0))
+    asked = []
+
+    def lookup(table, keys):
+        asked.append(keys.column("id").to_pylist())
+        return pa.table({"id": pa.array([8], pa.int32()), "v": [Decimal("4.00")], "note": ["z"]})
+
+    delta = to_deltas([first, second], SCHEMAS, lookup)["public.t"]
+    assert asked == [[8]]
+    assert rows(delta) == sorted([(7, Decimal("1.50"), "a", 1), (7, Decimal("1.50"), "a", -1),
+                                  (7, Decimal("2.00"), "a", 1), (8, Decimal("4.00"), "z", -1)], key=repr)
 
 
 def test_truncate_drops_earlier_changes_of_the_table():
@@ -74,7 +102,7 @@ def test_truncate_drops_earlier_changes_of_the_table():
     asm.feed(p.Insert(REL, ["2", "2", "b"]))
     txn = asm.feed(p.Commit(0, 10, 0))
     assert txn.truncated == ["public.t"]
-    assert rows(to_deltas(txn, SCHEMAS, lambda t, k: None)["public.t"]) == [(2, Decimal("2.00"), "b", 1)]
+    assert rows(to_deltas(txn, SCHEMAS, NO_ROWS)["public.t"]) == [(2, Decimal("2.00"), "b", 1)]
 
 
 def test_a_real_stream_with_savepoints_and_streaming(pg):
@@ -103,7 +131,7 @@ def test_a_real_stream_with_savepoints_and_streaming(pg):
             assert len(txns) == 1
             current = {}
             delta = to_deltas(txns[0], {"public.fv_ch": schema_from_ddl("id INT, v NUMERIC(10,2), note TEXT", ["id"])},
-                              lambda t, k: None)["public.fv_ch"]
+                              NO_ROWS)["public.fv_ch"]
             for r in delta.to_pylist():
                 key = (r["id"], r["v"], r["note"])
                 current[key] = current.get(key, 0) + r["_weight"]

@@ -1,24 +1,194 @@
-"""The ``freshview`` command."""
+"""The ``freshview`` command: setup, run, status, demo.
+
+Every command that talks to a database takes ``--dsn`` or reads
+``FRESHVIEW_DSN``; a DSN is shown only with its password removed.
+"""
 
 from __future__ import annotations
 
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="freshview: incremental materialized views on Apache Spark.")
+                  help="freshview: incremental materialized views for PostgreSQL, on Apache Spark.")
+console = Console(stderr=True)
+
+DSN_HELP = "PostgreSQL connection string (or set FRESHVIEW_DSN)."
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    import psycopg.conninfo
+
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparsable DSN>"
+    params.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**params) or "(defaults)"
+
+
+def _require_dsn(dsn: Optional[str]) -> str:
+    if not dsn:
+        console.print("[red]no database given[/]: pass --dsn or set FRESHVIEW_DSN")
+        raise typer.Exit(2)
+    return dsn
+
+
+def _connect(dsn: str):
+    import psycopg
+
+    try:
+        return psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        console.print(f"[red]cannot connect to {redact(dsn)}[/]: {str(exc).strip()}")
+        raise typer.Exit(1)
+
+
+@app.command()
+def setup(
+    dsn: Optional[str] = typer.Option(None, envvar="FRESHVIEW_DSN", help=DSN_HELP),
+    role: str = typer.Option("freshview", help="Name of the role the service runs as."),
+    apply_role: bool = typer.Option(False, "--apply-role", help="Create the role and grant its privileges now."),
+    tables: list[str] = typer.Option([], "--table", help="Publish this table now (repeatable); lets a "
+                                     "least-privilege service follow tables it does not own."),
+    full: list[str] = typer.Option([], "--replica-identity-full", help="Set REPLICA IDENTITY FULL on this table "
+                                   "(repeatable): for tables without a primary key."),
+) -> None:
+    """Install the freshview schema and publication; check settings; print the role it needs."""
+    from freshview.errors import FreshviewError
+    from freshview.service.setup import setup as run_setup
+
+    dsn = _require_dsn(dsn)
+    with _connect(dsn) as conn:
+        try:
+            report = run_setup(conn, role=role, publish=tables, full_identity=full, apply_role=apply_role)
+        except FreshviewError as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(1)
+    out = Console()
+    out.print(f"[green]freshview schema and publication installed[/] in {redact(dsn)}")
+    for line in report.applied:
+        out.print(f"  applied: {line}")
+    for problem in report.problems:
+        out.print(f"[red]problem:[/] {problem}")
+    for advice in report.advice:
+        out.print(f"[yellow]advice:[/] {advice}")
+    if report.tables:
+        table = Table(title="Tables and their REPLICA IDENTITY", show_lines=False)
+        for col in ("table", "followable", "what it costs"):
+            table.add_column(col)
+        for t in report.tables:
+            table.add_row(t.name, "yes" if t.followable else "[red]no[/]", t.verdict)
+        out.print(table)
+    out.print("\nThe service's least-privilege role (REPLICATION, SELECT on published tables, owner of "
+              "its result tables):" + ("  [green]applied[/]" if apply_role else ""))
+    for statement in report.role_sql:
+        out.print(f"  {statement};")
+    out.print("  -- then set its password, e.g. \\password " + role)
+    out.print("Tables a view reads are added to the publication by the service when it may; otherwise "
+              "publish them here with --table.")
+    if report.problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    dsn: Optional[str] = typer.Option(None, envvar="FRESHVIEW_DSN", help=DSN_HELP),
+    state_dir: Optional[Path] = typer.Option(None, help="Where the engine keeps its state "
+                                             "(default: ~/.local/state/freshview/<slot>)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Log warnings and errors only."),
+    verbose: bool = typer.Option(False, "--verbose", help="Log every step."),
+) -> None:
+    """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it)."""
+    from freshview.errors import FreshviewError
+    from freshview.service import control
+    from freshview.service.service import Service
+
+    dsn = _require_dsn(dsn)
+    _configure_logging(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+    directory = state_dir or Path.home() / ".local" / "state" / "freshview" / control.slot_name(dsn)
+    directory.mkdir(parents=True, exist_ok=True)
+    progress = _SnapshotBars(enabled=not quiet)
+    service = Service(dsn, directory, snapshot_progress=progress)
+
+    def stop(signum, _frame):
+        logging.getLogger("freshview").info("signal %s: stopping after the current step", signum)
+        service.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    logging.getLogger("freshview").info("freshview service for %s, state in %s", redact(dsn), directory)
+    try:
+        service.run()
+    except FreshviewError as exc:
+        console.print(f"[red]freshview stopped:[/] {exc}")
+        raise typer.Exit(1)
+    finally:
+        progress.close()
+
+
+@app.command()
+def status(
+    dsn: Optional[str] = typer.Option(None, envvar="FRESHVIEW_DSN", help=DSN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show the service, its replication slot (WAL it retains) and every view."""
+    import json
+
+    from freshview.errors import FreshviewError
+    from freshview.service.status import format_bytes, read_status
+
+    dsn = _require_dsn(dsn)
+    with _connect(dsn) as conn:
+        try:
+            st = read_status(conn, dsn)
+        except FreshviewError as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(1)
+    if as_json:
+        print(json.dumps({"service": st.service, "slot": st.slot, "views": st.views}, default=str, indent=2))
+        return
+    out = Console()
+    s = st.service
+    out.print(f"service: [bold]{s.get('status')}[/]  position {s.get('lsn', '-')}  steps {s.get('steps', 0)}  "
+              f"changes {s.get('changes', 0)}  lag {_ms(s.get('lag_ms'))}  "
+              f"{s.get('changes_per_s') or 0:.0f} changes/s")
+    if st.slot:
+        out.print(f"slot {st.slot['slot_name']}: active={st.slot['active']} wal_status={st.slot['wal_status']} "
+                  f"retained WAL {format_bytes(st.slot['retained_wal_bytes'])}, not yet confirmed "
+                  f"{format_bytes(st.slot['unconfirmed_bytes'])}"
+                  + (f", {format_bytes(st.slot['safe_wal_size'])} until invalidation"
+                     if st.slot.get("safe_wal_size") is not None else ""))
+    else:
+        out.print("slot: none yet (created when the service first runs)")
+    table = Table(title="views")
+    for col in ("name", "status", "rows", "lag", "last LSN", "error"):
+        table.add_column(col)
+    for v in st.views:
+        table.add_row(v["name"], v["status"], str(v["rows"] if v["rows"] is not None else "-"), _ms(v["lag_ms"]),
+                      v["last_lsn"] or "-", (v["error"] or "")[:120])
+    out.print(table)
 
 
 @app.command()
 def demo(
-    duration: float = typer.Option(60.0, help="Seconds to run the change workload (0 = until Ctrl-C)."),
-    orders: int = typer.Option(200_000, help="Initial number of orders."),
-    changes: int = typer.Option(500, help="Row changes per step."),
-    state_dir: str = typer.Option(None, help="Where operator state lives (default: a temporary directory)."),
+    duration: float = typer.Option(60.0, help="Seconds to run the workload (0 = until Ctrl-C)."),
+    orders: int = typer.Option(1_000_000, help="Orders in the sample database."),
+    rate: float = typer.Option(200.0, help="Target source transactions per second."),
+    data_dir: Optional[Path] = typer.Option(None, help="Keep the embedded database here (default: temporary)."),
 ) -> None:
-    """Run the live API demo on the embedded defaults (local Spark, state on disk)."""
+    """The live demo: embedded PostgreSQL, sample shop, views created with CALL, a live dashboard."""
     from freshview.cli.demo import run_demo
 
-    run_demo(duration=duration, n_orders=orders, changes_per_step=changes, state_dir=state_dir)
+    run_demo(duration=duration, n_orders=orders, rate=rate, data_dir=data_dir)
 
 
 @app.command()
@@ -27,6 +197,51 @@ def version() -> None:
     import freshview
 
     typer.echo(freshview.__version__)
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def _configure_logging(level: int) -> None:
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s", force=True)
+    logging.getLogger("freshview").setLevel(level)
+
+
+class _SnapshotBars:
+    """Rich progress bars for tables being snapshotted (one bar per table while it loads)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.progress = None
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, table: str, done: int, estimate: int | None, finished: bool) -> None:
+        if not self.enabled:
+            if finished:
+                logging.getLogger("freshview").info("snapshot of %s: %d rows", table, done)
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        if self.progress is None:
+            self.progress = Progress(TextColumn("snapshot {task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=console, transient=False)
+            self.progress.start()
+        if table not in self.tasks:
+            self.tasks[table] = self.progress.add_task(table, total=estimate)
+        self.progress.update(self.tasks[table], completed=done, total=done if finished else estimate)
+        if finished:
+            self.tasks.pop(table)
+            if not self.tasks:
+                self.close()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def main() -> None:

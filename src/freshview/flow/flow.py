@@ -212,6 +212,14 @@ class IncrementalFlow:
     def view_columns(self, name: str) -> pn.Columns:
         return self._view(name).columns
 
+    def view_plan(self, name: str) -> pn.Node:
+        """The view's logical plan (after pushdown and pruning)."""
+        return self._view(name).plan
+
+    def readers(self, name: str) -> list[str]:
+        """Views that read the source or view ``name`` directly, in registration order."""
+        return [v.name for v in self._views.values() if name in v.circuit.sources and v.name != name]
+
     # ------------------------------------------------------------------ sources
     def register_source(self, name: str, schema: str | pa.Schema | TableSchema,
                         primary_key: list[str] | tuple[str, ...] | None = None) -> None:
@@ -277,14 +285,49 @@ class IncrementalFlow:
             for w in self._watches.pop(name, []):
                 w._close()
 
+    def drop_source(self, name: str) -> None:
+        """Forget a source and its state (refused while a view reads it)."""
+        with self._lock:
+            schema = self.source_schema(name)
+            users = [v.name for v in self._views.values() if name in v.circuit.sources]
+            if users:
+                raise CatalogError(f"cannot drop source {name!r}: views {', '.join(users)} read it")
+            with self._transaction(undo=lambda: self._sources.__setitem__(name, schema)):
+                self.store.drop_arrangement(_source_state(name))
+                del self._sources[name]
+
+    # ------------------------------------------------------------------ application metadata
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        """A JSON value a connector keeps with the engine's state (e.g. its source position)."""
+        with self._lock:
+            return self.store.get_meta(f"app/{key}", default)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Store a JSON value; inside ``before_commit`` it commits with the step, else at once."""
+        with self._lock:
+            if self.store.in_transaction:
+                self.store.set_meta(f"app/{key}", value)
+            else:
+                with self._transaction():
+                    self.store.set_meta(f"app/{key}", value)
+
     def _current_contents(self, relation: str) -> pa.Table | None:
         if relation in self._sources:
             return self.store.scan(_source_state(relation))
         return self.store.scan(self._views[relation].circuit.output_state)
 
     # ------------------------------------------------------------------ ticks
-    def tick(self, source: str | Mapping[str, Any], delta: Any = None) -> StepSummary:
-        """Apply one atomic step: ``tick("orders", delta)`` or ``tick({"a": d1, "b": d2})``."""
+    def tick(self, source: str | Mapping[str, Any], delta: Any = None, *,
+             before_commit: Callable[[dict[str, pa.Table]], None] | None = None) -> StepSummary:
+        """Apply one atomic step: ``tick("orders", delta)`` or ``tick({"a": d1, "b": d2})``.
+
+        ``before_commit(changes)`` runs inside the step's transaction with each
+        changed view's delta (named columns + ``_weight``); if it raises, the
+        step is rolled back.  A connector uses it to write results and its
+        source position elsewhere before the engine's state commits, so the two
+        can never disagree by more than one replayable step.  When a view's
+        operator fails, the error's ``view`` attribute names the view.
+        """
         with self._lock:
             self._check_open()
             started = time.perf_counter()
@@ -311,14 +354,22 @@ class IncrementalFlow:
             with self._transaction(undo=lambda: setattr(self, "_step", previous_step)):
                 for name, table in deltas.items():
                     if table.num_rows:
-                        self._apply_source(name, table)
+                        try:
+                            self._apply_source(name, table)
+                        except FreshviewError as exc:
+                            exc.source = name  # type: ignore[attr-defined]
+                            raise
                 changed: dict[str, pa.Table] = {n: t for n, t in deltas.items() if t.num_rows}
                 for view in self._views.values():
                     vt = time.perf_counter()
                     if not (view.circuit.sources & changed.keys()):
                         summary.views[view.name] = ViewStep(skipped=True)
                         continue
-                    out = view.runner.step(changed.get)
+                    try:
+                        out = view.runner.step(changed.get)
+                    except FreshviewError as exc:
+                        exc.view = view.name  # type: ignore[attr-defined]
+                        raise
                     rows = 0
                     if out is not None and out.num_rows:
                         self.store.apply(view.circuit.output_state, out)
@@ -328,6 +379,8 @@ class IncrementalFlow:
                     summary.views[view.name] = ViewStep(rows, (time.perf_counter() - vt) * 1000)
                     summary.rows_out += rows
                 self._step = step
+                if before_commit is not None:
+                    before_commit({n: self._named(n, t) for n, t in outputs.items()})
             summary.duration_ms = (time.perf_counter() - started) * 1000
             for name, out in outputs.items():
                 batch = None
@@ -358,8 +411,12 @@ class IncrementalFlow:
                                      "an update is the old row at -1 and the new row at +1")
 
     # ------------------------------------------------------------------ reading
-    def snapshot(self, name: str) -> pa.Table:
-        """Current rows of a view (or source); a row present n times appears n times."""
+    def snapshot(self, name: str, weighted: bool = False) -> pa.Table:
+        """Current rows of a view (or source); a row present n times appears n times.
+
+        ``weighted=True`` returns each distinct row once with its multiplicity
+        in ``_weight`` instead (a delta that builds the view from nothing).
+        """
         with self._lock:
             if name in self._views:
                 table = self.store.scan(self._views[name].circuit.output_state)
@@ -369,6 +426,10 @@ class IncrementalFlow:
                 columns = tuple((c.name, c.type) for c in self._sources[name].columns)
             else:
                 raise CatalogError(f"unknown view {name!r}")
+            if weighted:
+                out = table.select([col_name(i) for i in range(len(columns))] + [WEIGHT])
+                return out.rename_columns([n for n, _ in columns] + [WEIGHT]).cast(
+                    pa.schema([pa.field(n, t.arrow) for n, t in columns] + [pa.field(WEIGHT, pa.int64())]))
             weights = table.column(WEIGHT).to_numpy()
             if len(weights) and (weights != 1).any():
                 table = table.take(pa.array(np.repeat(np.arange(len(weights)), np.maximum(weights, 0))))

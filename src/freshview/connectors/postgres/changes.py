@@ -7,17 +7,19 @@ changes come in Stream Start … Stop blocks tagged with the (sub)transaction
 id, may be aborted whole or per subtransaction, and are released on Stream
 Commit.
 
-``to_deltas`` turns a transaction into one Arrow delta per table
-(``_weight`` +1 insert, −1 delete, an UPDATE both).  Under REPLICA IDENTITY
-DEFAULT an UPDATE carries no old row and a DELETE only the key, so the old
-row is asked of ``resolve_old`` (the engine's own copy, by primary key);
-TOASTed values an UPDATE did not change are taken from the old row.
+``to_deltas`` turns a micro-batch of transactions into one Arrow delta per
+table (``_weight`` +1 insert, −1 delete, an UPDATE both).  Under REPLICA
+IDENTITY DEFAULT an UPDATE carries no old row and a DELETE only the key, so
+the old row is asked of ``lookup_old`` (the engine's own copy, by primary
+key); TOASTed values an UPDATE did not change are taken from the old row.
+Keys are compared as typed values, never as text, because PostgreSQL's text
+form of a value (``1.50``, ``10:00:00.5``) is not Python's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -26,12 +28,16 @@ from freshview.connectors.postgres.types import to_arrow
 from freshview.schema import TableSchema
 
 RawRow = list  # text values as sent, None for NULL, p.UNCHANGED_TOAST for unsent TOAST
-# (table, primary-key values) -> the current row as text values, or None if unknown
-ResolveOld = Callable[[str, tuple], "RawRow | None"]
+# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
+LookupOld = Callable[[str, pa.Table], pa.Table]
 
 
 class ChangeError(Exception):
     """A change freshview cannot turn into a correct delta (missing old row, unknown table ...)."""
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table  # the source table whose changes are unusable, when one is to blame
 
 
 @dataclass
@@ -130,52 +136,128 @@ def _assemble(pending: _Pending, commit_lsn: int, end_lsn: int, commit_time: int
     return txn
 
 
-def to_deltas(txn: SourceTransaction, schemas: dict[str, TableSchema], resolve_old: ResolveOld
-              ) -> dict[str, pa.Table]:
-    """One consolidatable Arrow delta per changed table (TRUNCATE is the caller's to expand)."""
-    out: dict[str, pa.Table] = {}
-    for name, changes in txn.changes.items():
-        schema = schemas.get(name)
-        if schema is None:
-            raise ChangeError(f"changes for table {name} that no view reads")
-        rel = txn.relations[name]
-        positions = _positions(rel, schema)
-        live: dict[tuple, RawRow] = {}  # rows this transaction wrote, by key: later changes see them
-        rows: list[RawRow] = []
-        weights: list[int] = []
-        for change in changes:
-            new = _reorder(change.new, positions) if change.new is not None else None
-            old = _reorder(change.old, positions) if change.old is not None else None
-            if change.kind in ("update", "delete") and (old is None or change.old_is_key_only):
-                key = _key(new if old is None else old, schema)
-                old = live.get(key) or resolve_old(name, key)
-                if old is None:
-                    raise ChangeError(f"{name}: no old row for key {key}; set REPLICA IDENTITY FULL "
-                                      "or make sure freshview saw the row's insert")
-            if new is not None and old is not None:
-                new = [o if v is p.UNCHANGED_TOAST else v for v, o in zip(new, old)]
-            if new is not None and any(v is p.UNCHANGED_TOAST for v in new):
-                raise ChangeError(f"{name}: an unchanged TOASTed value without its old row")
-            if old is not None:
-                rows.append(old)
-                weights.append(-1)
-                live.pop(_key(old, schema), None)
-            if new is not None:
-                rows.append(new)
-                weights.append(1)
-                live[_key(new, schema)] = new
-        columns = list(zip(*rows)) if rows else [()] * len(schema.columns)
-        arrays = [to_arrow(list(col), c.type) for col, c in zip(columns, schema.columns)]
-        arrays.append(pa.array(weights, pa.int64()))
-        out[name] = pa.Table.from_arrays(arrays, schema=schema.arrow(with_weight=True))
+def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: dict[str, TableSchema],
+              lookup_old: LookupOld) -> dict[str, pa.Table]:
+    """One Arrow delta per changed table for a micro-batch of transactions, in commit order.
+
+    Rows a batch wrote are seen by its later changes (an UPDATE of a row
+    inserted two transactions earlier finds it here); old rows missing from
+    the stream are fetched with one ``lookup_old`` call per table.  TRUNCATE
+    is the caller's to expand.
+    """
+    batch = [txns] if isinstance(txns, SourceTransaction) else list(txns)
+    per_table: dict[str, list[tuple[Change, list[int]]]] = {}
+    for txn in batch:
+        for name, changes in txn.changes.items():
+            schema = schemas.get(name)
+            if schema is None:
+                raise ChangeError(f"changes for table {name} that no view reads", name)
+            positions = _positions(txn.relations[name], schema)
+            per_table.setdefault(name, []).extend((c, positions) for c in changes)
+    return {name: _table_delta(name, entries, schemas[name], lookup_old) for name, entries in per_table.items()}
+
+
+def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: TableSchema,
+                 lookup_old: LookupOld) -> pa.Table:
+    news = [_reorder(c.new, pos) if c.new is not None else None for c, pos in entries]
+    if all(c.kind == "insert" for c, _ in entries) and not any(
+            v is p.UNCHANGED_TOAST for row in news for v in row):  # the common case: no Python per row
+        return _arrow_rows(news, [1] * len(news), schema, typed=False)
+    olds = [_reorder(c.old, pos) if c.old is not None else None for c, pos in entries]
+    typed_new, typed_old = _typed(news, schema), _typed(olds, schema)
+    key_of = _key_function(schema)
+
+    # First pass: which rows must come from the engine (not in the stream, not written earlier here).
+    known: set[tuple] = set()
+    wanted: dict[tuple, None] = {}
+    for (change, _), new, old in zip(entries, typed_new, typed_old):
+        if change.kind != "insert" and (old is None or change.old_is_key_only):
+            key = key_of(new if old is None else old)
+            if key not in known:
+                wanted[key] = None
+        if old is not None:
+            known.add(key_of(old))
+        if new is not None:
+            known.add(key_of(new))
+    engine_rows = _lookup(name, list(wanted), schema, lookup_old) if wanted else {}
+
+    # Second pass: the delta, with old rows resolved and unchanged TOAST values carried over.
+    live: dict[tuple, list | None] = {}
+    rows: list[list] = []
+    weights: list[int] = []
+    for (change, _), new, old in zip(entries, typed_new, typed_old):
+        if change.kind != "insert" and (old is None or change.old_is_key_only):
+            key = key_of(new if old is None else old)
+            old = live[key] if key in live else engine_rows.get(key)
+            if old is None:
+                raise ChangeError(f"{name}: no old row for key {key}; set REPLICA IDENTITY FULL "
+                                  "or make sure freshview saw the row's insert", name)
+        if new is not None and old is not None:
+            new = [o if v is p.UNCHANGED_TOAST else v for v, o in zip(new, old)]
+        if new is not None and any(v is p.UNCHANGED_TOAST for v in new):
+            raise ChangeError(f"{name}: an unchanged TOASTed value without its old row", name)
+        if old is not None:
+            rows.append(old)
+            weights.append(-1)
+            live[key_of(old)] = None
+        if new is not None:
+            rows.append(new)
+            weights.append(1)
+            live[key_of(new)] = new
+    return _arrow_rows(rows, weights, schema, typed=True)
+
+
+def _typed(rows: list, schema: TableSchema) -> list:
+    """Text rows to Python values of the column types, column at a time (None rows stay None)."""
+    present = [r for r in rows if r is not None]
+    if not present:
+        return rows
+    columns = []
+    for j, col in enumerate(schema.columns):
+        texts = [r[j] for r in present]
+        values = to_arrow([None if v is p.UNCHANGED_TOAST else v for v in texts], col.type).to_pylist()
+        columns.append([p.UNCHANGED_TOAST if t is p.UNCHANGED_TOAST else v for t, v in zip(texts, values)])
+    converted = iter(list(row) for row in zip(*columns))
+    return [None if r is None else next(converted) for r in rows]
+
+
+def _key_function(schema: TableSchema) -> Callable[[list], tuple]:
+    if not schema.primary_key:  # REPLICA IDENTITY FULL: the whole row identifies it
+        return tuple
+    idx = [schema.names.index(k) for k in schema.primary_key]
+    return lambda row: tuple(row[i] for i in idx)
+
+
+def _lookup(name: str, keys: list[tuple], schema: TableSchema, lookup_old: LookupOld) -> dict[tuple, list]:
+    if not schema.primary_key:
+        return {}
+    idx = [schema.names.index(k) for k in schema.primary_key]
+    key_table = pa.table({k: pa.array([key[n] for key in keys], schema.columns[i].type.arrow)
+                          for n, (k, i) in enumerate(zip(schema.primary_key, idx))})
+    found = lookup_old(name, key_table)
+    out: dict[tuple, list] = {}
+    for row in found.select(schema.names).to_pylist():
+        values = [row[n] for n in schema.names]
+        out[tuple(values[i] for i in idx)] = values
     return out
+
+
+def _arrow_rows(rows: list, weights: list[int], schema: TableSchema, typed: bool) -> pa.Table:
+    columns = list(zip(*rows)) if rows else [()] * len(schema.columns)
+    if typed:
+        arrays = [pa.array(list(col), c.type.arrow) for col, c in zip(columns, schema.columns)]
+    else:
+        arrays = [to_arrow(list(col), c.type) for col, c in zip(columns, schema.columns)]
+    arrays.append(pa.array(weights, pa.int64()))
+    return pa.Table.from_arrays(arrays, schema=schema.arrow(with_weight=True))
 
 
 def _positions(rel: p.Relation, schema: TableSchema) -> list[int]:
     names = [c.name for c in rel.columns]
     missing = [c.name for c in schema.columns if c.name not in names]
     if missing:
-        raise ChangeError(f"{rel.qualified_name} no longer has column(s) {', '.join(missing)} (DDL change)")
+        raise ChangeError(f"{rel.qualified_name} no longer has column(s) {', '.join(missing)} (DDL change)",
+                          rel.qualified_name)
     return [names.index(c.name) for c in schema.columns]
 
 

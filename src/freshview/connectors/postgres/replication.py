@@ -73,10 +73,15 @@ class ReplicationConnection:
         self.close()
 
     # ------------------------------------------------------------------ slots
-    def create_slot(self, name: str, export_snapshot: bool = True) -> SlotInfo:
-        """CREATE_REPLICATION_SLOT ... LOGICAL pgoutput; returns where the stream starts."""
+    def create_slot(self, name: str, export_snapshot: bool = True, temporary: bool = False) -> SlotInfo:
+        """CREATE_REPLICATION_SLOT ... LOGICAL pgoutput; returns where the stream starts.
+
+        A temporary slot disappears with this connection: used only for its
+        exported snapshot and consistent point when a table starts being followed.
+        """
         mode = "EXPORT_SNAPSHOT" if export_snapshot else "NOEXPORT_SNAPSHOT"
-        row = self.conn.execute(f'CREATE_REPLICATION_SLOT "{name}" LOGICAL pgoutput {mode}').fetchone()
+        kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
+        row = self.conn.execute(f'CREATE_REPLICATION_SLOT "{name}" {kind} pgoutput {mode}').fetchone()
         if row is None:
             raise ReplicationError(f"creating slot {name!r} returned nothing")
         return SlotInfo(row[0], parse_lsn(row[1]), row[2])

@@ -1,0 +1,179 @@
+"""The ``freshview`` schema inside the user's database: status tables, requests, procedures.
+
+This is how a database user talks to the service without leaving SQL.
+``CALL freshview.create_view(name, sql)`` inserts a request, commits (so the
+service can see it), then polls until the service marks it done or failed and
+re-raises the service's message; after ``timeout_s`` seconds without an
+answer it cancels the request and says that no service seems to run.
+``freshview.views`` is the user-facing status of every view and
+``freshview.progress`` the service's position in the change stream (the LSN
+whose effects are in the result tables, committed with them).
+
+Callers need no rights on the request table: the queue is reached through
+SECURITY DEFINER functions with a fixed search_path, as PostgreSQL's
+documentation asks (the procedures cannot be SECURITY DEFINER themselves,
+since such procedures may not COMMIT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+import psycopg.conninfo
+
+SCHEMA = "freshview"
+PUBLICATION = "freshview"
+
+def slot_name(dsn: str) -> str:
+    """Slots are cluster-wide, so each database's service has its own: ``freshview_<database>``."""
+    database = psycopg.conninfo.conninfo_to_dict(dsn).get("dbname") or "postgres"
+    return "freshview_" + "".join(ch if ch.isalnum() else "_" for ch in str(database).lower())
+
+SCHEMA_SQL = r"""
+CREATE SCHEMA IF NOT EXISTS freshview;
+
+CREATE TABLE IF NOT EXISTS freshview.views (
+    name        text PRIMARY KEY,          -- the result table, schema-qualified
+    sql         text NOT NULL,
+    status      text NOT NULL,             -- creating | active | failed | rebuilding
+    error       text,
+    rows        bigint,
+    lag_ms      double precision,          -- source commit to result commit, last change
+    last_lsn    pg_lsn,                    -- source position whose effects the table holds
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS freshview.requests (
+    id           bigserial PRIMARY KEY,
+    action       text NOT NULL CHECK (action IN ('create', 'drop')),
+    name         text NOT NULL,
+    sql          text,
+    state        text NOT NULL DEFAULT 'pending',   -- pending | running | done | failed | cancelled
+    error        text,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS freshview.progress (
+    slot          text PRIMARY KEY,
+    lsn           pg_lsn NOT NULL DEFAULT '0/0',
+    steps         bigint NOT NULL DEFAULT 0,
+    changes       bigint NOT NULL DEFAULT 0,   -- source row changes applied since setup
+    lag_ms        double precision,
+    changes_per_s double precision,
+    status        text NOT NULL DEFAULT 'stopped',
+    heartbeat_at  timestamptz,
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- The request queue is reached through SECURITY DEFINER functions so callers need no rights on it.
+-- The procedures themselves cannot be SECURITY DEFINER: such procedures may not COMMIT, and they must,
+-- or the service would never see the request.
+CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    INSERT INTO freshview.requests (action, name, sql) VALUES (action, view_name, query) RETURNING id
+$fn$;
+
+CREATE OR REPLACE FUNCTION freshview._poll(req bigint, OUT state text, OUT error text)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT r.state, r.error FROM freshview.requests r WHERE r.id = req
+$fn$;
+
+CREATE OR REPLACE FUNCTION freshview._cancel(req bigint) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    UPDATE freshview.requests SET state = CASE WHEN state = 'pending' THEN 'cancelled' ELSE state END,
+           finished_at = CASE WHEN state = 'pending' THEN now() ELSE finished_at END
+    WHERE id = req RETURNING state
+$fn$;
+
+CREATE OR REPLACE PROCEDURE freshview._request(action text, view_name text, query text, timeout_s double precision)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+    req bigint;
+    st text;
+    err text;
+    deadline timestamptz;
+BEGIN
+    req := freshview._submit(action, view_name, query);
+    COMMIT;  -- the service must see the request: this is why CALL cannot run inside BEGIN ... COMMIT
+    deadline := clock_timestamp() + make_interval(secs => timeout_s);
+    LOOP
+        SELECT p.state, p.error INTO st, err FROM freshview._poll(req) p;
+        EXIT WHEN st IN ('done', 'failed');
+        IF clock_timestamp() > deadline THEN
+            st := freshview._cancel(req);
+            COMMIT;
+            IF st = 'cancelled' THEN
+                RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
+            END IF;
+            RAISE EXCEPTION 'freshview: the service is still working on request % after % s; see freshview.views and freshview.requests', req, timeout_s;
+        END IF;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+    IF st = 'failed' THEN
+        RAISE EXCEPTION '%', err;
+    END IF;
+END
+$proc$;
+
+CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120)
+LANGUAGE plpgsql AS $proc$
+BEGIN
+    CALL freshview._request('create', view_name, query, timeout_s);
+END
+$proc$;
+
+CREATE OR REPLACE PROCEDURE freshview.drop_view(view_name text, timeout_s double precision DEFAULT 60)
+LANGUAGE plpgsql AS $proc$
+BEGIN
+    CALL freshview._request('drop', view_name, NULL, timeout_s);
+END
+$proc$;
+
+GRANT USAGE ON SCHEMA freshview TO PUBLIC;
+GRANT SELECT ON freshview.views, freshview.progress TO PUBLIC;
+"""
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    action: str  # create | drop
+    name: str
+    sql: str | None
+
+
+def install(conn: psycopg.Connection) -> None:
+    """Create or upgrade the freshview schema and the (initially empty) publication."""
+    with conn.transaction():
+        conn.execute(SCHEMA_SQL)
+        exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        if not exists:
+            conn.execute(f"CREATE PUBLICATION {PUBLICATION}")
+
+
+def is_installed(conn: psycopg.Connection) -> bool:
+    return conn.execute("SELECT to_regclass('freshview.requests') IS NOT NULL").fetchone()[0]
+
+
+def next_request(conn: psycopg.Connection) -> Request | None:
+    """Claim the oldest pending request (marks it running, commits)."""
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE freshview.requests SET state = 'running' WHERE id = ("
+            " SELECT id FROM freshview.requests WHERE state = 'pending' ORDER BY id LIMIT 1"
+            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql").fetchone()
+    return Request(*row) if row else None
+
+
+def finish_request(conn: psycopg.Connection, request_id: int, error: str | None = None) -> None:
+    conn.execute("UPDATE freshview.requests SET state = %s, error = %s, finished_at = now() WHERE id = %s",
+                 ("failed" if error else "done", error, request_id))
+
+
+def requeue_running(conn: psycopg.Connection) -> None:
+    """Requests a killed service was working on go back to the queue."""
+    with conn.transaction():
+        conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")

@@ -1,0 +1,670 @@
+"""The service loop: logical replication in, engine steps, result tables and progress out.
+
+One thread does everything, in this order, forever:
+
+1. read the replication stream for a few milliseconds, assembling whole
+   source transactions (never split);
+2. run the collected transactions as ONE engine step (micro-batching: while a
+   step runs, new transactions queue up and form the next batch);
+3. inside the step's ``before_commit``, write every view's result changes and
+   the source LSN reached into the database in one transaction, then let the
+   engine's state commit, then acknowledge the LSN to the slot;
+4. between batches, serve ``create_view``/``drop_view`` requests and beat the
+   heartbeat.
+
+Crash safety comes from that order.  Positions: ``pg_lsn`` is in
+``freshview.progress`` (committed with the results), ``flow_lsn`` is kept
+with the engine's state, and the slot's confirmed position trails both.
+Database first, engine second means ``flow_lsn <= pg_lsn`` always; after a
+crash between the two commits the engine replays the transactions up to
+``pg_lsn`` without writing them again.  Transactions at or below
+``flow_lsn`` are skipped.  So a SIGKILL at any moment loses nothing and
+applies nothing twice.
+
+New base tables are followed through a temporary slot's exported snapshot
+at LSN ``Y``: the table's rows are loaded from the snapshot, and changes to it
+from transactions that committed before ``Y`` (which the snapshot already
+holds) are ignored in the main stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+from psycopg import sql as psql
+
+from freshview.connectors.postgres import protocol as p
+from freshview.connectors.postgres.catalog import SourceTable, describe_table
+from freshview.connectors.postgres.changes import ChangeError, SourceTransaction, TransactionAssembler, to_deltas
+from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
+from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
+from freshview.connectors.postgres.sink import ResultTable, result_shape
+from freshview.connectors.postgres.snapshot import read_table
+from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
+from freshview.errors import CatalogError, FreshviewError
+from freshview.flow import IncrementalFlow
+from freshview.schema import WEIGHT, TableSchema
+from freshview.service import control
+from freshview.service.names import engine_name, qualified_from_engine, qualify
+from freshview.sql import build_plan
+
+log = logging.getLogger("freshview.service")
+
+_PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
+
+# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
+SnapshotProgress = Callable[[str, int, "int | None", bool], None]
+
+
+class ServiceError(FreshviewError):
+    """The service cannot start or go on (not set up, slot trouble, lost connection ...)."""
+
+
+@dataclass
+class ServiceOptions:
+    max_batch_rows: int = 100_000  # source row changes per engine step, at most (whole transactions)
+    max_batch_wait_s: float = 0.5  # stop collecting and run the step after this long
+    idle_wait_s: float = 0.005  # the stream is idle when nothing arrives for this long
+    poll_s: float = 0.1  # how often requests are looked for
+    heartbeat_s: float = 1.0
+    snapshot_chunk_rows: int = 100_000
+    progress_every_s: float = 1.0  # position writes when only unrelated tables change
+
+
+class Service:
+    """Keeps the views of one database fresh. ``run()`` blocks until ``stop()``."""
+
+    def __init__(self, dsn: str, state_dir: str | Path, *, spark: Any = None,
+                 options: ServiceOptions | None = None, snapshot_progress: SnapshotProgress | None = None,
+                 slot: str | None = None, publication: str = control.PUBLICATION) -> None:
+        self.dsn = dsn
+        self.state_dir = Path(state_dir)
+        self.spark = spark
+        self.options = options or ServiceOptions()
+        self.snapshot_progress = snapshot_progress
+        self.slot = slot or control.slot_name(dsn)
+        self.publication = publication
+        self._stop = threading.Event()
+        self.ready = threading.Event()  # set once the stream is followed and requests are served
+        self.pg: psycopg.Connection | None = None
+        self.flow: IncrementalFlow | None = None
+        self.repl: ReplicationConnection | None = None
+        self.decoder = p.Decoder()
+        self.assembler = TransactionAssembler()
+        self.flow_lsn = 0
+        self.pg_lsn = 0
+        self.follow_from: dict[str, int] = {}
+        self.results: dict[str, ResultTable] = {}
+        self.status = "starting"
+        self._last_progress_write = 0.0
+        self._pending_position: int | None = None  # LSN of unrelated transactions not yet recorded
+        self._rate = 0.0
+        self._rate_at = time.monotonic()
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        try:
+            self._open()
+            self.ready.set()
+            next_poll = 0.0
+            next_beat = 0.0
+            while not self._stop.is_set():
+                self._follow_stream()
+                now = time.monotonic()
+                if now >= next_poll:
+                    self._serve_requests()
+                    next_poll = now + self.options.poll_s
+                if now >= next_beat:
+                    self._heartbeat()
+                    next_beat = now + self.options.heartbeat_s
+        finally:
+            self._close()
+
+    def _open(self) -> None:
+        try:
+            self.pg = psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise ServiceError(f"cannot connect to the database: {exc}".strip()) from None
+        if not control.is_installed(self.pg):
+            raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
+        control.requeue_running(self.pg)
+        self.pg.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
+        self.pg_lsn = _lsn(self.pg.execute("SELECT lsn FROM freshview.progress WHERE slot = %s",
+                                           (self.slot,)).fetchone()[0])
+        self.flow = IncrementalFlow(self.spark, self.state_dir)
+        self.flow_lsn = int(self.flow.get_meta("lsn", 0))
+        self.follow_from = {k: int(v) for k, v in self.flow.get_meta("follow_from", {}).items()}
+
+        rebuild = None
+        slot = self.pg.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
+                               (self.slot,)).fetchone()
+        self.repl = self._replication_connection()
+        if slot is not None and slot[0] == "lost":
+            rebuild = f"replication slot {self.slot} was invalidated (the server removed WAL it still needed)"
+            self.repl.drop_slot(self.slot)
+            slot = None
+        if slot is None:
+            if self.flow.sources:
+                rebuild = rebuild or f"replication slot {self.slot} is gone"
+            self.repl.create_slot(self.slot, export_snapshot=False)
+        if self.flow_lsn > self.pg_lsn:
+            rebuild = rebuild or "the engine state is ahead of the database (restored from a backup?)"
+        if rebuild:
+            log.warning("rebuilding every view: %s", rebuild)
+        self._reconcile(rebuild)
+        self.repl.start(self.slot, self.publication)
+        self._set_status("running")
+        log.info("following slot %s from %s (results at %s)", self.slot, format_lsn(self.flow_lsn),
+                 format_lsn(self.pg_lsn))
+
+    def _close(self) -> None:
+        if self.repl is not None:
+            self.repl.close()
+        if self.pg is not None and not self.pg.closed:
+            try:
+                self._set_status("stopped")
+            except psycopg.Error:
+                pass
+            self.pg.close()
+        if self.flow is not None:
+            self.flow.close()
+
+    def _replication_connection(self) -> ReplicationConnection:
+        try:
+            return ReplicationConnection(self.dsn)
+        except ReplicationError as exc:
+            raise ServiceError(f"{exc} (the role needs the REPLICATION attribute; see `freshview setup`)") from None
+
+    # ------------------------------------------------------------------ startup reconciliation
+    def _reconcile(self, rebuild: str | None) -> None:
+        """Make engine state and result tables agree after a crash, a lost slot or a lost state dir."""
+        assert self.pg is not None and self.flow is not None
+        self.pg.execute("DELETE FROM freshview.views WHERE status = 'creating'")  # requests were requeued
+        rows = self.pg.execute("SELECT name, sql, status FROM freshview.views ORDER BY created_at, name").fetchall()
+        wanted = {name: sql for name, sql, status in rows if status in ("active", "rebuilding")}
+        if rebuild:
+            with self.pg.transaction():
+                self.pg.execute("UPDATE freshview.views SET status = 'rebuilding', error = %s, updated_at = now() "
+                                "WHERE status = 'active'", (rebuild,))
+            self._reset_engine()
+        for view in reversed(self._flow_views_in_order()):
+            if qualified_from_engine(view) not in wanted:
+                self.flow.drop_view(view)
+        for name, view_sql in wanted.items():
+            if engine_name(name) in self.flow.views:
+                self.results[name] = ResultTable(name, result_shape(self.flow.view_plan(engine_name(name))))
+            else:
+                try:
+                    self._create(name, view_sql, replace=True)
+                except (FreshviewError, ChangeError, psycopg.Error) as exc:
+                    self._mark_failed([name], str(exc))
+        self._drop_unused_sources()
+
+    def _reset_engine(self) -> None:
+        assert self.flow is not None
+        self.flow.close()
+        for entry in self.state_dir.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        self.flow = IncrementalFlow(self.spark, self.state_dir)
+        self.flow_lsn = 0
+        self.follow_from = {}
+
+    def _flow_views_in_order(self) -> list[str]:
+        assert self.flow is not None
+        return list(self.flow.views)  # registration order: a view comes after the views it reads
+
+    # ------------------------------------------------------------------ the stream
+    def _follow_stream(self) -> None:
+        """Collect whole transactions for one step, then run it."""
+        assert self.repl is not None
+        batch: list[SourceTransaction] = []
+        rows = 0
+        started = time.monotonic()
+        opts = self.options
+        while True:
+            got = False
+            try:
+                for message in self.repl.messages(opts.idle_wait_s if batch else opts.poll_s):
+                    got = True
+                    txn = self.assembler.feed(self.decoder.decode(message.payload))
+                    if txn is not None:
+                        batch.append(txn)
+                        rows += txn.size
+                        if rows >= opts.max_batch_rows or time.monotonic() - started >= opts.max_batch_wait_s:
+                            break
+            except ReplicationError as exc:
+                if batch:
+                    self._process(batch)
+                self._reconnect(exc)
+                return
+            if not batch or not got or rows >= opts.max_batch_rows \
+                    or time.monotonic() - started >= opts.max_batch_wait_s:
+                break
+        if batch:
+            self._process(batch)
+        elif self._pending_position is not None:
+            self._record_position()
+
+    def _reconnect(self, exc: Exception) -> None:
+        log.warning("replication stream lost (%s); reconnecting", exc)
+        if self.repl is not None:
+            self.repl.close()
+        self.decoder, self.assembler = p.Decoder(), TransactionAssembler()
+        for attempt in range(30):
+            if self._stop.is_set():
+                return
+            try:
+                self.repl = ReplicationConnection(self.dsn)
+                self.repl.start(self.slot, self.publication)
+                return
+            except ReplicationError as again:
+                if "invalidated" in str(again) or "can no longer get changes" in str(again):
+                    raise ServiceError(f"replication slot {self.slot} is unusable ({again}); restart the "
+                                       "service to rebuild the views from a new snapshot") from None
+                time.sleep(min(0.2 * 2 ** attempt, 5.0))
+        raise ServiceError(f"cannot reconnect to the replication stream: {exc}")
+
+    def _process(self, batch: list[SourceTransaction]) -> None:
+        """Split a batch into engine steps: replayed vs new transactions, TRUNCATEs alone."""
+        todo = [t for t in batch if t.end_lsn > self.flow_lsn]
+        group: list[SourceTransaction] = []
+        for txn in todo:
+            if group and (self._truncates(txn) or self._truncates(group[-1])
+                          or (group[-1].end_lsn <= self.pg_lsn) != (txn.end_lsn <= self.pg_lsn)):
+                self._step(group)
+                group = []
+            group.append(txn)
+        if group:
+            self._step(group)
+
+    def _truncates(self, txn: SourceTransaction) -> bool:
+        return any(self._followed(t) for t in txn.truncated)
+
+    def _followed(self, table: str) -> bool:
+        return table in self.follow_from
+
+    def _step(self, group: list[SourceTransaction]) -> None:
+        assert self.flow is not None
+        end_lsn = group[-1].end_lsn
+        write = end_lsn > self.pg_lsn
+        self._check_relations(group)
+        for _ in range(len(self.flow.views) + len(self.flow.sources) + 1):
+            relevant = [self._relevant(t) for t in group]
+            try:
+                deltas = self._deltas(relevant)
+            except ChangeError as exc:
+                if exc.table is None or not self._followed(exc.table):
+                    raise
+                self._fail_table(exc.table, f"freshview: {exc}")
+                continue
+            if not any(d.num_rows for d in deltas.values()):
+                self._pending_position = end_lsn
+                if time.monotonic() - self._last_progress_write >= self.options.progress_every_s:
+                    self._record_position()
+                return
+            changes = sum(t.size for t in relevant)
+            lag_from = min(t.commit_time for t in group) / 1e6 + _PG_EPOCH
+            try:
+                summary = self.flow.tick(deltas, before_commit=lambda out: self._commit(
+                    out, end_lsn, write, changes, lag_from))
+            except FreshviewError as exc:
+                view, source = getattr(exc, "view", None), getattr(exc, "source", None)
+                if view is not None:
+                    self._mark_failed([qualified_from_engine(view)], f"freshview: {exc}")
+                elif source is not None:
+                    self._fail_table(qualified_from_engine(source), f"freshview: {exc}")
+                else:
+                    raise
+                continue
+            self._after_commit(end_lsn, write, changes)
+            log.debug("%s (%s)", summary, ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped))
+            return
+        raise ServiceError("a step kept failing after every failing view was stopped")
+
+    def _relevant(self, txn: SourceTransaction) -> SourceTransaction:
+        """The transaction's changes to followed tables not already in their snapshots."""
+        keep = {t: c for t, c in txn.changes.items()
+                if self._followed(t) and txn.commit_lsn >= self.follow_from[t]}
+        truncated = [t for t in txn.truncated if self._followed(t) and txn.commit_lsn >= self.follow_from[t]]
+        return SourceTransaction(txn.xid, txn.commit_lsn, txn.end_lsn, txn.commit_time, keep, truncated,
+                                 txn.relations)
+
+    def _deltas(self, group: list[SourceTransaction]) -> dict[str, pa.Table]:
+        assert self.flow is not None
+        flow = self.flow
+        truncated = {t for txn in group for t in txn.truncated}
+        schemas = {q: flow.source_schema(engine_name(q)) for q in self.follow_from}
+
+        def lookup_old(table: str, keys: pa.Table) -> pa.Table:
+            if table in truncated:  # the rows it had are gone; later changes see only new rows
+                return schemas[table].arrow().empty_table()
+            return flow.source_rows(engine_name(table), keys)
+
+        deltas = to_deltas(group, schemas, lookup_old)
+        for table in truncated:
+            current = flow.snapshot(engine_name(table), weighted=True)
+            gone = current.set_column(current.num_columns - 1, WEIGHT, pc.negate(current.column(WEIGHT)))
+            after = deltas.get(table)
+            deltas[table] = gone if after is None else pa.concat_tables([gone, after.cast(gone.schema)])
+        return {engine_name(t): d for t, d in deltas.items()}
+
+    def _commit(self, outputs: dict[str, pa.Table], end_lsn: int, write: bool, changes: int,
+                lag_from: float) -> None:
+        """Runs inside the engine step: results + position into the database, then the engine commits."""
+        assert self.pg is not None and self.flow is not None
+        self.flow.set_meta("lsn", end_lsn)
+        if not write:
+            return  # replaying what the result tables already hold
+        lag_ms = max(0.0, (time.time() - lag_from) * 1000)
+        with self.pg.transaction():
+            for view, delta in outputs.items():
+                name = qualified_from_engine(view)
+                table = self.results.get(name)
+                if table is None:
+                    continue
+                table.apply(self.pg, delta)
+                self.pg.execute("UPDATE freshview.views SET rows = rows + %s, lag_ms = %s, updated_at = now() "
+                                "WHERE name = %s", (pc.sum(delta.column(WEIGHT)).as_py() or 0, lag_ms, name))
+            self.pg.execute("UPDATE freshview.views SET last_lsn = %s WHERE status = 'active'",
+                            (format_lsn(end_lsn),))
+            self.pg.execute(
+                "UPDATE freshview.progress SET lsn = %s, steps = steps + 1, changes = changes + %s, lag_ms = %s, "
+                "changes_per_s = %s, status = 'running', heartbeat_at = now(), updated_at = now() "
+                "WHERE slot = %s", (format_lsn(end_lsn), changes, lag_ms, self._rate_after(changes), self.slot))
+
+    def _after_commit(self, end_lsn: int, write: bool, changes: int) -> None:
+        assert self.repl is not None
+        self.flow_lsn = end_lsn
+        if write:
+            self.pg_lsn = end_lsn
+        self._pending_position = None
+        self._last_progress_write = time.monotonic()
+        self.repl.acknowledge(end_lsn)
+
+    def _rate_after(self, changes: int) -> float:
+        """Changes per second, smoothed over about five seconds."""
+        now = time.monotonic()
+        elapsed = max(now - self._rate_at, 1e-3)
+        weight = min(1.0, elapsed / 5.0)
+        self._rate = (1 - weight) * self._rate + weight * (changes / elapsed)
+        self._rate_at = now
+        return self._rate
+
+    def _record_position(self) -> None:
+        """Advance the position past transactions that touched no followed table (lets WAL go)."""
+        assert self.pg is not None and self.flow is not None and self.repl is not None
+        lsn = self._pending_position
+        if lsn is None or lsn <= self.flow_lsn:
+            self._pending_position = None
+            return
+        with self.pg.transaction():
+            self.pg.execute("UPDATE freshview.progress SET lsn = %s, updated_at = now() WHERE slot = %s "
+                            "AND lsn < %s", (format_lsn(lsn), self.slot, format_lsn(lsn)))
+        self.flow.set_meta("lsn", lsn)
+        self._after_commit(lsn, True, 0)
+
+    def _check_relations(self, group: list[SourceTransaction]) -> None:
+        """A DDL change that breaks a followed table stops the views reading it (not the service)."""
+        for txn in group:
+            for table, rel in txn.relations.items():
+                if not self._followed(table):
+                    continue
+                problem = _incompatible(rel, self.flow.source_schema(engine_name(table)))  # type: ignore[union-attr]
+                if problem:
+                    self._fail_table(table, f"freshview: {table} changed ({problem}); drop and re-create "
+                                            "the view to follow the new definition")
+
+    # ------------------------------------------------------------------ failures
+    def _fail_table(self, table: str, error: str) -> None:
+        """Stop every view that reads ``table`` and forget the table."""
+        assert self.flow is not None
+        readers = self.flow.readers(engine_name(table))
+        self._mark_failed([qualified_from_engine(v) for v in readers], error)
+        self._drop_unused_sources()
+
+    def _mark_failed(self, names: list[str], error: str) -> None:
+        """Views (and the views reading them) go to status failed; their tables stay as they were."""
+        assert self.flow is not None and self.pg is not None
+        doomed: list[str] = []
+        todo = [engine_name(n) for n in names]
+        while todo:
+            view = todo.pop()
+            if view in doomed:
+                continue
+            doomed.append(view)
+            if view in self.flow.views:
+                todo.extend(self.flow.readers(view))
+        for view in reversed(self._flow_views_in_order()):
+            if view in doomed:
+                self.flow.drop_view(view)
+        primary = {engine_name(n) for n in names}
+        for view in doomed:
+            name = qualified_from_engine(view)
+            self.results.pop(name, None)
+            message = error if view in primary else f"freshview: a view it reads failed: {error}"
+            log.error("view %s failed: %s", name, message)
+            self.pg.execute("UPDATE freshview.views SET status = 'failed', error = %s, updated_at = now() "
+                            "WHERE name = %s", (message, name))
+
+    # ------------------------------------------------------------------ requests
+    def _serve_requests(self) -> None:
+        assert self.pg is not None
+        while not self._stop.is_set():
+            request = control.next_request(self.pg)
+            if request is None:
+                return
+            log.info("request %s: %s %s", request.id, request.action, request.name)
+            try:
+                if request.action == "create":
+                    self._create(request.name, request.sql or "", request=request.id)
+                else:
+                    self._drop(request.name, request=request.id)
+            except (FreshviewError, ChangeError, CatalogError) as exc:
+                message = str(exc) if str(exc).startswith("freshview") else f"freshview: {exc}"
+                with self.pg.transaction():
+                    control.finish_request(self.pg, request.id, message)
+
+    def _create(self, name: str, view_sql: str, *, replace: bool = False, request: int | None = None) -> None:
+        assert self.pg is not None and self.flow is not None
+        name = qualify(name)
+        view = engine_name(name)
+        if not replace:
+            existing = self.pg.execute("SELECT sql, status FROM freshview.views WHERE name = %s",
+                                       (name,)).fetchone()
+            if existing is not None:
+                if existing[0] == view_sql and existing[1] == "active":
+                    with self.pg.transaction():
+                        control.finish_request(self.pg, request)  # type: ignore[arg-type]
+                    return
+                raise CatalogError(f"freshview: view {name} already exists (status {existing[1]}); "
+                                   f"drop it first with CALL freshview.drop_view('{name}')")
+            if self.pg.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
+                raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
+            with self.pg.transaction():
+                self.pg.execute("INSERT INTO freshview.views (name, sql, status) VALUES (%s, %s, 'creating') "
+                                "ON CONFLICT (name) DO NOTHING", (name, view_sql))
+        try:
+            probe = _TableProbe(self.flow, self.pg)
+            build_plan(view_sql, probe)  # SQL errors surface here, with positions, before any work
+            if view in self.flow.views:
+                self.flow.drop_view(view)
+            self._follow({q: t for q, t in probe.tables.items() if not self._followed(q)})
+            self.flow.register_view(view, view_sql)
+        except BaseException:
+            if request is not None and not replace:
+                self.pg.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
+            self._drop_unused_sources()
+            raise
+        result = ResultTable(name, result_shape(self.flow.view_plan(view)))
+        initial = self.flow.snapshot(view, weighted=True)
+        try:
+            with self.pg.transaction():
+                if replace:
+                    self.pg.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(result.name))
+                for statement in result.create_sql():
+                    self.pg.execute(statement)
+                result.apply(self.pg, initial)
+                self.pg.execute(
+                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn) VALUES (%s, %s, 'active', %s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, "
+                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now()",
+                    (name, view_sql, pc.sum(initial.column(WEIGHT)).as_py() or 0, format_lsn(self.flow_lsn)))
+                if request is not None:
+                    control.finish_request(self.pg, request)
+        except psycopg.Error as exc:
+            self.flow.drop_view(view)
+            self._drop_unused_sources()
+            raise CatalogError(f"freshview: cannot create the result table {name}: {exc}".strip()) from None
+        self.results[name] = result
+        log.info("view %s created (%d rows)", name, initial.num_rows)
+
+    def _drop(self, name: str, request: int | None = None) -> None:
+        assert self.pg is not None and self.flow is not None
+        name = qualify(name)
+        view = engine_name(name)
+        known = self.pg.execute("SELECT 1 FROM freshview.views WHERE name = %s", (name,)).fetchone()
+        if known is None and view not in self.flow.views:
+            raise CatalogError(f"freshview: no view named {name}")
+        if view in self.flow.views:
+            readers = self.flow.readers(view)
+            if readers:
+                raise CatalogError(f"freshview: views {', '.join(qualified_from_engine(r) for r in readers)} "
+                                   f"read {name}; drop them first")
+            self.flow.drop_view(view)
+        self.results.pop(name, None)
+        with self.pg.transaction():
+            schema, _, table = name.partition(".")
+            self.pg.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(psql.Identifier(schema, table)))
+            self.pg.execute("DELETE FROM freshview.views WHERE name = %s", (name,))
+            if request is not None:
+                control.finish_request(self.pg, request)
+        self._drop_unused_sources()
+        log.info("view %s dropped", name)
+
+    # ------------------------------------------------------------------ following base tables
+    def _follow(self, tables: dict[str, SourceTable]) -> None:
+        """Start following base tables: publish them, then load them from a fresh exported snapshot."""
+        if not tables:
+            return
+        assert self.pg is not None and self.flow is not None
+        published = {f"{s}.{t}" for s, t in self.pg.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+            (self.publication,)).fetchall()}
+        for table in tables:
+            if table in published:
+                continue
+            schema, _, bare = table.partition(".")
+            try:
+                self.pg.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+                    psql.Identifier(self.publication), psql.Identifier(schema, bare)))
+            except psycopg.errors.InsufficientPrivilege:
+                raise CatalogError(
+                    f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
+                    f"as the table's owner run: ALTER PUBLICATION {self.publication} ADD TABLE {table};") from None
+        with ReplicationConnection(self.dsn) as snap:
+            info = snap.create_slot(f"{self.slot}_snap_{os.getpid()}", temporary=True)
+            for table, source in tables.items():
+                view_name = engine_name(table)
+                self.flow.register_source(view_name, source.schema)
+                total = self.pg.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                                        (table,)).fetchone()[0]
+                estimate = int(total) if total and total > 0 else None
+
+                def progress(done: int, table: str = table, finished: bool = False) -> None:
+                    if self.repl is not None:
+                        self.repl.send_status()  # keep the main stream alive through long snapshots
+                    if self.snapshot_progress is not None:
+                        self.snapshot_progress(table, done, estimate, finished)
+
+                progress(0)
+                loaded = 0
+                for chunk in read_table(self.dsn, info.snapshot_name or "", table, source.schema,
+                                        self.options.snapshot_chunk_rows, progress):
+                    self.flow.tick(view_name, chunk)
+                    loaded += chunk.num_rows
+                progress(loaded, finished=True)
+                self.follow_from[table] = info.consistent_point
+                self.flow.set_meta("follow_from", self.follow_from)
+                log.info("following %s from %s", table, format_lsn(info.consistent_point))
+
+    def _drop_unused_sources(self) -> None:
+        assert self.flow is not None
+        changed = False
+        for source in list(self.flow.sources):
+            if not self.flow.readers(source):
+                self.flow.drop_source(source)
+                self.follow_from.pop(qualified_from_engine(source), None)
+                changed = True
+        if changed:
+            self.flow.set_meta("follow_from", self.follow_from)
+
+    # ------------------------------------------------------------------ status
+    def _heartbeat(self) -> None:
+        assert self.pg is not None
+        self.pg.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",
+                        (self.status, self.slot))
+
+    def _set_status(self, status: str) -> None:
+        assert self.pg is not None
+        self.status = status
+        self._heartbeat()
+
+
+class _TableProbe:
+    """Catalog for a first compile: engine relations, else the database's tables (recorded)."""
+
+    def __init__(self, flow: IncrementalFlow, conn: psycopg.Connection) -> None:
+        self.flow = flow
+        self.conn = conn
+        self.tables: dict[str, SourceTable] = {}
+
+    def relation_columns(self, name: str):
+        found = self.flow.relation_columns(name)
+        if found is not None:
+            return found
+        try:
+            qualified = qualify(name)
+        except CatalogError:
+            return None
+        if qualified not in self.tables:
+            try:
+                self.tables[qualified] = describe_table(self.conn, qualified)
+            except CatalogError as exc:
+                if "does not exist" in str(exc):
+                    return None
+                raise
+        schema = self.tables[qualified].schema
+        return tuple((c.name, c.type) for c in schema.columns), False
+
+
+def _incompatible(rel: p.Relation, schema: TableSchema) -> str | None:
+    """What a new table definition breaks, if anything (added columns are harmless)."""
+    columns = {c.name: c for c in rel.columns}
+    for col in schema.columns:
+        now = columns.get(col.name)
+        if now is None:
+            return f"column {col.name} was dropped or renamed"
+        try:
+            current = sql_type(now.type_oid, now.type_modifier)
+        except UnsupportedTypeError:
+            return f"column {col.name} now has an unsupported type"
+        if current != col.type:
+            return f"column {col.name} changed type from {col.type} to {current}"
+    return None
+
+
+def _lsn(value: Any) -> int:
+    return 0 if value is None else parse_lsn(str(value))
