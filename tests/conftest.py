@@ -5,6 +5,7 @@ neither (the Spark JVM costs ~7 s, PostgreSQL ~2 s, once per run).
 
 * ``spark``     -- session-scoped ``freshview.runtime.spark.get_session()``.
 * ``pg``        -- session-scoped DSN of a throwaway PostgreSQL server.
+* ``database``  -- a fresh database on that server with the freshview schema.
 * ``oracle``    -- a ``PgOracle`` in a fresh schema, dropped after the test.
 * ``make_flow`` -- factory ``make_flow(**kwargs) -> IncrementalFlow`` on the
   shared session with a per-flow state dir under ``tmp_path``; every flow
@@ -47,6 +48,15 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def pg() -> Iterator[str]:
     with postgres_dsn() as dsn:
+        yield dsn
+
+
+@pytest.fixture
+def database(pg: str) -> Iterator[str]:
+    """A fresh database with the freshview schema installed (dropped afterwards, slots too)."""
+    from tests.support.service import fresh_database
+
+    with fresh_database(pg) as dsn:
         yield dsn
 
 

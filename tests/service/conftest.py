@@ -7,13 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.support.service import ThreadedService, fresh_database
-
-
-@pytest.fixture
-def database(pg: str) -> Iterator[str]:
-    with fresh_database(pg) as dsn:
-        yield dsn
+from tests.support.service import ThreadedService
 
 
 @pytest.fixture

@@ -76,11 +76,11 @@ def setup(
     out = Console()
     out.print(f"[green]freshview schema and publication installed[/] in {redact(dsn)}")
     for line in report.applied:
-        out.print(f"  applied: {line}")
+        out.print(f"  applied: {line}", markup=False, soft_wrap=True)
     for problem in report.problems:
-        out.print(f"[red]problem:[/] {problem}")
+        out.print("problem: " + problem, style="red", markup=False, soft_wrap=True)
     for advice in report.advice:
-        out.print(f"[yellow]advice:[/] {advice}")
+        out.print("advice: " + advice, style="yellow", markup=False, soft_wrap=True)
     if report.tables:
         table = Table(title="Tables and their REPLICA IDENTITY", show_lines=False)
         for col in ("table", "followable", "what it costs"):
@@ -91,7 +91,7 @@ def setup(
     out.print("\nThe service's least-privilege role (REPLICATION, SELECT on published tables, owner of "
               "its result tables):" + ("  [green]applied[/]" if apply_role else ""))
     for statement in report.role_sql:
-        out.print(f"  {statement};")
+        out.print(f"  {statement};", markup=False, soft_wrap=True)
     out.print("  -- then set its password, e.g. \\password " + role)
     out.print("Tables a view reads are added to the publication by the service when it may; otherwise "
               "publish them here with --table.")

@@ -29,6 +29,7 @@ holds) are ignored in the main stream.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import shutil
@@ -110,6 +111,11 @@ class Service:
         self._pending_position: int | None = None  # LSN of unrelated transactions not yet recorded
         self._rate = 0.0
         self._rate_at = time.monotonic()
+        # Commit-to-result latency of recent source transactions, in ms (source commit time to the
+        # commit of the result transaction holding their effects; both clocks are the server's).
+        self.latencies_ms: collections.deque[float] = collections.deque(maxlen=100_000)
+        self._result_commit_time = 0.0
+        self.steps = 0
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -145,12 +151,23 @@ class Service:
         self.pg_lsn = _lsn(self.pg.execute("SELECT lsn FROM freshview.progress WHERE slot = %s",
                                            (self.slot,)).fetchone()[0])
         self.flow = IncrementalFlow(self.spark, self.state_dir)
+        self._attach_slot()
+
+    def _attach_slot(self) -> None:
+        """Find (or create) the slot, reconcile engine and result tables, start streaming.
+
+        A lost slot (invalidated, or dropped), a lost state directory or state
+        ahead of the database all lead to the same repair: rebuild every view
+        from a new snapshot, with status ``rebuilding`` meanwhile.
+        """
+        assert self.pg is not None and self.flow is not None
         self.flow_lsn = int(self.flow.get_meta("lsn", 0))
         self.follow_from = {k: int(v) for k, v in self.flow.get_meta("follow_from", {}).items()}
-
         rebuild = None
         slot = self.pg.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
                                (self.slot,)).fetchone()
+        if self.repl is not None:
+            self.repl.close()
         self.repl = self._replication_connection()
         if slot is not None and slot[0] == "lost":
             rebuild = f"replication slot {self.slot} was invalidated (the server removed WAL it still needed)"
@@ -163,8 +180,10 @@ class Service:
         if self.flow_lsn > self.pg_lsn:
             rebuild = rebuild or "the engine state is ahead of the database (restored from a backup?)"
         if rebuild:
-            log.warning("rebuilding every view: %s", rebuild)
+            log.warning("rebuilding every view from a new snapshot: %s", rebuild)
+            self._set_status("rebuilding")
         self._reconcile(rebuild)
+        self.decoder, self.assembler = p.Decoder(), TransactionAssembler()
         self.repl.start(self.slot, self.publication)
         self._set_status("running")
         log.info("following slot %s from %s (results at %s)", self.slot, format_lsn(self.flow_lsn),
@@ -272,8 +291,10 @@ class Service:
                 return
             except ReplicationError as again:
                 if "invalidated" in str(again) or "can no longer get changes" in str(again):
-                    raise ServiceError(f"replication slot {self.slot} is unusable ({again}); restart the "
-                                       "service to rebuild the views from a new snapshot") from None
+                    self.repl.close()
+                    self.repl = None
+                    self._attach_slot()  # sees the lost slot and rebuilds
+                    return
                 time.sleep(min(0.2 * 2 ** attempt, 5.0))
         raise ServiceError(f"cannot reconnect to the replication stream: {exc}")
 
@@ -330,6 +351,8 @@ class Service:
                     raise
                 continue
             self._after_commit(end_lsn, write, changes)
+            if write:
+                self._record_latencies(group)
             log.debug("%s (%s)", summary, ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped))
             return
         raise ServiceError("a step kept failing after every failing view was stopped")
@@ -380,6 +403,7 @@ class Service:
                                 "WHERE name = %s", (pc.sum(delta.column(WEIGHT)).as_py() or 0, lag_ms, name))
             self.pg.execute("UPDATE freshview.views SET last_lsn = %s WHERE status = 'active'",
                             (format_lsn(end_lsn),))
+            self._result_commit_time = float(self.pg.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
             self.pg.execute(
                 "UPDATE freshview.progress SET lsn = %s, steps = steps + 1, changes = changes + %s, lag_ms = %s, "
                 "changes_per_s = %s, status = 'running', heartbeat_at = now(), updated_at = now() "
@@ -393,6 +417,12 @@ class Service:
         self._pending_position = None
         self._last_progress_write = time.monotonic()
         self.repl.acknowledge(end_lsn)
+
+    def _record_latencies(self, group: list[SourceTransaction]) -> None:
+        assert self.pg is not None
+        self.steps += 1
+        committed = self._result_commit_time
+        self.latencies_ms.extend(max(0.0, committed - (t.commit_time / 1e6 + _PG_EPOCH)) * 1000 for t in group)
 
     def _rate_after(self, changes: int) -> float:
         """Changes per second, smoothed over about five seconds."""

@@ -10,6 +10,7 @@ check it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import psycopg
@@ -114,13 +115,13 @@ def setup(conn: psycopg.Connection, *, role: str = "freshview", publish: list[st
 def role_sql(conn: psycopg.Connection, role: str) -> list[str]:
     """The least-privilege role: REPLICATION, SELECT on published tables, its own result tables."""
     database = conn.execute("SELECT current_database()").fetchone()[0]
-    r = sql.Identifier(role).as_string(conn)
+    r = _ident(conn, role)
     published = [f"{s}.{t}" for s, t in conn.execute(
         "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s ORDER BY 1, 2",
         (control.PUBLICATION,)).fetchall()]
     statements = [
         f"CREATE ROLE {r} LOGIN REPLICATION",
-        f"GRANT CONNECT ON DATABASE {sql.Identifier(database).as_string(conn)} TO {r}",
+        f"GRANT CONNECT ON DATABASE {_ident(conn, database)} TO {r}",
         f"GRANT USAGE, CREATE ON SCHEMA public TO {r}",
         f"GRANT USAGE ON SCHEMA freshview TO {r}",
         f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA freshview TO {r}",
@@ -128,3 +129,12 @@ def role_sql(conn: psycopg.Connection, role: str) -> list[str]:
     ]
     statements += [f"GRANT SELECT ON {name} TO {r}" for name in published]
     return statements
+
+
+def _ident(conn: psycopg.Connection, name: str) -> str:
+    """An identifier as a person would type it: quoted only when it has to be."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        reserved = conn.execute("SELECT catcode = 'R' FROM pg_get_keywords() WHERE word = %s", (name,)).fetchone()
+        if not (reserved and reserved[0]):
+            return name
+    return sql.Identifier(name).as_string(conn)
