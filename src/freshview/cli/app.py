@@ -181,7 +181,7 @@ def status(
 @app.command()
 def demo(
     duration: float = typer.Option(60.0, help="Seconds to run the workload (0 = until Ctrl-C)."),
-    orders: int = typer.Option(1_000_000, help="Orders in the sample database."),
+    orders: int = typer.Option(250_000, help="Orders in the sample shop (with ~3 items each: ~1M rows in all)."),
     rate: float = typer.Option(200.0, help="Target source transactions per second."),
     data_dir: Optional[Path] = typer.Option(None, help="Keep the embedded database here (default: temporary)."),
 ) -> None:
