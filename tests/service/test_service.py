@@ -11,6 +11,7 @@ import threading
 import time
 
 import psycopg
+import psycopg.conninfo
 import pytest
 
 from tests.support.service import result_rows, wait_until_fresh
@@ -301,3 +302,17 @@ def test_create_view_times_out_without_a_service(shop):
             conn.execute("CALL freshview.create_view('public.v', 'SELECT id FROM orders', 1)")
         assert time.monotonic() - started < 10
         assert conn.execute("SELECT state FROM freshview.requests").fetchone()[0] == "cancelled"
+
+
+def test_a_plain_user_can_create_a_view_and_read_its_table(shop, start_service):
+    start_service()
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fv_app_user') THEN "
+                     "CREATE ROLE fv_app_user LOGIN; END IF; END$$")
+    params = psycopg.conninfo.conninfo_to_dict(shop)
+    params["user"] = "fv_app_user"
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as user:
+        user.execute("CALL freshview.create_view('public.mine', "
+                     "'SELECT region, COUNT(*) AS n FROM customers GROUP BY region')")
+        assert user.execute("SELECT sum(n) FROM mine").fetchone()[0] == 40
+        assert user.execute("SELECT status FROM freshview.views WHERE name = 'public.mine'").fetchone()[0] == "active"

@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS freshview.requests (
     sql          text,
     state        text NOT NULL DEFAULT 'pending',   -- pending | running | done | failed | cancelled
     error        text,
+    requested_by text,                              -- gets SELECT on the result table
     requested_at timestamptz NOT NULL DEFAULT now(),
     finished_at  timestamptz
 );
@@ -73,7 +74,8 @@ CREATE TABLE IF NOT EXISTS freshview.progress (
 -- or the service would never see the request.
 CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text) RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    INSERT INTO freshview.requests (action, name, sql) VALUES (action, view_name, query) RETURNING id
+    INSERT INTO freshview.requests (action, name, sql, requested_by)
+    VALUES (action, view_name, query, session_user) RETURNING id
 $fn$;
 
 CREATE OR REPLACE FUNCTION freshview._poll(req bigint, OUT state text, OUT error text)
@@ -143,6 +145,7 @@ class Request:
     action: str  # create | drop
     name: str
     sql: str | None
+    requested_by: str | None = None
 
 
 def install(conn: psycopg.Connection) -> None:
@@ -164,7 +167,7 @@ def next_request(conn: psycopg.Connection) -> Request | None:
         row = conn.execute(
             "UPDATE freshview.requests SET state = 'running' WHERE id = ("
             " SELECT id FROM freshview.requests WHERE state = 'pending' ORDER BY id LIMIT 1"
-            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql").fetchone()
+            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by").fetchone()
     return Request(*row) if row else None
 
 

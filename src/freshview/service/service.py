@@ -499,7 +499,7 @@ class Service:
             log.info("request %s: %s %s", request.id, request.action, request.name)
             try:
                 if request.action == "create":
-                    self._create(request.name, request.sql or "", request=request.id)
+                    self._create(request.name, request.sql or "", request=request.id, reader=request.requested_by)
                 else:
                     self._drop(request.name, request=request.id)
             except (FreshviewError, ChangeError, CatalogError) as exc:
@@ -507,7 +507,8 @@ class Service:
                 with self.pg.transaction():
                     control.finish_request(self.pg, request.id, message)
 
-    def _create(self, name: str, view_sql: str, *, replace: bool = False, request: int | None = None) -> None:
+    def _create(self, name: str, view_sql: str, *, replace: bool = False, request: int | None = None,
+                reader: str | None = None) -> None:
         assert self.pg is not None and self.flow is not None
         name = qualify(name)
         view = engine_name(name)
@@ -546,6 +547,8 @@ class Service:
                     self.pg.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(result.name))
                 for statement in result.create_sql():
                     self.pg.execute(statement)
+                if reader and reader != self.pg.info.user:  # whoever asked for the view may read it
+                    self.pg.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(result.name, psql.Identifier(reader)))
                 result.apply(self.pg, initial)
                 self.pg.execute(
                     "INSERT INTO freshview.views (name, sql, status, rows, last_lsn) VALUES (%s, %s, 'active', %s, %s) "
