@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -58,6 +59,8 @@ def run_demo(duration: float, n_orders: int, rate: float, data_dir: Path | None)
     from freshview.service.service import Service, ServiceOptions
 
     console = Console()
+    # SIGTERM must shut the embedded server down like Ctrl-C does, not leave it running.
+    signal.signal(signal.SIGTERM, _interrupt)
     console.rule("[bold]freshview demo")
     console.print("Starting an embedded PostgreSQL 18 (wal_level=logical) ...")
     bindir = embedded_bindir()
@@ -125,6 +128,10 @@ def run_demo(duration: float, n_orders: int, rate: float, data_dir: Path | None)
         if data_dir is None:
             shutil.rmtree(state_root, ignore_errors=True)
         console.print("embedded PostgreSQL stopped; bye.")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _load_shop(dsn: str, n_orders: int, console: Console) -> None:
