@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+from benchmarks.tpch.queries import Q1, Q3, Q5, Q6, Q10, Q12, Q14, Q19
 from tests.support.differential import run_differential
 
 DATES = [dt.date(1993, 10, 1) + dt.timedelta(days=20 * i) for i in range(36)]  # 1993-10 .. 1995-08
@@ -47,47 +48,6 @@ def _sources():
                       "l_receiptdate": DATES, "l_shipinstruct": ["DELIVER IN PERSON", "NONE"],
                       "l_shipmode": ["MAIL", "SHIP", "AIR", "AIR REG"]}),
     }
-
-
-Q1 = """select l_returnflag, l_linestatus, sum(l_quantity) as sum_qty, sum(l_extendedprice) as sum_base_price,
- sum(l_extendedprice * (1 - l_discount)) as sum_disc_price, sum(l_extendedprice * (1 - l_discount) * (1 + l_tax))
- as sum_charge, avg(l_quantity) as avg_qty, avg(l_extendedprice) as avg_price, avg(l_discount) as avg_disc,
- count(*) as count_order from lineitem where l_shipdate <= date '1998-12-01' - interval '90' day
- group by l_returnflag, l_linestatus order by l_returnflag, l_linestatus"""
-Q3 = """select l_orderkey, sum(l_extendedprice * (1 - l_discount)) as revenue, o_orderdate, o_shippriority
- from customer, orders, lineitem where c_mktsegment = 'BUILDING' and c_custkey = o_custkey
- and l_orderkey = o_orderkey and o_orderdate < date '1995-03-15' and l_shipdate > date '1995-03-15'
- group by l_orderkey, o_orderdate, o_shippriority"""
-Q5 = """select n_name, sum(l_extendedprice * (1 - l_discount)) as revenue from customer, orders, lineitem, supplier,
- nation, region where c_custkey = o_custkey and l_orderkey = o_orderkey and l_suppkey = s_suppkey
- and c_nationkey = s_nationkey and s_nationkey = n_nationkey and n_regionkey = r_regionkey and r_name = 'ASIA'
- and o_orderdate >= date '1994-01-01' and o_orderdate < date '1994-01-01' + interval '1' year group by n_name"""
-Q6 = """select sum(l_extendedprice * l_discount) as revenue from lineitem where l_shipdate >= date '1994-01-01'
- and l_shipdate < date '1994-01-01' + interval '1' year and l_discount between .06 - 0.01 and .06 + 0.01
- and l_quantity < 24"""
-Q10 = """select c_custkey, c_name, sum(l_extendedprice * (1 - l_discount)) as revenue, c_acctbal, n_name, c_address,
- c_phone, c_comment from customer, orders, lineitem, nation where c_custkey = o_custkey and l_orderkey = o_orderkey
- and o_orderdate >= date '1993-10-01' and o_orderdate < date '1993-10-01' + interval '3' month
- and l_returnflag = 'R' and c_nationkey = n_nationkey
- group by c_custkey, c_name, c_acctbal, c_phone, n_name, c_address, c_comment"""
-Q12 = """select l_shipmode, sum(case when o_orderpriority = '1-URGENT' or o_orderpriority = '2-HIGH' then 1 else 0 end)
- as high_line_count, sum(case when o_orderpriority <> '1-URGENT' and o_orderpriority <> '2-HIGH' then 1 else 0 end)
- as low_line_count from orders, lineitem where o_orderkey = l_orderkey and l_shipmode in ('MAIL', 'SHIP')
- and l_commitdate < l_receiptdate and l_shipdate < l_commitdate and l_receiptdate >= date '1994-01-01'
- and l_receiptdate < date '1994-01-01' + interval '1' year group by l_shipmode"""
-Q14 = """select 100.00 * sum(case when p_type like 'PROMO%' then l_extendedprice * (1 - l_discount) else 0 end)
- / sum(l_extendedprice * (1 - l_discount)) as promo_revenue from lineitem, part where l_partkey = p_partkey
- and l_shipdate >= date '1995-09-01' and l_shipdate < date '1995-09-01' + interval '1' month"""
-Q19 = """select sum(l_extendedprice* (1 - l_discount)) as revenue from lineitem, part where
- (p_partkey = l_partkey and p_brand = 'Brand#12' and p_container in ('SM CASE', 'SM BOX', 'SM PACK', 'SM PKG')
-  and l_quantity >= 1 and l_quantity <= 1 + 10 and p_size between 1 and 5 and l_shipmode in ('AIR', 'AIR REG')
-  and l_shipinstruct = 'DELIVER IN PERSON')
- or (p_partkey = l_partkey and p_brand = 'Brand#23' and p_container in ('MED BAG', 'MED BOX', 'MED PKG', 'MED PACK')
-  and l_quantity >= 10 and l_quantity <= 10 + 10 and p_size between 1 and 10 and l_shipmode in ('AIR', 'AIR REG')
-  and l_shipinstruct = 'DELIVER IN PERSON')
- or (p_partkey = l_partkey and p_brand = 'Brand#34' and p_container in ('LG CASE', 'LG BOX', 'LG PACK', 'LG PKG')
-  and l_quantity >= 20 and l_quantity <= 20 + 10 and p_size between 1 and 15 and l_shipmode in ('AIR', 'AIR REG')
-  and l_shipinstruct = 'DELIVER IN PERSON')"""
 
 
 def _run(make_flow, oracle, views, seed):
