@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -90,10 +90,14 @@ def _hundredths(values: np.ndarray) -> pa.Array:
     return pc.multiply(whole, pa.scalar(decimal.Decimal("0.01"))).cast(pa.decimal128(15, 2))
 
 
-def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark, profile: bool = False,
-             warmup: int = 5) -> dict:
+def run_size(n_rows: int, change_sizes: list[int], steps: int, workdir: Path, spark, profile: bool = False,
+             warmup: int = 5) -> list[dict]:
+    """Load ``n_rows`` lineitems once, then time steps of each size in ``change_sizes``."""
+    from benchmarks.profiling import StepProfile
+    from benchmarks.report import PeakMemory
     from freshview import IncrementalFlow
 
+    memory = PeakMemory(spark)
     data = Data(n_rows)
     state_dir = workdir / f"state_{n_rows}"
     flow = IncrementalFlow(spark=spark, state_dir=state_dir)
@@ -113,19 +117,35 @@ def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark, profil
         print(f"  loaded {min(start + LOAD_CHUNK, n_rows):,}/{n_rows:,} lineitems "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     load_s = time.perf_counter() - t0
+    load_memory = memory.snapshot()
 
-    for _ in range(warmup):  # untimed: JIT-compile the JVM paths a step uses
-        flow.tick("lineitem", data.step(changes))
-    step_ms = []
-    for i in range(steps):
-        delta = data.step(changes)
-        s = flow.tick("lineitem", delta)
-        step_ms.append(s.duration_ms)
+    per_size = []
+    for changes in change_sizes:
+        memory.reset()
+        timed = steps if changes <= 10_000 else max(5, steps // 4)  # 100k-row steps take seconds each
+        for _ in range(warmup):  # untimed: JIT-compile the JVM paths a step uses
+            flow.tick("lineitem", data.step(changes))
+        step_ms, profiles = [], []
+        for _ in range(timed):
+            delta = data.step(changes)
+            prof = StepProfile()
+            with prof:
+                s = flow.tick("lineitem", delta)
+            step_ms.append(s.duration_ms)
+            profiles.append(prof.breakdown())
+        med = statistics.median(step_ms)
+        per_size.append({
+            "state_rows": n_rows, "changes_per_step": changes, "steps": timed,
+            "step_ms_median": round(med, 1), "step_ms_p95": round(sorted(step_ms)[int(0.95 * (len(step_ms) - 1))], 1),
+            "profile_median": {k: statistics.median(p[k] for p in profiles) for k in profiles[0]},
+            "initial_load_s": round(load_s, 1), "memory_after_load": load_memory, "memory_steps": memory.snapshot(),
+        })
+        print(f"  {changes} changes/step: median {med:.0f} ms", flush=True)
     if profile:
         import cProfile
         import pstats
 
-        delta = data.step(changes)
+        delta = data.step(change_sizes[0])
         prof = cProfile.Profile()
         prof.runcall(flow.tick, "lineitem", delta)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
@@ -148,16 +168,15 @@ def run_size(n_rows: int, changes: int, steps: int, workdir: Path, spark, profil
         recompute_ms.append((time.perf_counter() - t) * 1000)
     same = _rows(incremental) == _rows(recomputed)
     flow.close()
+    memory.close()
     shutil.rmtree(state_dir, ignore_errors=True)
     shutil.rmtree(pdir, ignore_errors=True)
-    med = statistics.median(step_ms)
-    return {
-        "state_rows": n_rows, "changes_per_step": changes, "steps": steps,
-        "step_ms_median": round(med, 1), "step_ms_p95": round(sorted(step_ms)[int(0.95 * (len(step_ms) - 1))], 1),
-        "recompute_ms_median": round(statistics.median(recompute_ms), 1),
-        "speedup": round(statistics.median(recompute_ms) / med, 1),
-        "initial_load_s": round(load_s, 1), "results_equal": same,
-    }
+    recompute = statistics.median(recompute_ms)
+    for r in per_size:
+        r["recompute_ms_median"] = round(recompute, 1)
+        r["speedup"] = round(recompute / r["step_ms_median"], 1)
+        r["results_equal"] = same
+    return per_size
 
 
 def _rows(table: pa.Table) -> list:
@@ -172,36 +191,52 @@ def _rows(table: pa.Table) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--changes", type=int, default=1000)
+    parser.add_argument("--changes", type=int, nargs="+", default=[1000], help="changes per step (several: a sweep)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--profile", action="store_true", help="cProfile one extra step and print where it went")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed ones")
+    parser.add_argument("--write-doc", action="store_true", help="replace the scaling section of docs/benchmarks.md")
     args = parser.parse_args()
 
+    from benchmarks.report import machine, machine_line, write_json, write_section
     from freshview.runtime.spark import get_session
 
+    info = machine()
+    info["command"] = "python3 -m benchmarks.step_vs_recompute " + " ".join(sys.argv[1:])
     spark = get_session(driver_memory=os.environ.get("FRESHVIEW_DRIVER_MEMORY", "6g"))
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="freshview-bench-"))
     results = []
     for n in args.rows:
         print(f"state of {n:,} lineitem rows ...", flush=True)
-        results.append(run_size(n, args.changes, args.steps, workdir, spark, args.profile, args.warmup))
-        print(json.dumps(results[-1]), flush=True)
-    print()
-    print(f"machine: {platform.node()} {os.cpu_count()} cores, {platform.platform()}; "
-          f"date {time.strftime('%Y-%m-%d')}")
-    print(f"view: {VIEW}")
-    print("| lineitem rows (state) | changes/step | incremental step median (p95) | Spark recompute | ratio | "
-          "initial load | equal |")
-    print("|---|---|---|---|---|---|---|")
+        results.extend(run_size(n, args.changes, args.steps, workdir, spark, args.profile, args.warmup))
+    lines = [
+        "### Step cost against state size and change size (synthetic join-aggregate view)",
+        "",
+        f"{machine_line(info)}  ",
+        f"Command: `{info['command']}`  ",
+        f"View: `{VIEW}`",
+        "",
+        "| lineitem rows (state) | changes/step | step median (p95) | Spark jobs | Spark plans (py4j) | state r/w "
+        "| Python | Spark recompute | ratio | initial load | peak RSS Python / JVM (steps) | equal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        print(f"| {r['state_rows']:,} | {r['changes_per_step']} | {r['step_ms_median']:.0f} ms "
-              f"({r['step_ms_p95']:.0f}) | {r['recompute_ms_median']:.0f} ms | {r['speedup']}× | "
-              f"{r['initial_load_s']:.0f} s | {r['results_equal']} |")
+        p, mem = r["profile_median"], r["memory_steps"]
+        lines.append(
+            f"| {r['state_rows']:,} | {r['changes_per_step']:,} | {r['step_ms_median']:,.0f} ms ({r['step_ms_p95']:,.0f}) "
+            f"| {p['spark_jobs']:,.0f} ms | {p['spark_plan']:,.0f} ms | {p['state_read']:,.0f} / {p['state_write']:,.0f} ms "
+            f"| {p['python']:,.0f} ms | {r['recompute_ms_median']:,.0f} ms | {r['speedup']}× | {r['initial_load_s']:,.0f} s "
+            f"| {mem['python_peak_mib']:,} / {mem['jvm_peak_mib']:,} MiB | {r['results_equal']} |")
+    markdown = "\n".join(lines)
+    print(markdown)
+    path = write_json("scaling", {"machine": info, "results": results})
+    print(f"JSON: {path}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    if args.write_doc:
+        write_section("scaling", markdown)
 
 
 if __name__ == "__main__":

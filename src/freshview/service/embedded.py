@@ -26,7 +26,6 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 _REQUIRED = ("initdb", "pg_ctl", "postgres")
 _EMBEDDED_COPY = Path(tempfile.gettempdir()) / "freshview-embedded-postgres"
