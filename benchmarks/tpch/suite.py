@@ -52,6 +52,7 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
     print(f"generating TPC-H SF {sf:g} with tpchgen-cli ...", flush=True)
     tables = Tables.load(generate(sf, cache))
     sizes = {name: t.num_rows for name, t in tables.data.items()}
+    pg = _Postgres(tables, chosen) if use_postgres else None
     spark = get_session()
     memory = PeakMemory(spark)
     flow = IncrementalFlow(spark=spark, state_dir=workdir / "state")
@@ -73,7 +74,6 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
         print(f"  view {name}: first computation {initial_s[name]:.1f} s", flush=True)
     load_memory = memory.snapshot()
 
-    pg = _Postgres(tables, chosen) if use_postgres else None
     stream = RefreshStream(tables, fraction)
     view_ms: dict[str, list[float]] = {n: [] for n in chosen}
     rows_out: dict[str, list[int]] = {n: [] for n in chosen}
@@ -245,8 +245,9 @@ class _Postgres:
         with self.conn.cursor() as cur, cur.copy(f"COPY {name} ({', '.join(columns)}) FROM STDIN "
                                                  "(FORMAT csv, HEADER true)") as copy:
             for offset in range(0, table.num_rows, 200_000):
-                buffer = io.BytesIO()
-                pacsv.write_csv(table.select(columns).slice(offset, 200_000), buffer)
+                buffer = io.BytesIO()  # one header for the whole COPY stream, not one per chunk
+                pacsv.write_csv(table.select(columns).slice(offset, 200_000), buffer,
+                                pacsv.WriteOptions(include_header=offset == 0))
                 copy.write(buffer.getvalue())
 
     def apply(self, deltas: dict[str, pa.Table]) -> None:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from freshview.connectors.postgres import protocol as p
 from freshview.connectors.postgres.types import to_arrow
-from freshview.schema import TableSchema
+from freshview.schema import WEIGHT, TableSchema
 
 RawRow = list  # text values as sent, None for NULL, p.UNCHANGED_TOAST for unsent TOAST
 # (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
@@ -160,10 +160,14 @@ def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: 
 def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: TableSchema,
                  lookup_old: LookupOld) -> pa.Table:
     news = [_reorder(c.new, pos) if c.new is not None else None for c, pos in entries]
-    if all(c.kind == "insert" for c, _ in entries) and not any(
-            v is p.UNCHANGED_TOAST for row in news for v in row):  # the common case: no Python per row
+    toast = any(v is p.UNCHANGED_TOAST for row in news if row is not None for v in row)
+    if all(c.kind == "insert" for c, _ in entries) and not toast:  # the common case: no Python per row
         return _arrow_rows(news, [1] * len(news), schema, typed=False)
     olds = [_reorder(c.old, pos) if c.old is not None else None for c, pos in entries]
+    if not toast and schema.primary_key:
+        fast = _independent_changes(entries, news, olds, schema, lambda keys: lookup_old(name, keys))
+        if fast is not None:
+            return fast
     typed_new, typed_old = _typed(news, schema), _typed(olds, schema)
     key_of = _key_function(schema)
 
@@ -205,6 +209,62 @@ def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: Tab
             weights.append(1)
             live[key_of(new)] = new
     return _arrow_rows(rows, weights, schema, typed=True)
+
+
+def _independent_changes(entries: list[tuple[Change, list[int]]], news: list, olds: list, schema: TableSchema,
+                         lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
+    """Column-at-a-time delta when no two changes of the batch touch the same key (bulk UPDATEs).
+
+    Then no change depends on another: new rows are +1 as sent, old rows are
+    −1 as sent (REPLICA IDENTITY FULL) or fetched in one lookup by key.
+    Returns None when the batch does not qualify; the row-by-row path then
+    handles it (and reports a missing old row precisely).
+    """
+    key_idx = [schema.names.index(k) for k in schema.primary_key]
+    key_types = [schema.columns[i].type for i in key_idx]
+    fetch: list[list] = []  # key values (text) of old rows to fetch
+    sent_old: list[list] = []
+    touched: list[list] = []  # the keys each change touches (an UPDATE keeping its key: once)
+    for (change, _), new, old in zip(entries, news, olds):
+        keys = []
+        if new is not None:
+            keys.append([new[i] for i in key_idx])
+        if change.kind != "insert":
+            old_key = [(new if old is None else old)[i] for i in key_idx]
+            if old_key not in keys:
+                keys.append(old_key)
+            if old is None or change.old_is_key_only:
+                fetch.append(old_key)
+            else:
+                sent_old.append(old)
+        touched.extend(keys)
+    if _has_duplicates(touched, key_types):
+        return None
+    parts = []
+    plus = [n for n in news if n is not None]
+    if plus:
+        parts.append(_arrow_rows(plus, [1] * len(plus), schema, typed=False))
+    if sent_old:
+        parts.append(_arrow_rows(sent_old, [-1] * len(sent_old), schema, typed=False))
+    if fetch:
+        keys = pa.table({k: to_arrow([row[n] for row in fetch], t)
+                         for n, (k, t) in enumerate(zip(schema.primary_key, key_types))})
+        found = lookup(keys)
+        if found.num_rows != len(fetch):
+            return None
+        found = found.select(schema.names).cast(schema.arrow())
+        parts.append(found.append_column(WEIGHT, pa.array([-1] * found.num_rows, pa.int64())))
+    return pa.concat_tables([t.cast(schema.arrow(with_weight=True)) for t in parts]) if parts else \
+        _arrow_rows([], [], schema, typed=False)
+
+
+def _has_duplicates(touched: list[list], key_types: list) -> bool:
+    """Whether two changes touch equal keys (compared as typed values: '1.0' and '1.00' are equal)."""
+    if not touched:
+        return False
+    names = [f"k{n}" for n in range(len(key_types))]
+    table = pa.table({name: to_arrow([k[n] for k in touched], t) for n, (name, t) in enumerate(zip(names, key_types))})
+    return table.group_by(names).aggregate([]).num_rows != len(touched)
 
 
 def _typed(rows: list, schema: TableSchema) -> list:
