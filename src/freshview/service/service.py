@@ -75,6 +75,8 @@ class ServiceError(FreshviewError):
 class ServiceOptions:
     max_batch_rows: int = 100_000  # source row changes per engine step, at most (whole transactions)
     max_batch_wait_s: float = 0.5  # stop collecting and run the step after this long
+    catchup_batch_wait_s: float = 5.0  # ... unless the batch is already this far behind: then bigger steps
+    catchup_lag_s: float = 2.0  # "behind": the batch's first transaction committed this long ago
     idle_wait_s: float = 0.005  # the stream is idle when nothing arrives for this long
     poll_s: float = 0.1  # how often requests are looked for
     heartbeat_s: float = 1.0
@@ -262,7 +264,7 @@ class Service:
                     if txn is not None:
                         batch.append(txn)
                         rows += txn.size
-                        if rows >= opts.max_batch_rows or time.monotonic() - started >= opts.max_batch_wait_s:
+                        if rows >= opts.max_batch_rows or time.monotonic() - started >= self._batch_wait(batch):
                             break
             except ReplicationError as exc:
                 if batch:
@@ -270,12 +272,18 @@ class Service:
                 self._reconnect(exc)
                 return
             if not batch or not got or rows >= opts.max_batch_rows \
-                    or time.monotonic() - started >= opts.max_batch_wait_s:
+                    or time.monotonic() - started >= self._batch_wait(batch):
                 break
         if batch:
             self._process(batch)
         elif self._pending_position is not None:
             self._record_position()
+
+    def _batch_wait(self, batch: list[SourceTransaction]) -> float:
+        """How long to keep collecting: short when up to date (latency), long when catching up (throughput)."""
+        behind = time.time() - (batch[0].commit_time / 1e6 + _PG_EPOCH)
+        opts = self.options
+        return opts.catchup_batch_wait_s if behind > opts.catchup_lag_s else opts.max_batch_wait_s
 
     def _reconnect(self, exc: Exception) -> None:
         log.warning("replication stream lost (%s); reconnecting", exc)
