@@ -14,7 +14,7 @@ import psycopg
 import psycopg.conninfo
 import pytest
 
-from tests.support.service import result_rows, wait_until_fresh
+from tests.support.service import result_rows, wait_for_status, wait_until_fresh
 
 SCHEMA = """
 CREATE TABLE customers (id int PRIMARY KEY, region text, vip boolean);
@@ -224,13 +224,7 @@ def test_a_failing_view_does_not_stop_the_others(shop, start_service):
         create_views(conn, views)
         conn.execute("UPDATE orders SET amount = 42.25 WHERE id = 3")  # division by zero in public.ratio
         conn.execute("INSERT INTO events VALUES ('buy', 10)")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            status, error = conn.execute("SELECT status, error FROM freshview.views WHERE name = 'public.ratio'"
-                                         ).fetchone()
-            if status == "failed":
-                break
-            time.sleep(0.2)
+        status, error = wait_for_status(conn, "public.ratio", "failed")
         assert status == "failed" and "zero" in error.lower(), (status, error)
         wait_until_fresh(shop, ["public.event_totals"])
         conn.execute("INSERT INTO events VALUES ('view', 3)")
@@ -247,14 +241,7 @@ def test_a_ddl_change_stops_only_the_views_reading_the_table(shop, start_service
         conn.execute("ALTER TABLE orders ALTER COLUMN amount TYPE double precision")
         conn.execute("INSERT INTO orders VALUES (5000, 1, 900, 'open', DATE '2024-01-01', NULL)")
         conn.execute("INSERT INTO events VALUES ('buy', 1)")
-        deadline = time.monotonic() + 60
-        status = None
-        while time.monotonic() < deadline:
-            status, error = conn.execute("SELECT status, error FROM freshview.views WHERE name = 'public.big_orders'"
-                                         ).fetchone()
-            if status == "failed":
-                break
-            time.sleep(0.2)
+        status, error = wait_for_status(conn, "public.big_orders", "failed")
         assert status == "failed" and "amount" in error and "changed type" in error, (status, error)
         wait_until_fresh(shop, ["public.event_totals"])
         # Re-creating the view follows the new definition.

@@ -174,3 +174,13 @@ def wait_until_fresh(dsn: str, tables: list[str], timeout: float = 60.0) -> None
             if time.monotonic() > deadline:
                 raise AssertionError("result tables are not fresh:\n  " + "\n  ".join(problems))
             time.sleep(0.2)
+
+
+def wait_for_status(conn: psycopg.Connection, table: str, status: str, timeout: float = 60.0) -> tuple:
+    """Poll freshview.views until the view has ``status``; returns (status, error) as last seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = conn.execute("SELECT status, error FROM freshview.views WHERE name = %s", (table,)).fetchone()
+        if (row and row[0] == status) or time.monotonic() > deadline:
+            return row or (None, None)
+        time.sleep(0.2)
