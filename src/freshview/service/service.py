@@ -358,10 +358,12 @@ class Service:
                 else:
                     raise
                 continue
-            self._after_commit(end_lsn, write, changes)
+            self._after_commit(end_lsn, write)
             if write:
                 self._record_latencies(group)
-            log.debug("%s (%s)", summary, ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped))
+            if log.isEnabledFor(logging.DEBUG):
+                per_view = ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped)
+                log.debug("%s (%s)", summary, per_view)
             return
         raise ServiceError("a step kept failing after every failing view was stopped")
 
@@ -411,13 +413,14 @@ class Service:
                                 "WHERE name = %s", (pc.sum(delta.column(WEIGHT)).as_py() or 0, lag_ms, name))
             self.pg.execute("UPDATE freshview.views SET last_lsn = %s WHERE status = 'active'",
                             (format_lsn(end_lsn),))
-            self._result_commit_time = float(self.pg.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            now = self.pg.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+            self._result_commit_time = float(now)  # the server's clock, like the source commit times
             self.pg.execute(
                 "UPDATE freshview.progress SET lsn = %s, steps = steps + 1, changes = changes + %s, lag_ms = %s, "
                 "changes_per_s = %s, status = 'running', heartbeat_at = now(), updated_at = now() "
                 "WHERE slot = %s", (format_lsn(end_lsn), changes, lag_ms, self._rate_after(changes), self.slot))
 
-    def _after_commit(self, end_lsn: int, write: bool, changes: int) -> None:
+    def _after_commit(self, end_lsn: int, write: bool) -> None:
         assert self.repl is not None
         self.flow_lsn = end_lsn
         if write:
@@ -452,7 +455,7 @@ class Service:
             self.pg.execute("UPDATE freshview.progress SET lsn = %s, updated_at = now() WHERE slot = %s "
                             "AND lsn < %s", (format_lsn(lsn), self.slot, format_lsn(lsn)))
         self.flow.set_meta("lsn", lsn)
-        self._after_commit(lsn, True, 0)
+        self._after_commit(lsn, True)
 
     def _check_relations(self, group: list[SourceTransaction]) -> None:
         """A DDL change that breaks a followed table stops the views reading it (not the service)."""
