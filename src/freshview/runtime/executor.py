@@ -8,6 +8,7 @@ Spark's own one-line message, never a JVM stack trace.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import pyarrow as pa
@@ -79,9 +80,19 @@ class CircuitRunner:
         return arrow_schema(self.circuit.root.node.columns)
 
 
+_JAVA_EXCEPTION = re.compile(r"^:?\s*((?:[\w$]+\.)*[\w$]*(?:Exception|Error)): (.*)$", re.M)
+
+
 def _spark_message(exc: Exception, view: str) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, Py4JJavaError) and not first.startswith("["):
+        # "An error occurred while calling o12.method." then ": java.lang.OutOfMemoryError: ...": say the latter.
+        found = _JAVA_EXCEPTION.search(text)
+        if found:
+            name = found.group(1).rsplit(".", 1)[-1]
+            return f"view {view!r}: step failed: {name}: {found.group(2)[:500]}" + (
+                " (raise FRESHVIEW_DRIVER_MEMORY)" if name == "OutOfMemoryError" else "")
     for marker in ("org.apache.spark.SparkArithmeticException: ", "SparkArithmeticException: ",
                    "org.apache.spark.", "java.lang."):
         if marker in text and not first.startswith("["):

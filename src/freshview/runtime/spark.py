@@ -38,6 +38,16 @@ DEFAULT_CONF = {
 }
 
 
+def _default_driver_memory() -> str:
+    """A quarter of the machine's RAM, between 2 and 8 GiB: a view's first computation ships whole
+    source tables into the JVM (SF1 lineitem needs more than 2 GiB); the heap is a cap, not an allocation."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "2g"
+    return f"{max(2, min(8, total // 4 // 2**30))}g"
+
+
 def get_session(master: str | None = None, driver_memory: str | None = None) -> SparkSession:
     """Return freshview's embedded session, starting it on first use (~7 s cold)."""
     global _owned
@@ -48,7 +58,7 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         builder = SparkSession.builder.appName("freshview").master(
             master or os.environ.get("FRESHVIEW_SPARK_MASTER", "local[*]")
         )
-        memory = driver_memory or os.environ.get("FRESHVIEW_DRIVER_MEMORY", "2g")
+        memory = driver_memory or os.environ.get("FRESHVIEW_DRIVER_MEMORY") or _default_driver_memory()
         builder = builder.config("spark.driver.memory", memory)
         for key, value in DEFAULT_CONF.items():
             builder = builder.config(key, value)
