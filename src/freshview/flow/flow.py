@@ -275,7 +275,7 @@ class IncrementalFlow:
     def drop_view(self, name: str) -> None:
         with self._lock:
             view = self._view(name)
-            users = [v.name for v in self._views.values() if name in v.circuit.sources and v.name != name]
+            users = self.readers(name)
             if users:
                 raise CatalogError(f"cannot drop view {name!r}: views {', '.join(users)} read it")
             with self._transaction(undo=lambda: self._views.__setitem__(name, view)):
@@ -289,7 +289,7 @@ class IncrementalFlow:
         """Forget a source and its state (refused while a view reads it)."""
         with self._lock:
             schema = self.source_schema(name)
-            users = [v.name for v in self._views.values() if name in v.circuit.sources]
+            users = self.readers(name)
             if users:
                 raise CatalogError(f"cannot drop source {name!r}: views {', '.join(users)} read it")
             with self._transaction(undo=lambda: self._sources.__setitem__(name, schema)):
