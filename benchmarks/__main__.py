@@ -2,11 +2,15 @@
 
     python3 -m benchmarks run --suite tpch --sf 1            # TPC-H views: step vs Spark vs PostgreSQL
     python3 -m benchmarks run --suite tpch --sf 0.1 --steps 20 --views q1,q3,jfa
+    python3 -m benchmarks run --suite peers --sf 0.1          # the peers' workload (research/peers.md); and --sf 1
     python3 -m benchmarks.step_vs_recompute --rows 1000000 5000000 20000000   # state-size scaling
     python3 -m benchmarks.service_latency                    # the PostgreSQL service end to end
+    python3 -m benchmarks.sink_write                         # one step's result write into PostgreSQL
+    python3 -m benchmarks.snapshot_read                      # the snapshot reader: rows/s, per-row vs CSV
 
-Results print as Markdown, go to ``benchmarks/out/*.json`` and (``--write-doc``)
-replace the suite's section of ``docs/benchmarks.md``.
+Results print as Markdown, go to ``benchmarks/out/*.json`` (the peers suite:
+``docs/results/peers_sf<sf>.json``) and (``--write-doc``) replace the suite's
+section of ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -21,20 +25,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a suite")
-    run.add_argument("--suite", choices=["tpch"], default="tpch")
+    run.add_argument("--suite", choices=["tpch", "peers"], default="tpch")
     run.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
-    run.add_argument("--steps", type=int, default=20, help="timed refresh steps")
-    run.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    run.add_argument("--steps", type=int, default=20, help="timed refresh steps (peers: the workload's 20)")
+    run.add_argument("--warmup", type=int, default=3, help="untimed steps first (tpch only)")
     run.add_argument("--fraction", type=float, default=0.001,
-                     help="share of lineitem inserted, deleted and updated per step (0.001 = 0.1%%)")
-    run.add_argument("--repeats", type=int, default=3, help="timed recomputes/refreshes per view (median)")
-    run.add_argument("--views", default="all", help="comma-separated: q1,q3,q5,q6,q10,q12,q14,q19,jfa")
+                     help="share of lineitem inserted, deleted and updated per step (0.001 = 0.1%%; tpch only)")
+    run.add_argument("--repeats", type=int, default=3, help="timed recomputes/refreshes per view (median; tpch only)")
+    run.add_argument("--views", default="all", help="comma-separated: q1,q3,q5,q6,q10,q12,q14,q19,jfa (tpch only)")
     run.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL REFRESH")
     run.add_argument("--write-doc", action="store_true", help="replace the suite's section of docs/benchmarks.md")
     run.add_argument("--workdir", type=Path, default=None, help="state and Parquet files (default: temporary)")
     run.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "data", help="generated TPC-H data")
     args = parser.parse_args()
 
+    if args.suite == "peers":
+        from benchmarks.peers import suite as peers
+
+        peers.run(args.sf, args.steps, args.workdir, args.cache, not args.no_postgres, args.write_doc)
+        return
     from benchmarks.tpch import suite
     from benchmarks.tpch.queries import VIEWS
 

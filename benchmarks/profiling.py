@@ -29,25 +29,33 @@ class StepProfile:
         self.wall = 0.0
 
     def __enter__(self) -> "StepProfile":
-        from py4j.java_gateway import JavaMember
+        """Patch the timed methods; if one is missing (the engine moved it), undo the others and raise."""
+        try:
+            from py4j.java_gateway import JavaMember
 
-        from freshview.runtime.state.sqlite import SqliteStateStore
+            from freshview.runtime.state.store import SpineStateStore
 
-        try:  # PySpark 4: the classic (py4j) DataFrame overrides toArrow
-            from pyspark.sql.classic.dataframe import DataFrame
-        except ImportError:
-            from pyspark.sql import DataFrame
-        self._patch(DataFrame, "toArrow", "spark_jobs")
-        self._patch(JavaMember, "__call__", "spark_plan")
-        for name in ("lookup", "scan", "extreme", "count"):
-            self._patch(SqliteStateStore, name, "state_read")
-        for name in ("apply", "commit", "begin"):
-            self._patch(SqliteStateStore, name, "state_write")
+            try:  # PySpark 4: the classic (py4j) DataFrame overrides toArrow
+                from pyspark.sql.classic.dataframe import DataFrame
+            except ImportError:
+                from pyspark.sql import DataFrame
+            self._patch(DataFrame, "toArrow", "spark_jobs")
+            self._patch(JavaMember, "__call__", "spark_plan")
+            for name in ("lookup", "scan", "extreme", "count"):
+                self._patch(SpineStateStore, name, "state_read")
+            for name in ("apply", "apply_report", "load", "commit", "begin"):
+                self._patch(SpineStateStore, name, "state_write")
+        except BaseException:
+            self._restore()
+            raise
         self._started = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall += time.perf_counter() - self._started
+        self._restore()
+
+    def _restore(self) -> None:
         for owner, name, original in reversed(self._patches):
             setattr(owner, name, original)
         self._patches.clear()

@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import shlex
+import statistics
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
 OUT = ROOT / "benchmarks" / "out"
+RESULTS = ROOT / "docs" / "results"  # JSON results that go with the doc
 
 
 def machine() -> dict[str, Any]:
@@ -55,11 +57,21 @@ def machine_line(m: dict[str, Any]) -> str:
             f"PySpark {m['pyspark']}, pyarrow {m['pyarrow']}")
 
 
-def write_json(name: str, payload: dict[str, Any]) -> Path:
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{name}.json"
+def write_json(name: str, payload: dict[str, Any], directory: Path = OUT) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, default=str))
     return path
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile, nearest rank (of 20 samples: the second largest)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] if ordered else 0.0
 
 
 def write_section(suite: str, markdown: str, doc: Path = DOC) -> None:

@@ -45,8 +45,12 @@ volume.  Finally every result table is compared with the view's SQL run by
 PostgreSQL (PASS/FAIL).
 
 Both phases also report the engine time of each step (``StepSummary.duration_ms``
-from the service's DEBUG line after every step) and the machine's 1-minute load
-average, since other work on the machine shows up directly in these numbers.
+from the service's DEBUG line after every step), where the service's time went
+(``Service.timings``: reading and decoding the stream, building deltas and of
+that the engine's old-row lookups, the engine step without the result write, the
+result write, and the time blocked waiting on the stream) and the machine's
+1-minute load average, since other work on the machine shows up directly in
+these numbers.
 
     python3 -m benchmarks.service_latency [--rate 50] [--seconds 30] [--catchup-changes 1000000] \\
         [--rows 200000] [--customers 10000] [--json out.json] [--embedded]
@@ -304,6 +308,7 @@ class Writer:
 def latency_phase(args: argparse.Namespace, dsn: str, svc: ThreadedService, next_id: list[int]) -> dict[str, Any]:
     service = svc.service
     base_len, base_steps, mark = len(service.latencies_ms), service.steps, len(STEPS.steps)
+    base_times = dict(getattr(service, "timings", {}))
     writer = Writer(dsn, args.rate, args.seconds, args.warmup, args.rows, args.customers, next_id)
     say(f"phase 1: {args.rate:g} single-row txn/s for {args.seconds:g} s (first {args.warmup:g} s are warm-up)")
     writer.run(svc)
@@ -341,6 +346,7 @@ def latency_phase(args: argparse.Namespace, dsn: str, svc: ThreadedService, next
         "warmup_latency_ms_max": round(max(warm), 1) if warm else None,
         "engine_steps": steps, "txn_per_step": round(writer.committed / steps, 2) if steps else None,
         "drain_after_last_commit_s": round(drain_s, 3), "step_engine": STEPS.since(mark),
+        "service_time_s": _time_split(service, base_times),
         "loadavg_1m_after": round(os.getloadavg()[0], 2), "odd": odd,
     }
     result["latency_ms"] = {k: round(v, 1) for k, v in result["latency_ms"].items()}
@@ -348,6 +354,12 @@ def latency_phase(args: argparse.Namespace, dsn: str, svc: ThreadedService, next
         f"p99 {result['latency_ms']['p99']} ms, max {result['latency_ms']['max']} ms "
         f"over {len(lat)} transactions; {steps} engine steps")
     return result
+
+
+def _time_split(service: Any, base: dict[str, float]) -> dict[str, float]:
+    """Seconds the service spent per part since ``base`` (``Service.timings``; empty if it has none)."""
+    now = getattr(service, "timings", {})
+    return {k: round(v - base.get(k, 0.0), 3) for k, v in now.items()}
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -438,7 +450,8 @@ def catchup_phase(args: argparse.Namespace, dsn: str, svc: ThreadedService, stat
         "catchup_s": round(total_s, 2), "changes_per_s": round(made["changes"] / total_s),
         "changes_per_s_after_ready": round(made["changes"] / wait_s) if wait_s > 0 else None,
         "engine_steps": steps, "changes_per_step": round(made["changes"] / steps) if steps else None,
-        "step_engine": STEPS.since(mark), "loadavg_1m_after": round(os.getloadavg()[0], 2), "odd": odd,
+        "step_engine": STEPS.since(mark), "service_time_s": _time_split(new.service, {}),
+        "loadavg_1m_after": round(os.getloadavg()[0], 2), "odd": odd,
     })
     say(f"  caught up in {total_s:.1f} s: {result['changes_per_s']:,} changes/s, {steps} engine steps")
     return result, new
@@ -485,6 +498,7 @@ def report(res: dict[str, Any]) -> str:
             f"| max | {L['max']} ms |", f"| mean (min) | {L['mean']} ms ({L['min']} ms) |",
             f"| engine steps (txn/step) | {lat['engine_steps']} ({lat['txn_per_step']}) |",
             f"| engine time per step p50 / max | {_steps(lat)} |",
+            f"| service time (s): {_split(lat)} |",
             f"| client commit time p50 / p99 | {lat['client_commit_ms_p50']} / {lat['client_commit_ms_p99']} ms |",
             f"| 1-min load average after phase | {lat.get('loadavg_1m_after')} |",
             f"| results after phase | {_verdict(lat.get('check'))} |",
@@ -502,6 +516,7 @@ def report(res: dict[str, Any]) -> str:
             f"({cu['changes_per_s_after_ready'] or 0:,}/s after ready) |",
             f"| engine steps (changes/step) | {cu['engine_steps']} ({cu['changes_per_step']:,}) |",
             f"| engine time per step p50 / max (sum) | {_steps(cu, total=True)} |",
+            f"| service time (s): {_split(cu)} |",
             f"| 1-min load average after phase | {cu.get('loadavg_1m_after')} |",
             f"| results equal PostgreSQL | {_verdict(cu.get('check'))} |",
             "",
@@ -523,6 +538,15 @@ def _steps(phase: dict[str, Any], total: bool = False) -> str:
     if total:
         text += f" ({st['ms_total'] / 1000:.1f} s)"
     return text + f", rows in p50 {st['rows_in_p50']:,}"
+
+
+def _split(phase: dict[str, Any]) -> str:
+    t = phase.get("service_time_s") or {}
+    if not t:
+        return "n/a |"
+    return ("read+decode / deltas (engine lookups) / engine step / result write | "
+            f"{t['read']} / {t['deltas']} ({t['lookup']}) / {t['engine']} / {t['write']} "
+            f"(waiting on the stream {t['wait']})")
 
 
 def _verdict(check: dict[str, Any] | None) -> str:

@@ -62,8 +62,8 @@ class Data:
         return pa.table({
             "l_orderkey": pa.array(self.l_orderkey[idx], pa.int64()),
             "l_linenumber": pa.array(self.l_linenumber[idx], pa.int64()),
-            "l_extendedprice": _hundredths(self.l_price[idx]),
-            "l_discount": _hundredths(self.l_discount[idx]),
+            "l_extendedprice": hundredths(self.l_price[idx]),
+            "l_discount": hundredths(self.l_discount[idx]),
             "_weight": pa.array(np.full(len(idx), weight, np.int64)),
         })
 
@@ -84,7 +84,7 @@ class Data:
                                  self.lineitem(np.arange(start, start + n_ins), 1)])
 
 
-def _hundredths(values: np.ndarray) -> pa.Array:
+def hundredths(values: np.ndarray) -> pa.Array:
     """Integer cents/hundredths as exact numeric(15,2) values."""
     whole = pa.array(values, pa.int64()).cast(pa.decimal128(19, 0))
     return pc.multiply(whole, pa.scalar(decimal.Decimal("0.01"))).cast(pa.decimal128(15, 2))

@@ -71,9 +71,10 @@ class Tables:
     data: dict[str, pa.Table]
 
     @classmethod
-    def load(cls, directory: Path) -> "Tables":
+    def load(cls, directory: Path, columns: dict[str, list[str]] = COLUMNS) -> "Tables":
+        """The tables (and columns) named in ``columns``, in that order."""
         return cls({name: _stable(pq.read_table(directory / f"{name}.parquet", columns=cols))
-                    for name, cols in COLUMNS.items()})
+                    for name, cols in columns.items()})
 
     def ddl(self, name: str) -> str:
         """Column list in SQL for IncrementalFlow.register_source and CREATE TABLE."""
@@ -141,11 +142,12 @@ class RefreshStream:
         self.lineitem = pa.concat_tables([kept.filter(pa.array(mask)), after, new_lines])
         self.tables.data["orders"], self.tables.data["lineitem"] = self.orders, self.lineitem
         return {
-            "orders": _weighted([(new_orders, 1), (gone_orders, -1)]),
-            "lineitem": _weighted([(new_lines, 1), (gone_lines, -1), (before, -1), (after, 1)]),
+            "orders": weighted([(new_orders, 1), (gone_orders, -1)]),
+            "lineitem": weighted([(new_lines, 1), (gone_lines, -1), (before, -1), (after, 1)]),
         }
 
 
-def _weighted(parts: list[tuple[pa.Table, int]]) -> pa.Table:
+def weighted(parts: list[tuple[pa.Table, int]]) -> pa.Table:
+    """One delta: each table's rows with its weight (+1 insert, -1 delete) in ``_weight``."""
     return pa.concat_tables([t.append_column(WEIGHT, pa.array(np.full(t.num_rows, w, dtype=np.int64)))
                              for t, w in parts])

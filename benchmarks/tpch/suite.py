@@ -32,8 +32,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from benchmarks.profiling import StepProfile
-from benchmarks.report import PeakMemory, machine, machine_line, write_json, write_section
-from benchmarks.tpch.data import COLUMNS, PRIMARY_KEYS, WEIGHT, RefreshStream, Tables, generate
+from benchmarks.report import PeakMemory, machine, machine_line, median, p95, write_json, write_section
+from benchmarks.tpch.data import PRIMARY_KEYS, WEIGHT, RefreshStream, Tables, generate
 from benchmarks.tpch.queries import VIEWS
 
 TARGET_VS_SPARK = 20.0
@@ -52,18 +52,13 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
     print(f"generating TPC-H SF {sf:g} with tpchgen-cli ...", flush=True)
     tables = Tables.load(generate(sf, cache))
     sizes = {name: t.num_rows for name, t in tables.data.items()}
-    pg = _Postgres(tables, chosen) if use_postgres else None
+    pg = Postgres(tables, chosen) if use_postgres else None
     spark = get_session()
     memory = PeakMemory(spark)
     flow = IncrementalFlow(spark=spark, state_dir=workdir / "state")
 
     started = time.perf_counter()
-    for name in COLUMNS:
-        flow.register_source(name, tables.ddl(name), primary_key=PRIMARY_KEYS[name])
-        table = tables.data[name]
-        for offset in range(0, table.num_rows, LOAD_CHUNK):
-            chunk = table.slice(offset, LOAD_CHUNK)
-            flow.tick(name, chunk.append_column(WEIGHT, pa.array([1] * chunk.num_rows, pa.int64())))
+    load_sources(flow, tables)
     source_load_s = time.perf_counter() - started
     print(f"sources loaded into freshview in {source_load_s:.0f} s: {sizes}", flush=True)
     initial_s: dict[str, float] = {}
@@ -113,9 +108,9 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
     for name in chosen:
         # PostgreSQL's numeric is exact; Spark's decimal AVG/division keep 6 fractional digits.
         only_a, only_e = diff_rows(table_rows(flow.snapshot(name)), reference[name])
-        med, p95 = _median(view_ms[name]), _p95(view_ms[name])
+        med, high = median(view_ms[name]), p95(view_ms[name])
         row = {
-            "view": name, "step_ms_median": round(med, 1), "step_ms_p95": round(p95, 1),
+            "view": name, "step_ms_median": round(med, 1), "step_ms_p95": round(high, 1),
             "rows_out_median": statistics.median(rows_out[name]), "spark_recompute_ms": round(spark_ms[name], 1),
             "postgres_refresh_ms": round(refresh_ms[name], 1) if name in refresh_ms else None,
             "initial_s": round(initial_s[name], 1), "equal": not only_a and not only_e,
@@ -130,7 +125,7 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
     payload = {
         "suite": "tpch", "machine": info, "sf": sf, "steps": steps, "warmup": warmup, "fraction": fraction,
         "table_rows": sizes, "source_load_s": round(source_load_s, 1), "rows_in_median": statistics.median(rows_in),
-        "tick_ms_median": round(_median(tick_ms), 1), "tick_ms_p95": round(_p95(tick_ms), 1),
+        "tick_ms_median": round(median(tick_ms), 1), "tick_ms_p95": round(p95(tick_ms), 1),
         "profile_median": {k: statistics.median(p[k] for p in profiles) for k in profiles[0]},
         "memory_after_load": load_memory, "memory_during_steps": step_memory, "views": results,
     }
@@ -141,6 +136,15 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
     if write_doc:
         write_section(f"tpch-sf{sf:g}", markdown)
     return payload
+
+
+def load_sources(flow: Any, tables: Tables) -> None:
+    """Register each table as a source (with its primary key) and load its rows through ``tick``."""
+    for name, table in tables.data.items():
+        flow.register_source(name, tables.ddl(name), primary_key=PRIMARY_KEYS[name])
+        for offset in range(0, table.num_rows, LOAD_CHUNK):
+            chunk = table.slice(offset, LOAD_CHUNK)
+            flow.tick(name, chunk.append_column(WEIGHT, pa.array([1] * chunk.num_rows, pa.int64())))
 
 
 def render(r: dict[str, Any]) -> str:
@@ -191,15 +195,6 @@ def _ratio(value: float | None, target: float) -> str:
     return f"{value:g}×" + ("" if value >= target else " ✗")
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] if ordered else 0.0
-
-
 def _spark_recompute(spark: Any, tables: Tables, views: dict[str, str], directory: Path,
                      repeats: int) -> tuple[dict[str, float], dict[str, pa.Table]]:
     directory.mkdir(parents=True, exist_ok=True)
@@ -218,17 +213,23 @@ def _spark_recompute(spark: Any, tables: Tables, views: dict[str, str], director
     return times, results
 
 
-class _Postgres:
-    """A throwaway PostgreSQL with the same tables, and each view as a MATERIALIZED VIEW."""
+PG_SETTINGS = {"shared_buffers": "'2GB'", "work_mem": "'256MB'", "max_wal_size": "'8GB'",
+               "dynamic_shared_memory_type": "posix"}
 
-    def __init__(self, tables: Tables, views: dict[str, str]) -> None:
+
+class Postgres:
+    """A throwaway PostgreSQL with the same tables, and each view as a MATERIALIZED VIEW.
+
+    ``settings`` go over freshview's throwaway-server defaults (``PostgresServer``).
+    """
+
+    def __init__(self, tables: Tables, views: dict[str, str], settings: dict[str, str] = PG_SETTINGS) -> None:
         import psycopg
 
         from freshview.service.embedded import PostgresServer
 
         self.views = views
-        self.server = PostgresServer(settings={"shared_buffers": "'2GB'", "work_mem": "'256MB'",
-                                               "max_wal_size": "'8GB'", "dynamic_shared_memory_type": "posix"})
+        self.server = PostgresServer(settings=settings)
         self.conn = psycopg.connect(self.server.start(), autocommit=True)
         started = time.perf_counter()
         for name, table in tables.data.items():
@@ -272,14 +273,15 @@ class _Postgres:
         self.conn.execute("ANALYZE")
         out = {}
         for name in self.views:
-            self.conn.execute(f"REFRESH MATERIALIZED VIEW {name}_mv")  # warm-up
-            runs = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                self.conn.execute(f"REFRESH MATERIALIZED VIEW {name}_mv")
-                runs.append((time.perf_counter() - started) * 1000)
-            out[name] = statistics.median(runs)
+            self.refresh_once(name)  # warm-up
+            out[name] = statistics.median(self.refresh_once(name) for _ in range(repeats))
         return out
+
+    def refresh_once(self, name: str) -> float:
+        """Milliseconds of one ``REFRESH MATERIALIZED VIEW`` of the view ``name``."""
+        started = time.perf_counter()
+        self.conn.execute(f"REFRESH MATERIALIZED VIEW {name}_mv")
+        return (time.perf_counter() - started) * 1000
 
     def results(self) -> dict[str, list[tuple]]:
         """Each materialized view's rows (after the last refresh)."""

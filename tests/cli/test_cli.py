@@ -81,3 +81,38 @@ def test_commands_refuse_a_database_without_setup(bare_database):
 def test_commands_need_a_dsn():
     result = CliRunner().invoke(app, ["status"], env={"FRESHVIEW_DSN": ""})
     assert result.exit_code == 2 and "FRESHVIEW_DSN" in result.output
+
+
+class _FakeService:
+    """Stands in for Service: records what ``freshview run`` built, returns from run() at once."""
+
+    made: list["_FakeService"] = []
+
+    def __init__(self, dsn, state_dir, **kwargs):
+        self.dsn, self.state_dir, self.kwargs = dsn, state_dir, kwargs
+        _FakeService.made.append(self)
+
+    def run(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+@pytest.mark.parametrize("args, expected", [(["--execution", "spark"], "spark"), ([], "auto"),
+                                            (["--execution", "local"], "local")])
+def test_run_passes_the_execution_mode_to_the_service(monkeypatch, tmp_path, args, expected):
+    import freshview.service.service as service_module
+
+    monkeypatch.setattr(service_module, "Service", _FakeService)
+    _FakeService.made.clear()
+    result = CliRunner().invoke(app, ["run", "--dsn", "dbname=none", "--state-dir", str(tmp_path), "--quiet"] + args)
+    assert result.exit_code == 0, result.output
+    [made] = _FakeService.made
+    assert made.kwargs["options"].execution == expected
+
+
+def test_run_refuses_an_unknown_execution_mode(tmp_path):
+    result = CliRunner().invoke(app, ["run", "--dsn", "dbname=none", "--state-dir", str(tmp_path),
+                                      "--execution", "gpu"])
+    assert result.exit_code == 2 and "gpu" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -52,8 +54,14 @@ def test_snapshot_plus_stream_is_exactly_the_history(pg, db):
         current = dict(db.execute("SELECT id, v FROM fv_rep").fetchall())
         assert rows == current
         rep.acknowledge(commits[-1])
-    confirmed = db.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots "
-                           "WHERE slot_name = 'fv_rep_slot'").fetchone()[0]
+        # The walsender applies a status update asynchronously: wait (bounded) for it to show.
+        deadline = time.monotonic() + 10.0
+        while True:
+            confirmed = db.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots "
+                                   "WHERE slot_name = 'fv_rep_slot'").fetchone()[0]
+            if p.parse_lsn(str(confirmed)) >= commits[-1] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     assert p.parse_lsn(str(confirmed)) == commits[-1]
 
 

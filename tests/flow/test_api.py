@@ -200,3 +200,17 @@ def test_source_rows_by_primary_key(flow):
     flow.tick("orders", orders([(1, 10, 5), (2, 11, 6), (3, 12, None)]))
     got = flow.source_rows("orders", pa.table({"o_id": pa.array([3, 1, 99], pa.int32())}))
     assert rows(got) == [(1, 10, D("5.00")), (3, 12, None)]
+
+
+def test_nan_is_one_group_and_wide_sums_are_exact(make_flow):
+    """A NaN group finds its accumulators again (NaN equals NaN in GROUP BY), and a numeric SUM wider
+    than 28 digits is not rounded."""
+    f = make_flow()
+    f.register_source("t", "x DOUBLE PRECISION, v NUMERIC(38,0)")
+    f.register_view("g", "SELECT x, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY x")
+    for v in (10**30, 1):
+        f.tick("t", pa.table({"x": pa.array([float("nan"), None], pa.float64()),
+                              "v": pa.array([D(v), D(v)], pa.decimal128(38, 0)),
+                              "_weight": pa.array([1, 1], pa.int64())}))
+    got = sorted(("NULL" if r["x"] is None else "NaN", r["n"], r["s"]) for r in f.snapshot("g").to_pylist())
+    assert got == [("NULL", 2, D(10**30 + 1)), ("NaN", 2, D(10**30 + 1))]

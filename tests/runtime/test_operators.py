@@ -1,8 +1,10 @@
-"""Each incremental operator against its non-incremental self.
+"""Each incremental operator against its non-incremental self, under each executor.
 
 A circuit is built directly from plan nodes (no SQL), fed random weighted
-changes step by step; the integral of its output must equal a plain Python
-evaluation of the same operator over the integrated inputs, after every step.
+changes step by step (hypothesis picks the stream's seed); the integral of its
+output must equal a plain Python evaluation of the same operator over the
+integrated inputs, after every step.  Step 0 is a first computation (Spark);
+the later steps run on the executor under test, in-process or on Spark.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from freshview.circuit import incrementalize
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, ColumnRef, Literal
-from freshview.runtime.delta import col_name
 from freshview.runtime.executor import CircuitRunner
-from freshview.runtime.state import SqliteStateStore
+from freshview.runtime.kernels.arrow import ArrowKernels
+from freshview.runtime.relation import col_name
+from freshview.runtime.state import SpineStateStore
 from freshview.schema import SqlType
 
 INT, NUM, TEXT = SqlType("int4"), SqlType.numeric(10, 2), SqlType("text")
@@ -58,9 +63,29 @@ def right_row(rng):
     return (rng.choice([1, 2, 3, None]), rng.choice(["a", "b", None]))
 
 
-def run(spark, tmp_path, plan, reference, steps=8, seed=0):
-    store = SqliteStateStore(tmp_path / f"s{seed}")
-    runner = CircuitRunner(incrementalize("t", plan), spark, store)
+EXECUTORS = ["local", "spark"]
+# Spark steps cost ~0.1-0.3 s each: fewer streams there, the same rules.
+EXAMPLES = {"local": 25, "spark": 3}
+SEEDS = st.integers(0, 2**16)
+
+
+def examples(executor: str):
+    return settings(max_examples=EXAMPLES[executor], derandomize=True, deadline=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+def kernels_of(executor: str, spark):
+    if executor == "local":
+        return ArrowKernels()
+    from freshview.runtime.kernels.spark import SparkKernels
+
+    return SparkKernels(spark)
+
+
+def run(spark, tmp_path, plan, reference, steps=8, seed=0, executor="local"):
+    """Step 0 is a first computation on Spark; later steps run on ``executor``'s kernels."""
+    store = SpineStateStore(tmp_path / f"s{seed}-{executor}")
+    runner = CircuitRunner(incrementalize("t", plan), store)
     rng = random.Random(seed)
     live = {"l": Counter(), "r": Counter()}
     view: Counter = Counter()
@@ -68,7 +93,8 @@ def run(spark, tmp_path, plan, reference, steps=8, seed=0):
         changes = {"l": random_change(rng, live["l"], left_row), "r": random_change(rng, live["r"], right_row)}
         tables = {"l": arrow(LEFT.columns, changes["l"]), "r": arrow(RIGHT.columns, changes["r"])}
         store.begin()
-        out = runner.step(tables.get, force=(step == 0))
+        kernels = kernels_of("spark" if step == 0 else executor, spark)
+        out = runner.step(tables.get, kernels, force=(step == 0))
         store.commit()
         for r in (out.to_pylist() if out is not None else []):
             w = r.pop("_weight")
@@ -79,8 +105,8 @@ def run(spark, tmp_path, plan, reference, steps=8, seed=0):
     store.close()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_join_equals_recomputed_join(spark, tmp_path, seed):
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_join_equals_recomputed_join(spark, tmp_path_factory, executor):
     plan = pn.Join(LEFT, RIGHT, (ColumnRef(INT, 0),), (ColumnRef(INT, 0),))
 
     def reference(l, r):
@@ -91,10 +117,16 @@ def test_join_equals_recomputed_join(spark, tmp_path, seed):
                     out[lr + rr] += lw * rw
         return out
 
-    run(spark, tmp_path, plan, reference, seed=seed)
+    @examples(executor)
+    @given(seed=SEEDS)
+    def check(seed):
+        run(spark, tmp_path_factory.mktemp("j"), plan, reference, seed=seed, executor=executor)
+
+    check()
 
 
-def test_aggregate_equals_recomputed_aggregate(spark, tmp_path):
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_aggregate_equals_recomputed_aggregate(spark, tmp_path_factory, executor):
     v = ColumnRef(NUM, 1)
     plan = pn.Aggregate(LEFT, (ColumnRef(INT, 0),), (
         AggCall("count_star", None, SqlType("int8")), AggCall("count", v, SqlType("int8")),
@@ -114,10 +146,16 @@ def test_aggregate_equals_recomputed_aggregate(spark, tmp_path):
                  max(nn) if nn else None)] += 1
         return out
 
-    run(spark, tmp_path, plan, reference, steps=10, seed=3)
+    @examples(executor)
+    @given(seed=SEEDS)
+    def check(seed):
+        run(spark, tmp_path_factory.mktemp("a"), plan, reference, steps=10, seed=seed, executor=executor)
+
+    check()
 
 
-def test_linear_filter_and_project(spark, tmp_path):
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_linear_filter_and_project(spark, tmp_path_factory, executor):
     pred = Call(SqlType("bool"), ">", (ColumnRef(NUM, 1), Literal(NUM, Decimal("0"))))
     plan = pn.Project(pn.Filter(LEFT, pred), (ColumnRef(INT, 0),), ("k",))
 
@@ -128,4 +166,9 @@ def test_linear_filter_and_project(spark, tmp_path):
                 out[(k,)] += w
         return out
 
-    run(spark, tmp_path, plan, reference, seed=4)
+    @examples(executor)
+    @given(seed=SEEDS)
+    def check(seed):
+        run(spark, tmp_path_factory.mktemp("f"), plan, reference, seed=seed, executor=executor)
+
+    check()

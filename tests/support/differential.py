@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
+from freshview.runtime.cost import EXECUTORS
 from freshview.schema import WEIGHT, schema_from_ddl
 from tests.support.oracle import PgOracle, _canon, assert_same_rows, table_rows
 from tests.support.streams import Domain, RandomTable
@@ -153,6 +154,7 @@ def run_differential(
     check_watch: bool = True,
     watch_timeout: float = 10.0,
     null_prob: float = 0.1,
+    executions: Sequence[str] = EXECUTORS,
 ) -> DifferentialReport:
     """Run a random change stream through freshview and PostgreSQL and compare every view after every step.
 
@@ -161,17 +163,22 @@ def run_differential(
     ``domains`` as for :class:`RandomTable`).  ``views`` is a list of
     ``(name, sql)`` in dependency order; the first half is registered before
     any data arrives, the second half after the initial load.
+
+    The same stream runs through one flow per execution mode in
+    ``executions`` (by default every executor: ``local`` and ``spark``), and
+    each is compared with PostgreSQL after every step.
     """
     rng = random.Random(seed)
     report = DifferentialReport(seed=seed)
-    flow = make_flow()
+    flows = {e: make_flow(execution=e) for e in executions}
 
     tables: dict[str, RandomTable] = {}
     for name, spec in sources.items():
         ddl, pk = spec[0], list(spec[1] or [])
         domains: Mapping[str, Domain] | None = spec[2] if len(spec) > 2 else None
         schema = schema_from_ddl(ddl, pk)
-        flow.register_source(name, ddl, primary_key=pk or None)
+        for flow in flows.values():
+            flow.register_source(name, ddl, primary_key=pk or None)
         oracle.create_table(name, schema)
         # One generator per source, seeded from (seed, name): adding a source
         # to a test does not change the streams of the others.
@@ -179,44 +186,46 @@ def run_differential(
     for vname, sql in views:
         oracle.create_view(vname, sql)
 
-    watchers: dict[str, _Watcher] = {}
+    watchers: dict[tuple[str, str], _Watcher] = {}
     sql_of = dict(views)
 
     def register(vname: str) -> None:
-        flow.register_view(vname, sql_of[vname])
-        if check_watch:
-            watchers[vname] = _Watcher(flow, vname, flow.snapshot(vname))
+        for e, flow in flows.items():
+            flow.register_view(vname, sql_of[vname])
+            if check_watch:
+                watchers[e, vname] = _Watcher(flow, vname, flow.snapshot(vname))
 
     def tick(deltas: dict[str, pa.Table], step: int) -> None:
         names = list(deltas)
-        try:
-            if len(names) > 1 and multi_source_ticks:
-                flow.tick(deltas)
-                report.ticks += 1
-            elif len(names) == 1 and rng.random() < 0.5:
-                flow.tick(deltas)  # dict form with a single source
-                report.ticks += 1
-            else:
-                for name in names:
-                    flow.tick(name, deltas[name])
-                    report.ticks += 1
-        except Exception as exc:
-            sizes = {n: d.num_rows for n, d in deltas.items()}
-            raise AssertionError(f"seed={seed} step={step}: tick({sizes}) raised {exc!r}") from exc
+        together = (len(names) > 1 and multi_source_ticks) or (len(names) == 1 and rng.random() < 0.5)
+        for e, flow in flows.items():
+            try:
+                if together:
+                    flow.tick(deltas)  # (with one source: the dict form)
+                else:
+                    for name in names:
+                        flow.tick(name, deltas[name])
+            except Exception as exc:
+                sizes = {n: d.num_rows for n, d in deltas.items()}
+                raise AssertionError(f"seed={seed} step={step} execution={e}: tick({sizes}) raised {exc!r}") from exc
+        report.ticks += 1 if together else len(names)
 
     def compare(step: int, deltas: dict[str, pa.Table]) -> None:
         for name, table in tables.items():
             oracle.load(name, table.current())
         sizes = {n: d.num_rows for n, d in deltas.items()}
         for vname in registered:
-            context = f"seed={seed} step={step} view={vname}\n  sql: {sql_of[vname]}\n  deltas: {sizes}"
-            actual = flow.snapshot(vname)
-            assert_same_rows(actual, oracle.query(vname), context=context)
+            expected = oracle.query(vname)
+            for e, flow in flows.items():
+                context = (f"seed={seed} step={step} view={vname} execution={e}\n  sql: {sql_of[vname]}\n"
+                           f"  deltas: {sizes}")
+                actual = flow.snapshot(vname)
+                assert_same_rows(actual, expected, context=context)
+                if (e, vname) in watchers:
+                    watchers[e, vname].check(actual, context, watch_timeout)
             report.view_rows.setdefault(vname, []).append(actual.num_rows)
             if actual.num_rows == 0:
                 report.empty_view_steps[vname] = report.empty_view_steps.get(vname, 0) + 1
-            if vname in watchers:
-                watchers[vname].check(actual, context, watch_timeout)
 
     half = (len(views) + 1) // 2
     registered: list[str] = []

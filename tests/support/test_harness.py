@@ -261,11 +261,12 @@ VIEWS = [
 def test_run_differential_passes_on_a_correct_flow(oracle: PgOracle, poll_watch: bool) -> None:
     flows: list[FakeFlow] = []
 
-    def make_flow() -> FakeFlow:
+    def make_flow(execution: str) -> FakeFlow:
         flows.append(FakeFlow(poll_watch=poll_watch))
         return flows[-1]
 
-    report = run_differential(make_flow, oracle, SOURCES, VIEWS, steps=8, seed=5)
+    report = run_differential(make_flow, oracle, SOURCES, VIEWS, steps=8, seed=5, executions=("a", "b"))
+    assert len(flows) == 2  # one flow per execution mode, each checked
     for flow in flows:
         flow.close()
     assert report.steps == 8 and report.ticks >= 9
@@ -278,5 +279,6 @@ def test_run_differential_passes_on_a_correct_flow(oracle: PgOracle, poll_watch:
 def test_run_differential_catches_a_broken_flow(oracle: PgOracle, bug: str, poll_watch: bool) -> None:
     flow = FakeFlow(bug=bug, poll_watch=poll_watch)
     with pytest.raises(AssertionError, match=r"seed=7 step=\d+ view="):
-        run_differential(lambda: flow, oracle, SOURCES, VIEWS, steps=8, seed=7, watch_timeout=0.2)
+        run_differential(lambda execution: flow, oracle, SOURCES, VIEWS, steps=8, seed=7, watch_timeout=0.2,
+                         executions=("fake",))
     flow.close()

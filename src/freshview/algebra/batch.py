@@ -1,8 +1,11 @@
 """DeltaBatch: a consolidated set of weighted rows, as an Arrow table.
 
-Consolidation sums the weights of equal rows (NULL equals NULL here, as in
-GROUP BY) and drops rows whose weight is zero.  Five ``+1`` rows for the same
-group become one ``+5`` row.
+Consolidation sums the weights of equal rows and drops rows whose weight is
+zero.  Five ``+1`` rows for the same group become one ``+5`` row.  Rows are
+equal as in GROUP BY: NULL equals NULL, and floats compare after
+normalisation (``-0.0`` is ``0.0``, every NaN is one NaN that equals itself).
+``consolidate`` is the one implementation of these semantics; the state
+store uses it too, passing the row hashes and the sort order it already has.
 """
 
 from __future__ import annotations
@@ -10,26 +13,144 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.algebra import hashing
 from freshview.errors import DeltaError
 from freshview.schema import WEIGHT
 
+_POSITION = "_fv_position"
+_GROUP = "_fv_group"
 
-def consolidate(table: pa.Table) -> pa.Table:
-    """Sum the weights of equal rows and drop rows whose weight is 0."""
+
+def consolidate(table: pa.Table, *, hashes: np.ndarray | None = None, order: np.ndarray | None = None,
+                keep_zero: bool = False) -> pa.Table:
+    """Sum the weights of equal rows and drop rows whose weight is 0 (kept with ``keep_zero``).
+
+    Column order and types are kept.  Floats are normalised first (callers
+    passing ``hashes`` have normalised them), then rows are grouped by value
+    with Arrow's hash aggregation, in order of first appearance.
+
+    A caller that already hashed its rows (any function of the row) passes
+    ``hashes``, and ``order``, a permutation under which equal rows are
+    adjacent, if it has one (the state store's runs are sorted by key hash
+    and row hash); the result is then in that order.  Neighbours with equal
+    hashes are compared exactly (``rows_equal_at``) and summed; only if two
+    different rows share a hash are the rows grouped by value instead.
+    """
     if table.num_rows == 0:
         return table
     columns = [c for c in table.column_names if c != WEIGHT]
-    weight = table.column(WEIGHT)
+    weight = np.asarray(table.column(WEIGHT), dtype=np.int64)
     if not columns:
-        total = pc.sum(weight).as_py() or 0
-        return pa.table({WEIGHT: pa.array([total] if total else [], pa.int64())})
+        total = int(weight.sum())
+        return pa.table({WEIGHT: pa.array([total] if total or keep_zero else [], pa.int64())})
+    if hashes is None:
+        # Rows hashed with numpy (``hashing``): far cheaper than a hash aggregation's plan per call on
+        # the small tables of a step, and as fast on large ones.  Floats first made canonical.
+        table = normalize_floats(table)
+        try:
+            hashes = hashing.hash_rows(table.select(columns).columns, length=table.num_rows)
+        except TypeError:  # a type the hash does not know
+            return _group_by_value(table, columns, keep_zero)
+    perm = hashing.argsort(hashes) if order is None else order
+    sorted_hashes = hashes[perm]
+    same = sorted_hashes[1:] == sorted_hashes[:-1]
+    candidates = np.flatnonzero(same)
+    data = table.select(columns)
+    if candidates.size:
+        if not rows_equal_at(data, perm[candidates], perm[candidates + 1]).all():  # two rows share a hash
+            return _group_stretches(table, perm, same, keep_zero, order is None)
+    elif keep_zero or weight.all():  # every row distinct and nonzero: nothing to do
+        return table if order is None else table.take(order)
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    totals = np.cumsum(weight[perm])
+    sums = np.diff(totals[np.append(starts[1:], len(perm)) - 1], prepend=0)  # each group's weight
+    firsts = perm[starts]
+    if not keep_zero:
+        nonzero = sums != 0
+        firsts, sums = firsts[nonzero], sums[nonzero]
+    if order is None:  # first appearance; a group's first rows are distinct positions, so scatter
+        present = np.zeros(len(perm), dtype=bool)
+        present[firsts] = True
+        placed = np.zeros(len(perm), dtype=np.int64)
+        placed[firsts] = sums
+        firsts, sums = np.flatnonzero(present), placed[present]
+    return _with_weights(data.take(firsts), sums, table.schema)
+
+
+def _group_by_value(table: pa.Table, columns: list[str], keep_zero: bool) -> pa.Table:
+    """Consolidate by grouping on ``columns`` with Arrow's hash aggregation (groups in order of appearance)."""
     grouped = table.group_by(columns, use_threads=False).aggregate([(WEIGHT, "sum")])
     grouped = grouped.rename_columns(columns + [WEIGHT])
-    grouped = grouped.filter(pc.not_equal(grouped.column(WEIGHT), 0))
+    if not keep_zero:
+        grouped = grouped.filter(pc.not_equal(grouped.column(WEIGHT), 0))
     return grouped.select(table.column_names).cast(table.schema)
+
+
+def _group_stretches(table: pa.Table, perm: np.ndarray, same_hash: np.ndarray, keep_zero: bool,
+                     by_appearance: bool) -> pa.Table:
+    """Consolidate by value within each stretch of equal hashes along ``perm``, in ``perm``'s order
+    (or by first appearance): the exact path for when different rows share a hash."""
+    columns = [c for c in table.column_names if c != WEIGHT]
+    keys = table.take(perm).select(columns + [WEIGHT])
+    keys = keys.append_column(_GROUP, pa.array(np.cumsum(np.concatenate([[True], ~same_hash])), pa.int64()))
+    keys = keys.append_column(_POSITION, pa.array(np.arange(len(perm)), pa.int64()))
+    grouped = keys.group_by(columns + [_GROUP], use_threads=False).aggregate([(_POSITION, "min"), (WEIGHT, "sum")])
+    positions = np.asarray(grouped.column(f"{_POSITION}_min"), dtype=np.int64)
+    sums = np.asarray(grouped.column(f"{WEIGHT}_sum"), dtype=np.int64)
+    if not keep_zero:
+        positions, sums = positions[sums != 0], sums[sums != 0]
+    firsts = perm[positions]
+    ordered = np.argsort(firsts if by_appearance else positions)
+    return _with_weights(table.select(columns).take(firsts[ordered]), sums[ordered], table.schema)
+
+
+def _with_weights(data: pa.Table, weights: np.ndarray, schema: pa.Schema) -> pa.Table:
+    out = data.append_column(pa.field(WEIGHT, pa.int64()), pa.array(weights, pa.int64()))
+    return out.select(schema.names) if out.schema.names != schema.names else out
+
+
+def normalize_floats(table: pa.Table) -> pa.Table:
+    """Floats made canonical for equality and storage: ``-0.0`` becomes ``0.0``, every NaN the one NaN."""
+    for i, field in enumerate(table.schema):
+        if not pa.types.is_floating(field.type):
+            continue
+        col = table.column(i)
+        values = col.to_numpy()  # NULL slots read as NaN: they only make the check below fire needlessly
+        if np.isnan(values).any() or (np.signbit(values) & (values == 0)).any():
+            col = pc.add(col, pa.scalar(0.0, field.type))
+            col = pc.if_else(pc.is_nan(col), pa.scalar(float("nan"), field.type), col)
+            table = table.set_column(i, field, col)
+    return table
+
+
+def rows_equal(a: pa.Table, b: pa.Table) -> np.ndarray:
+    """Row-by-row equality of two equally long tables of the same columns (NULL equals NULL, NaN NaN)."""
+    everything = np.arange(a.num_rows)
+    result = np.ones(a.num_rows, dtype=bool)
+    for x, y in zip(a.columns, b.columns):
+        result &= hashing.values_equal(_canonical(x), _canonical(y), everything, everything)
+    return result
+
+
+def rows_equal_at(table: pa.Table, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Whether row ``left[i]`` of ``table`` equals its row ``right[i]`` (NULL equals NULL, NaN NaN)."""
+    if 4 * len(left) < table.num_rows:  # few pairs: compare copies of just those rows
+        return rows_equal(table.take(left), table.take(right))
+    result = np.ones(len(left), dtype=bool)
+    for col in table.columns:
+        view = _canonical(col)
+        result &= hashing.values_equal(view, view, left, right)
+    return result
+
+
+def _canonical(col: pa.ChunkedArray | pa.Array) -> hashing.Canonical:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return hashing.canonical(col)
 
 
 def negate(table: pa.Table) -> pa.Table:

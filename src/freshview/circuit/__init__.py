@@ -7,6 +7,6 @@ belongs to the same operator.  ``render`` prints the circuit for ``explain``.
 This package imports ``plan`` only; ``runtime`` executes circuits.
 """
 
-from freshview.circuit.nodes import Circuit, Operator, incrementalize, render
+from freshview.circuit.nodes import AggState, Circuit, JoinState, Operator, StateSpec, incrementalize, render
 
-__all__ = ["Circuit", "Operator", "incrementalize", "render"]
+__all__ = ["AggState", "Circuit", "JoinState", "Operator", "StateSpec", "incrementalize", "render"]

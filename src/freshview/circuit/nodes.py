@@ -17,13 +17,44 @@ from freshview.plan.explain import describe
 from freshview.plan.expr import ColumnRef
 
 
+@dataclass(frozen=True)
+class JoinState:
+    """A join's state: each side's rows indexed by its join key."""
+
+    left: str
+    right: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class AggState:
+    """An aggregate's state: per-group accumulators, and one ordered multiset per MIN/MAX (in order)."""
+
+    acc: str
+    extremes: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.acc,) + self.extremes
+
+
+StateSpec = JoinState | AggState | None
+
+
 @dataclass
 class Operator:
     id: str
     node: pn.Node
     kind: str  # linear | join | aggregate
-    state: tuple[str, ...] = ()
+    state: StateSpec = None
     inputs: list["Operator"] = field(default_factory=list)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return self.state.names if self.state is not None else ()
 
 
 @dataclass
@@ -46,25 +77,37 @@ def distinct_as_aggregate(node: pn.Distinct) -> pn.Aggregate:
     return pn.Aggregate(node.input, group, (), tuple(n for n, _ in node.input.columns))
 
 
-def incrementalize(view: str, plan: pn.Node) -> Circuit:
-    counter = [0]
+class _Lift:
+    """Plan node -> operator, one ``visit_<Node>`` per node kind; state names are ``view/<v>/op<n>/...``."""
 
-    def lift(node: pn.Node) -> Operator:
-        counter[0] += 1
-        op_id = f"view/{view}/op{counter[0]}"
-        if isinstance(node, pn.Distinct):
-            node = distinct_as_aggregate(node)
-        if isinstance(node, pn.Join):
-            op = Operator(op_id, node, "join", (f"{op_id}/left", f"{op_id}/right"))
-        elif isinstance(node, pn.Aggregate):
-            extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
-            op = Operator(op_id, node, "aggregate", (f"{op_id}/acc",) + extremes)
-        else:
-            op = Operator(op_id, node, "linear")
-        op.inputs = [lift(child) for child in node.inputs()]
+    def __init__(self, view: str) -> None:
+        self.view = view
+        self.counter = 0
+
+    def __call__(self, node: pn.Node) -> Operator:
+        self.counter += 1
+        op_id = f"view/{self.view}/op{self.counter}"
+        visit = getattr(self, f"visit_{type(node).__name__}", self.visit_linear)
+        op = visit(op_id, node)
+        op.inputs = [self(child) for child in op.node.inputs()]
         return op
 
-    root = lift(plan)
+    def visit_linear(self, op_id: str, node: pn.Node) -> Operator:
+        return Operator(op_id, node, "linear")
+
+    def visit_Distinct(self, op_id: str, node: pn.Distinct) -> Operator:
+        return self.visit_Aggregate(op_id, distinct_as_aggregate(node))
+
+    def visit_Join(self, op_id: str, node: pn.Join) -> Operator:
+        return Operator(op_id, node, "join", JoinState(f"{op_id}/left", f"{op_id}/right"))
+
+    def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
+        extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
+        return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes))
+
+
+def incrementalize(view: str, plan: pn.Node) -> Circuit:
+    root = _Lift(view)(plan)
     return Circuit(view, root, f"view/{view}/out", pn.relations(plan))
 
 
@@ -79,7 +122,7 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
         if op.kind == "join" and not op.node.left_keys:  # type: ignore[attr-defined]
             text += "   (no equi-key: each change reads the other side whole)"
         lines.append(text)
-        for s in op.state:
+        for s in op.state_names:
             n = f": {counts[s]} rows" if counts and s in counts else ""
             lines.append(f"{pad}    state {s}{n}")
         for child in op.inputs:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -99,25 +100,33 @@ def setup(
         raise typer.Exit(1)
 
 
+class Execution(str, Enum):
+    auto = "auto"
+    spark = "spark"
+    local = "local"
+
+
 @app.command()
 def run(
     dsn: Optional[str] = typer.Option(None, envvar="FRESHVIEW_DSN", help=DSN_HELP),
     state_dir: Optional[Path] = typer.Option(None, help="Where the engine keeps its state "
                                              "(default: ~/.local/state/freshview/<slot>)."),
+    execution: Execution = typer.Option(Execution.auto, help="How the engine runs steps: auto chooses per step "
+                                        "(small ones in-process, large ones on Spark), spark or local always."),
     quiet: bool = typer.Option(False, "--quiet", help="Log warnings and errors only."),
     verbose: bool = typer.Option(False, "--verbose", help="Log every step."),
 ) -> None:
     """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it)."""
     from freshview.errors import FreshviewError
     from freshview.service import control
-    from freshview.service.service import Service
+    from freshview.service.service import Service, ServiceOptions
 
     dsn = _require_dsn(dsn)
     _configure_logging(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
     directory = state_dir or Path.home() / ".local" / "state" / "freshview" / control.slot_name(dsn)
     directory.mkdir(parents=True, exist_ok=True)
     progress = _SnapshotBars(enabled=not quiet)
-    service = Service(dsn, directory, snapshot_progress=progress)
+    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value))
 
     def stop(signum, _frame):
         logging.getLogger("freshview").info("signal %s: stopping after the current step", signum)

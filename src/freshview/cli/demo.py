@@ -56,7 +56,7 @@ VIEWS = {
 def run_demo(duration: float, n_orders: int, rate: float, data_dir: Path | None) -> None:
     from freshview.service import control
     from freshview.service.embedded import PostgresServer, embedded_bindir
-    from freshview.service.service import Service, ServiceOptions
+    from freshview.service.service import Service
 
     console = Console()
     # SIGTERM must shut the embedded server down like Ctrl-C does, not leave it running.
@@ -81,8 +81,7 @@ def run_demo(duration: float, n_orders: int, rate: float, data_dir: Path | None)
             control.install(conn)
 
         bars = _Bars(console)
-        service = Service(dsn, state_root / "state", snapshot_progress=bars,
-                          options=ServiceOptions(max_batch_wait_s=0.25))
+        service = Service(dsn, state_root / "state", snapshot_progress=bars)
         errors: list[BaseException] = []
 
         def serve() -> None:

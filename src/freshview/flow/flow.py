@@ -15,32 +15,43 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.algebra import hashing
 from freshview.algebra.batch import DeltaBatch, consolidate, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.plan import nodes as pn
 from freshview.plan.explain import render as render_plan
-from freshview.runtime.delta import col_name
+from freshview.runtime.cost import MODES, Choice, CostModel, choose
 from freshview.runtime.executor import CircuitRunner
-from freshview.runtime import state as _state
+from freshview.runtime.kernels import Kernels
+from freshview.runtime.kernels.arrow import ArrowKernels
+from freshview.runtime.relation import col_name
+from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
 from freshview.sql import build_plan
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
 CATALOG_KEY = "catalog"
+CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
 
 
 @dataclass
 class ViewStep:
+    """One view in one step: rows out, time, and which executor ran it and why."""
+
     rows_out: int = 0
     duration_ms: float = 0.0
     skipped: bool = False
+    executor: str | None = None  # "local" | "spark"; None when skipped
+    reason: str = ""
+    rows_in: int = 0
 
 
 @dataclass
@@ -66,6 +77,8 @@ class _View:
     plan: pn.Node
     circuit: Circuit
     runner: CircuitRunner
+    cost: CostModel = field(default_factory=CostModel)
+    last: Choice | None = None
 
     @property
     def columns(self) -> pn.Columns:
@@ -123,38 +136,66 @@ class Watch:
 
 
 class IncrementalFlow:
-    """Incrementally maintained SQL views over changing sources, executed on Spark.
+    """Incrementally maintained SQL views over changing sources.
+
+    ``execution`` says where steps run: ``"auto"`` (default) picks, per step
+    and per view, the in-process executor or Spark with a cost model fed by
+    the step times it measures; ``"local"`` runs every step in-process;
+    ``"spark"`` runs every step on Spark.  A view's first computation always
+    runs on Spark (``spark``, or a local session started when first needed).
 
     >>> flow = IncrementalFlow()  # doctest: +SKIP
     >>> flow.register_source("t", "id INT, v INT", primary_key=["id"])  # doctest: +SKIP
     """
 
-    def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256) -> None:
-        if spark is None:
-            from freshview.runtime.spark import get_session
-
-            spark = get_session()
-        self.spark = spark
+    def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
+                 execution: str = "auto") -> None:
+        if execution not in MODES:
+            raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
+        self.execution = execution
+        self._spark = spark
+        self._kernels: dict[str, Kernels] = {"local": ArrowKernels()}
         self._tmp = None
         if state_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshview-")
             state_dir = self._tmp.name
         self.state_dir = Path(state_dir)
-        self.store = _state.SqliteStateStore(self.state_dir, cache_mb=cache_mb)
+        self.store = SpineStateStore(self.state_dir, cache_mb=cache_mb)
         self._lock = threading.RLock()
         self._sources: dict[str, TableSchema] = {}
         self._views: dict[str, _View] = {}
         self._watches: dict[str, list[Watch]] = {}
         self._step = 0
         self._closed = False
-        self._resume()
+        try:
+            self._resume()
+        except BaseException:
+            self.store.close()
+            raise
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession of first computations and Spark steps (started on first use)."""
+        if self._spark is None:
+            from freshview.runtime.spark import get_session
+
+            self._spark = get_session()
+        return self._spark
+
+    def kernels(self, executor: str) -> Kernels:
+        """The kernels of ``executor``: "local", "spark", or "bulk" (first computations, on Spark)."""
+        if executor not in self._kernels:
+            from freshview.runtime.kernels.spark import BulkKernels, SparkKernels
+
+            self._kernels[executor] = (BulkKernels if executor == "bulk" else SparkKernels)(self.spark)
+        return self._kernels[executor]
 
     # ------------------------------------------------------------------ catalog
     def _resume(self) -> None:
         data = self.store.get_meta(CATALOG_KEY)
         if not data:
             return
-        if data.get("format") != 1:
+        if data.get("format") != CATALOG_FORMAT:
             raise StateError(f"{self.state_dir} holds state of an unknown format")
         self._step = data["step"]
         for name, schema in data["sources"].items():
@@ -164,7 +205,7 @@ class IncrementalFlow:
 
     def _save_catalog(self) -> None:
         self.store.set_meta(CATALOG_KEY, {
-            "format": 1,
+            "format": CATALOG_FORMAT,
             "step": self._step,
             "sources": {n: s.to_json() for n, s in self._sources.items()},
             "views": [[v.name, v.sql] for v in self._views.values()],
@@ -243,34 +284,73 @@ class IncrementalFlow:
             if name in self._views:
                 raise CatalogError(f"{name!r} is already a view")
             with self._transaction(undo=lambda: self._sources.pop(name, None)):
-                self.store.ensure_arrangement(_source_state(name), _source_row_schema(parsed),
-                                              [col_name(parsed.names.index(k)) for k in parsed.primary_key])
+                # Keyed by the primary key, or by the whole row: a change's rows are found by lookups.
+                key = [col_name(parsed.names.index(k)) for k in parsed.primary_key] or \
+                    [col_name(i) for i in range(len(parsed.columns))]
+                self.store.ensure_arrangement(_source_state(name), Layout(_source_row_schema(parsed), tuple(key)))
                 self._sources[name] = parsed
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
         plan = build_plan(sql, self)
         circuit = incrementalize(name, plan)
-        return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.spark, self.store))
+        return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
 
     def register_view(self, name: str, sql: str) -> None:
-        """Compile ``sql`` into an incremental circuit and compute its current result."""
+        """Compile ``sql`` into an incremental circuit and compute its current result (on Spark)."""
+        self.register_views([(name, sql)])
+
+    def register_views(self, views: Sequence[tuple[str, str]]) -> None:
+        """Register several views at once, in order (a later one may read an earlier one).
+
+        All are compiled before any is computed (an error in any registers
+        none), their first computations run in one transaction, and each
+        source they read is read from state once for all of them.
+        """
         with self._lock:
             self._check_open()
-            _check_name(name, "view")
-            if name in self._views:
-                if self._views[name].sql == sql:
-                    return
-                raise CatalogError(f"view {name!r} already exists with a different definition; drop_view it first")
-            if name in self._sources:
-                raise CatalogError(f"{name!r} is already a source")
-            view = self._compile(name, sql)
-            with self._transaction(undo=lambda: self._views.pop(name, None)):
-                self.store.ensure_arrangement(view.circuit.output_state, _row_schema(view.columns), [])
-                out = view.runner.step(self._current_contents, force=True)
-                if out is not None and out.num_rows:
-                    self.store.apply(view.circuit.output_state, out)
-                self._views[name] = view
+            new: list[_View] = []
+            try:
+                for name, sql in views:
+                    _check_name(name, "view")
+                    if name in self._views:
+                        if self._views[name].sql == sql and all(v.name != name for v in new):
+                            continue  # registered before, the same: nothing to do
+                        raise CatalogError(f"view {name!r} already exists with a different definition; "
+                                           "drop_view it first")
+                    if name in self._sources:
+                        raise CatalogError(f"{name!r} is already a source")
+                    view = self._compile(name, sql)
+                    new.append(view)
+                    self._views[name] = view  # visible to the next views' SQL (views over views)
+            except BaseException:
+                for view in new:
+                    self._views.pop(view.name, None)
+                raise
+            if not new:
+                return
+            contents: dict[str, pa.Table] = {}  # each input read once for all the new views
+
+            def current(relation: str) -> pa.Table | None:
+                if relation not in contents:
+                    contents[relation] = self._current_contents(relation)
+                return contents[relation]
+
+            def undo() -> None:
+                for view in new:
+                    self._views.pop(view.name, None)
+
+            with self._transaction(undo=undo):
+                bulk = self.kernels("bulk")
+                try:
+                    for view in new:
+                        self.store.ensure_arrangement(view.circuit.output_state, Layout(_row_schema(view.columns)))
+                        out = view.runner.step(current, bulk, force=True)
+                        if out is not None and out.num_rows:
+                            self.store.load(view.circuit.output_state, out)
+                            contents[view.name] = out
+                finally:
+                    bulk.finish()  # type: ignore[attr-defined]
 
     def drop_view(self, name: str) -> None:
         with self._lock:
@@ -362,11 +442,14 @@ class IncrementalFlow:
                 changed: dict[str, pa.Table] = {n: t for n, t in deltas.items() if t.num_rows}
                 for view in self._views.values():
                     vt = time.perf_counter()
-                    if not (view.circuit.sources & changed.keys()):
+                    reads = view.circuit.sources & changed.keys()
+                    if not reads:
                         summary.views[view.name] = ViewStep(skipped=True)
                         continue
+                    rows_in = sum(changed[r].num_rows for r in reads)
+                    choice = view.last = choose(self.execution, rows_in, view.cost)
                     try:
-                        out = view.runner.step(changed.get)
+                        out = view.runner.step(changed.get, self.kernels(choice.executor))
                     except FreshviewError as exc:
                         exc.view = view.name  # type: ignore[attr-defined]
                         raise
@@ -376,7 +459,9 @@ class IncrementalFlow:
                         changed[view.name] = out
                         outputs[view.name] = out
                         rows = out.num_rows
-                    summary.views[view.name] = ViewStep(rows, (time.perf_counter() - vt) * 1000)
+                    ms = (time.perf_counter() - vt) * 1000
+                    view.cost.observe(choice.executor, rows_in, ms)
+                    summary.views[view.name] = ViewStep(rows, ms, False, choice.executor, choice.reason, rows_in)
                     summary.rows_out += rows
                 self._step = step
                 if before_commit is not None:
@@ -390,25 +475,33 @@ class IncrementalFlow:
             return summary
 
     def _apply_source(self, name: str, table: pa.Table) -> None:
+        """Apply a consolidated change to the source's copy, refusing deletes of absent rows and
+        duplicate or NULL primary keys.
+
+        One lookup of the rows the change touches (by primary key, or by the whole row for a source
+        without one) gives their contents after the change; the checks run on that, then the change
+        is applied as it is.
+        """
         schema = self._sources[name]
-        result = self.store.apply(_source_state(name), table)
-        negative = result.filter(pc.less(result.column(WEIGHT), 0))
-        if negative.num_rows:
-            row = _row_text(negative, schema)
-            raise DeltaError(f"source {name!r}: delete of a row that is not present: {row}")
+        state = _source_state(name)
+        keys = list(self.store.layout(state).key)
         if schema.primary_key:
-            keys = [col_name(schema.names.index(k)) for k in schema.primary_key]
             nulls = [k for k, c in zip(schema.primary_key, keys) if table.column(c).null_count]
             if nulls:
                 raise DeltaError(f"source {name!r}: primary key column {nulls[0]!r} is NULL")
-            live = self.store.lookup(_source_state(name), table.select(keys).group_by(keys).aggregate([]))
-            if live.num_rows:
-                counts = live.group_by(keys).aggregate([(WEIGHT, "sum")])
-                dup = counts.filter(pc.greater(counts.column(f"{WEIGHT}_sum"), 1))
-                if dup.num_rows:
-                    key = ", ".join(f"{k}={dup.column(c)[0].as_py()!r}" for k, c in zip(schema.primary_key, keys))
-                    raise DeltaError(f"source {name!r}: duplicate primary key ({key}); "
-                                     "an update is the old row at -1 and the new row at +1")
+        current = self.store.lookup(state, table.select(keys))
+        after = consolidate(pa.concat_tables([current.cast(table.schema), table]))
+        negative = after.filter(pc.less(after.column(WEIGHT), 0))
+        if negative.num_rows:
+            raise DeltaError(f"source {name!r}: delete of a row that is not present: {_row_text(negative, schema)}")
+        if schema.primary_key and _maybe_repeated_keys(after, keys):
+            counts = after.group_by(keys).aggregate([(WEIGHT, "sum")])
+            dup = counts.filter(pc.greater(counts.column(f"{WEIGHT}_sum"), 1))
+            if dup.num_rows:
+                key = ", ".join(f"{k}={dup.column(c)[0].as_py()!r}" for k, c in zip(schema.primary_key, keys))
+                raise DeltaError(f"source {name!r}: duplicate primary key ({key}); "
+                                 "an update is the old row at -1 and the new row at +1")
+        self.store.apply(state, table)
 
     # ------------------------------------------------------------------ reading
     def snapshot(self, name: str, weighted: bool = False) -> pa.Table:
@@ -466,8 +559,12 @@ class IncrementalFlow:
             view = self._view(name)
             counts = {a: self.store.count(a) for a in self.store.list_arrangements(f"view/{name}/")}
             cols = ", ".join(f"{n} {t}" for n, t in view.columns)
+            last = (f"last step: {view.last.executor} ({view.last.reason})" if view.last
+                    else "last step: none yet (the first computation ran on Spark)")
             return "\n".join([
                 f"view {name} ({cols})",
+                f"execution: {self.execution}; {last}",
+                f"cost model: {view.cost.describe()}",
                 "logical plan (after pushdown and pruning):",
                 _indent(render_plan(view.plan)),
                 "incremental circuit:",
@@ -504,6 +601,18 @@ class IncrementalFlow:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
+    """Whether some key may have more than one live row: a weight above 1, or two rows whose key
+    hashes are equal (then the caller counts exactly)."""
+    if rows.num_rows == 0:
+        return False
+    weights = rows.column(WEIGHT).to_numpy()
+    if (weights > 1).any():
+        return True
+    hashes = np.sort(hashing.hash_rows(rows.select(keys).columns))
+    return bool((hashes[1:] == hashes[:-1]).any())
 
 
 def _source_state(name: str) -> str:

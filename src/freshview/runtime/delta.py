@@ -10,6 +10,7 @@ depend on user names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -17,22 +18,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from freshview.algebra.batch import consolidate
-from freshview.plan.nodes import Columns
+from freshview.runtime.relation import arrow_schema, col_name, conform  # noqa: F401 (re-exported)
 from freshview.schema import WEIGHT
-
-
-def col_name(i: int) -> str:
-    return f"c{i}"
 
 
 def column(i: int) -> Column:
     """The Spark Column of a relation's i-th column (what ``lower`` resolves ColumnRefs to)."""
     return F.col(col_name(i))
-
-
-def arrow_schema(columns: Columns, extra: list[pa.Field] | None = None) -> pa.Schema:
-    fields = [pa.field(col_name(i), t.arrow) for i, (_, t) in enumerate(columns)]
-    return pa.schema(fields + (extra or []) + [pa.field(WEIGHT, pa.int64())])
 
 
 def spark_schema(schema: pa.Schema) -> st.StructType:
@@ -47,15 +39,6 @@ def spark_schema(schema: pa.Schema) -> st.StructType:
     return st.StructType(out)
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast Spark's Arrow output to the exact schema freshview declared."""
-    table = table.select(schema.names)
-    if table.schema.equals(schema):
-        return table
-    arrays = [table.column(f.name).cast(f.type) for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
 @dataclass
 class Delta:
     """The change of one relation in this step; ``schema`` includes ``_weight``."""
@@ -64,6 +47,7 @@ class Delta:
     df: DataFrame | None = None
     arrow: pa.Table | None = None
     _spark: SparkSession | None = field(default=None, repr=False)
+    loader: Callable[[pa.Table], DataFrame] | None = field(default=None, repr=False)  # Arrow -> DataFrame
 
     @staticmethod
     def of_arrow(table: pa.Table, spark: SparkSession) -> "Delta":
@@ -72,15 +56,20 @@ class Delta:
     def frame(self) -> DataFrame:
         if self.df is None:
             assert self.arrow is not None and self._spark is not None
-            self.df = self._spark.createDataFrame(self.arrow, schema=spark_schema(self.schema))
+            if self.loader is not None:
+                self.df = self.loader(self.arrow)
+            else:
+                self.df = self._spark.createDataFrame(self.arrow, schema=spark_schema(self.schema))
         return self.df
 
-    def materialize(self) -> pa.Table:
-        """The consolidated change as Arrow (runs the Spark job at most once)."""
+    def materialize(self, consolidated: bool = True) -> pa.Table:
+        """The change as Arrow, consolidated unless asked otherwise (runs the Spark job at most once)."""
         if self.arrow is None:
             assert self.df is not None
-            table = self.df.toArrow()
-            self.arrow = consolidate(conform(table, self.schema))
+            table = conform(self.df.toArrow(), self.schema)
+            if not consolidated:
+                return table
+            self.arrow = consolidate(table)
         return self.arrow
 
     @property
@@ -89,7 +78,3 @@ class Delta:
             return self._spark
         assert self.df is not None
         return self.df.sparkSession
-
-
-def weight_product(a: str, b: str):
-    return (F.col(a) * F.col(b)).cast("long")

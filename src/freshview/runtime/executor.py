@@ -1,83 +1,106 @@
-"""One step of one view's circuit: input deltas in, the view's delta out.
+"""One step of one view's circuit: input deltas in, the view's delta out, on the kernels given.
 
 The caller owns the transaction: everything an operator writes to the state
-store in a step commits or rolls back together.  Spark failures (division
-by zero, overflow, bad casts under ANSI mode) become ``ExecutionError`` with
-Spark's own one-line message, never a JVM stack trace.
+store in a step commits or rolls back together.  The caller also picks the
+kernels (``runtime.kernels``): the delta rules here are the same for every
+executor.  Spark failures (division by zero, overflow, bad casts under ANSI
+mode) become ``ExecutionError`` with Spark's own one-line message, never a
+JVM stack trace.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Callable
 
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 
 from freshview.circuit import Circuit, Operator
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
-from freshview.runtime.delta import Delta, arrow_schema
-from freshview.runtime.operators.aggregate import AggState, Aggregation
-from freshview.runtime.operators.join import JoinState, join_delta
+from freshview.runtime.kernels import Kernels, Rel
+from freshview.runtime.operators.aggregate import Aggregation
+from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, project_delta, union_delta
+from freshview.runtime.relation import arrow_schema
 
 InputFn = Callable[[str], pa.Table | None]
 
 
 class CircuitRunner:
-    def __init__(self, circuit: Circuit, spark, store) -> None:
+    def __init__(self, circuit: Circuit, store) -> None:
         self.circuit = circuit
-        self.spark = spark
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
-        self._memo: dict[str, dict] = {}  # per-operator cache of lowered Spark Columns
+        self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
 
-    def step(self, inputs: InputFn, force: bool = False) -> pa.Table | None:
+    def step(self, inputs: InputFn, kernels: Kernels, force: bool = False) -> pa.Table | None:
         """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None)."""
         try:
-            delta = self._eval(self.circuit.root, inputs, force)
+            delta = self._eval(self.circuit.root, inputs, kernels, force)
             if delta is None:
                 return None
-            return delta.materialize()
-        except (PySparkException, Py4JJavaError) as exc:  # pages of JVM frames otherwise
-            raise ExecutionError(_spark_message(exc, self.circuit.view)) from None
+            return kernels.arrow(delta)
+        except Exception as exc:
+            if _is_spark_error(exc):  # pages of JVM frames otherwise
+                raise ExecutionError(_spark_message(exc, self.circuit.view)) from None
+            raise
 
-    def _eval(self, op: Operator, inputs: InputFn, force: bool) -> Delta | None:
+    def _memo_of(self, k: Kernels, op: Operator) -> dict:
+        return self._memo.setdefault((k.name, op.id), {})
+
+    def _eval(self, op: Operator, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         node = op.node
-        if isinstance(node, pn.Scan):
-            table = inputs(node.relation)
-            if table is None or table.num_rows == 0:
-                return None
-            return Delta.of_arrow(table, self.spark)
-        if isinstance(node, pn.Filter):
-            d = self._eval(op.inputs[0], inputs, force)
-            return filter_delta(node, d, self._memo.setdefault(op.id, {})) if d is not None else None
-        if isinstance(node, pn.Project):
-            d = self._eval(op.inputs[0], inputs, force)
-            return project_delta(node, d, self._memo.setdefault(op.id, {})) if d is not None else None
-        if isinstance(node, pn.UnionAll):
-            parts = [self._eval(i, inputs, force) for i in op.inputs]
-            live = [p for p in parts if p is not None]
-            return union_delta(node, live) if live else None
-        if isinstance(node, pn.Join):
-            left = self._eval(op.inputs[0], inputs, force)
-            right = self._eval(op.inputs[1], inputs, force)
-            if left is None and right is None:
-                return None
-            return join_delta(node, JoinState(*op.state), self.store, left, right, self.spark,
-                              self._memo.setdefault(op.id, {}))
-        if isinstance(node, pn.Aggregate):
-            d = self._eval(op.inputs[0], inputs, force)
-            agg = self._aggs.get(op.id)
-            if agg is None:
-                agg = self._aggs[op.id] = Aggregation(node, AggState(op.state[0], tuple(op.state[1:])))
-            return agg.step(self.store, d, self.spark, force)
-        raise ExecutionError(f"internal: no incremental operator for {type(node).__name__}")
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise ExecutionError(f"internal: no incremental operator for {type(node).__name__}")
+        return visit(op, node, inputs, k, force)
+
+    def visit_Scan(self, op: Operator, node: pn.Scan, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        table = inputs(node.relation)
+        if table is None or table.num_rows == 0:
+            return None
+        return k.of_arrow(table)
+
+    def visit_Filter(self, op: Operator, node: pn.Filter, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return filter_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
+
+    def visit_Project(self, op: Operator, node: pn.Project, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return project_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
+
+    def visit_UnionAll(self, op: Operator, node: pn.UnionAll, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        live = [p for p in (self._eval(i, inputs, k, force) for i in op.inputs) if p is not None]
+        return union_delta(k, node, live) if live else None
+
+    def visit_Join(self, op: Operator, node: pn.Join, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        left = self._eval(op.inputs[0], inputs, k, force)
+        right = self._eval(op.inputs[1], inputs, k, force)
+        if left is None and right is None:
+            return None
+        return join_delta(k, node, op.state, self.store, left, right, self._memo_of(k, op))
+
+    def visit_Aggregate(self, op: Operator, node: pn.Aggregate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        agg = self._aggs.get(op.id)
+        if agg is None:
+            agg = self._aggs[op.id] = Aggregation(node, op.state)
+        return agg.step(k, self.store, d, force)
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)
+
+
+def _is_spark_error(exc: Exception) -> bool:
+    """Spark's and py4j's exceptions; a process that never loaded them (local steps only) has none."""
+    if "py4j.protocol" not in sys.modules or "pyspark.errors" not in sys.modules:
+        return False
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return isinstance(exc, (PySparkException, Py4JJavaError))
 
 
 _JAVA_EXCEPTION = re.compile(r"^:?\s*((?:[\w$]+\.)*[\w$]*(?:Exception|Error)): (.*)$", re.M)
@@ -86,6 +109,8 @@ _JAVA_EXCEPTION = re.compile(r"^:?\s*((?:[\w$]+\.)*[\w$]*(?:Exception|Error)): (
 def _spark_message(exc: Exception, view: str) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    from py4j.protocol import Py4JJavaError
+
     if isinstance(exc, Py4JJavaError) and not first.startswith("["):
         # "An error occurred while calling o12.method." then ": java.lang.OutOfMemoryError: ...": say the latter.
         found = _JAVA_EXCEPTION.search(text)

@@ -71,6 +71,24 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         return _owned
 
 
+def warm_up() -> threading.Thread:
+    """Start the embedded session and run one tiny job in a background thread.
+
+    A service starts Spark before the first view needs it, so a first
+    computation does not also pay the JVM's start (~7 s cold) and first-job
+    compilation.  Errors are left for the first real use to report.
+    """
+    def run() -> None:
+        try:
+            get_session().range(1).count()
+        except Exception:  # noqa: BLE001 - reported when Spark is really needed
+            logging.getLogger(__name__).debug("Spark warm-up failed", exc_info=True)
+
+    thread = threading.Thread(target=run, name="freshview-spark-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def _is_stopped(session: SparkSession) -> bool:
     try:
         return session.sparkContext._jsc is None  # type: ignore[attr-defined]

@@ -30,6 +30,7 @@ holds) are ignored in the main stream.
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import os
 import shutil
@@ -52,10 +53,10 @@ from freshview.connectors.postgres.replication import ReplicationConnection, Rep
 from freshview.connectors.postgres.sink import ResultTable, result_shape
 from freshview.connectors.postgres.snapshot import read_table
 from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
-from freshview.errors import CatalogError, FreshviewError
+from freshview.errors import CatalogError, FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.schema import WEIGHT, TableSchema
-from freshview.service import control
+from freshview.service import batching, control
 from freshview.service.names import engine_name, qualified_from_engine, qualify
 from freshview.sql import build_plan
 
@@ -73,15 +74,27 @@ class ServiceError(FreshviewError):
 
 @dataclass
 class ServiceOptions:
-    max_batch_rows: int = 100_000  # source row changes per engine step, at most (whole transactions)
-    max_batch_wait_s: float = 0.5  # stop collecting and run the step after this long
-    catchup_batch_wait_s: float = 5.0  # ... unless the batch is already this far behind: then bigger steps
-    catchup_lag_s: float = 2.0  # "behind": the batch's first transaction committed this long ago
-    idle_wait_s: float = 0.005  # the stream is idle when nothing arrives for this long
-    poll_s: float = 0.1  # how often requests are looked for
+    """How the service batches, polls and reports.  Micro-batching (``batching``) in short: a
+    transaction is stepped as soon as nothing more is readable, so a step holds what arrived
+    while the previous one ran; the first four knobs only bound that."""
+
+    max_batch_rows: int = 100_000  # a step ends at the first commit reaching this many row changes
+    # (a bigger single transaction is one step: transactions are never split)
+    max_batch_wait_s: float = 0.1  # stop collecting after this long even if more is readable (bounds
+    # the wait of a batch's first transaction under a flood of small ones)
+    catchup_lag_s: float = 2.0  # "catching up": the newest transaction read committed this long ago
+    catchup_batch_wait_s: float = 5.0  # when catching up, collecting may last this long ...
+    catchup_pause_s: float = 0.02  # ... and a pause in the stream shorter than this does not end it
+    poll_s: float = 0.1  # how often requests are looked for while the stream is quiet
     heartbeat_s: float = 1.0
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
+    execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
+
+    def batching(self) -> batching.Rule:
+        return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
+                             catchup_lag_s=self.catchup_lag_s, catchup_wait_s=self.catchup_batch_wait_s,
+                             catchup_pause_s=self.catchup_pause_s, poll_s=self.poll_s)
 
 
 class Service:
@@ -118,12 +131,20 @@ class Service:
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=100_000)
         self._result_commit_time = 0.0
         self.steps = 0
+        # Where the service's time goes, in seconds since start: reading and decoding the stream
+        # (``wait``: blocked on the server meanwhile), building deltas (``lookup``: of that, asking the
+        # engine for old rows), the engine step without the result write, the result write.
+        self.timings = dict.fromkeys(("read", "wait", "deltas", "lookup", "engine", "write"), 0.0)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
         self._stop.set()
 
     def run(self) -> None:
+        if self.spark is None:  # the embedded session: start it while the service connects
+            from freshview.runtime.spark import warm_up
+
+            warm_up()
         try:
             self._open()
             self.ready.set()
@@ -152,7 +173,7 @@ class Service:
         self.pg.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
         self.pg_lsn = _lsn(self.pg.execute("SELECT lsn FROM freshview.progress WHERE slot = %s",
                                            (self.slot,)).fetchone()[0])
-        self.flow = IncrementalFlow(self.spark, self.state_dir)
+        self.flow = self._open_flow()
         self._attach_slot()
 
     def _attach_slot(self) -> None:
@@ -203,6 +224,15 @@ class Service:
         if self.flow is not None:
             self.flow.close()
 
+    def _new_flow(self) -> IncrementalFlow:
+        """The engine, with the execution mode asked for when this engine has execution modes."""
+        kwargs: dict[str, Any] = {}
+        if "execution" in inspect.signature(IncrementalFlow).parameters:
+            kwargs["execution"] = self.options.execution
+        elif self.options.execution != "auto":
+            log.warning("this engine has no execution modes: execution %r is ignored", self.options.execution)
+        return IncrementalFlow(self.spark, self.state_dir, **kwargs)
+
     def _replication_connection(self) -> ReplicationConnection:
         try:
             return ReplicationConnection(self.dsn)
@@ -234,12 +264,27 @@ class Service:
                     self._mark_failed([name], str(exc))
         self._drop_unused_sources()
 
+    def _open_flow(self) -> IncrementalFlow:
+        """The engine on the state directory; state it cannot read (another format, damage) is set
+        aside like lost state: wiped, and every view rebuilt from a new snapshot (``_attach_slot``)."""
+        try:
+            return self._new_flow()
+        except StateError as exc:
+            log.warning("the state in %s cannot be read (%s): starting from empty state; "
+                        "every view is rebuilt from a new snapshot", self.state_dir, exc)
+            self._wipe_state()
+            return self._new_flow()
+
+    def _wipe_state(self) -> None:
+        if self.state_dir.exists():
+            for entry in self.state_dir.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
     def _reset_engine(self) -> None:
         assert self.flow is not None
         self.flow.close()
-        for entry in self.state_dir.iterdir():
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-        self.flow = IncrementalFlow(self.spark, self.state_dir)
+        self._wipe_state()
+        self.flow = self._new_flow()
         self.flow_lsn = 0
         self.follow_from = {}
 
@@ -249,41 +294,55 @@ class Service:
 
     # ------------------------------------------------------------------ the stream
     def _follow_stream(self) -> None:
-        """Collect whole transactions for one step, then run it."""
+        """Collect whole transactions as ``batching.next_action`` says, then run them as one step."""
         assert self.repl is not None
-        batch: list[SourceTransaction] = []
-        rows = 0
-        started = time.monotonic()
-        opts = self.options
+        rule = self.options.batching()
+        batch = batching.Batch()
+        collected: list[SourceTransaction] = []
         while True:
-            got = False
+            action = batching.next_action(batch, rule, time.monotonic(), time.time())
+            if isinstance(action, batching.Step):
+                self._process(collected)
+                return
+            if isinstance(action, batching.Idle):
+                if self._pending_position is not None:
+                    self._record_position()
+                return
             try:
-                for message in self.repl.messages(opts.idle_wait_s if batch else opts.poll_s):
-                    got = True
-                    txn = self.assembler.feed(self.decoder.decode(message.payload))
-                    if txn is not None:
-                        batch.append(txn)
-                        rows += txn.size
-                        if rows >= opts.max_batch_rows or time.monotonic() - started >= self._batch_wait(batch):
-                            break
+                txn, partial = self._read_transaction(action.timeout, action.budget)
             except ReplicationError as exc:
-                if batch:
-                    self._process(batch)
+                if collected:
+                    self._process(collected)
                 self._reconnect(exc)
                 return
-            if not batch or not got or rows >= opts.max_batch_rows \
-                    or time.monotonic() - started >= self._batch_wait(batch):
-                break
-        if batch:
-            self._process(batch)
-        elif self._pending_position is not None:
-            self._record_position()
+            if txn is None:
+                batch = batch.nothing_more(time.monotonic(), partial)
+            else:
+                collected.append(txn)
+                batch = batch.add(txn.size, txn.commit_time / 1e6 + _PG_EPOCH, time.monotonic())
 
-    def _batch_wait(self, batch: list[SourceTransaction]) -> float:
-        """How long to keep collecting: short when up to date (latency), long when catching up (throughput)."""
-        behind = time.time() - (batch[0].commit_time / 1e6 + _PG_EPOCH)
-        opts = self.options
-        return opts.catchup_batch_wait_s if behind > opts.catchup_lag_s else opts.max_batch_wait_s
+    def _read_transaction(self, timeout: float, budget: float) -> tuple[SourceTransaction | None, bool]:
+        """The next whole transaction, or (None, whether part of one arrived): nothing came within
+        ``timeout`` s, or ``budget`` s went by while a transaction was still streaming in."""
+        repl = self.repl
+        assert repl is not None
+        started, waited = time.perf_counter(), repl.waited_s
+        until = time.monotonic() + budget
+        got = 0
+        feed, decoder = self.assembler.feed_payload, self.decoder
+        try:
+            for payload in repl.payloads(timeout):
+                got += 1
+                txn = feed(payload, decoder)
+                if txn is not None:
+                    return txn, True
+                if not got % 1024 and time.monotonic() >= until:
+                    break
+            return None, got > 0
+        finally:
+            wait = repl.waited_s - waited
+            self.timings["wait"] += wait
+            self.timings["read"] += time.perf_counter() - started - wait
 
     def _reconnect(self, exc: Exception) -> None:
         log.warning("replication stream lost (%s); reconnecting", exc)
@@ -332,6 +391,7 @@ class Service:
         self._check_relations(group)
         for _ in range(len(self.flow.views) + len(self.flow.sources) + 1):
             relevant = [self._relevant(t) for t in group]
+            started = time.perf_counter()
             try:
                 deltas = self._deltas(relevant)
             except ChangeError as exc:
@@ -346,6 +406,8 @@ class Service:
                 return
             changes = sum(t.size for t in relevant)
             lag_from = min(t.commit_time for t in group) / 1e6 + _PG_EPOCH
+            ticked, written = time.perf_counter(), self.timings["write"]
+            self.timings["deltas"] += ticked - started
             try:
                 summary = self.flow.tick(deltas, before_commit=lambda out: self._commit(
                     out, end_lsn, write, changes, lag_from))
@@ -358,6 +420,7 @@ class Service:
                 else:
                     raise
                 continue
+            self.timings["engine"] += time.perf_counter() - ticked - (self.timings["write"] - written)
             self._after_commit(end_lsn, write)
             if write:
                 self._record_latencies(group)
@@ -384,7 +447,11 @@ class Service:
         def lookup_old(table: str, keys: pa.Table) -> pa.Table:
             if table in truncated:  # the rows it had are gone; later changes see only new rows
                 return schemas[table].arrow().empty_table()
-            return flow.source_rows(engine_name(table), keys)
+            started = time.perf_counter()
+            try:
+                return flow.source_rows(engine_name(table), keys)
+            finally:
+                self.timings["lookup"] += time.perf_counter() - started
 
         deltas = to_deltas(group, schemas, lookup_old)
         for table in truncated:
@@ -396,12 +463,20 @@ class Service:
 
     def _commit(self, outputs: dict[str, pa.Table], end_lsn: int, write: bool, changes: int,
                 lag_from: float) -> None:
-        """Runs inside the engine step: results + position into the database, then the engine commits."""
+        """Runs inside the engine step: results + position into the database, then the engine commits.
+
+        One transaction: one statement per changed view (two for a counted view), then
+        one that updates ``freshview.views`` and ``freshview.progress`` and reads the
+        server's clock.
+        """
         assert self.pg is not None and self.flow is not None
         self.flow.set_meta("lsn", end_lsn)
         if not write:
             return  # replaying what the result tables already hold
         lag_ms = max(0.0, (time.time() - lag_from) * 1000)
+        started = time.perf_counter()
+        changed: list[str] = []
+        added: list[int] = []
         with self.pg.transaction():
             for view, delta in outputs.items():
                 name = qualified_from_engine(view)
@@ -409,16 +484,14 @@ class Service:
                 if table is None:
                     continue
                 table.apply(self.pg, delta)
-                self.pg.execute("UPDATE freshview.views SET rows = rows + %s, lag_ms = %s, updated_at = now() "
-                                "WHERE name = %s", (pc.sum(delta.column(WEIGHT)).as_py() or 0, lag_ms, name))
-            self.pg.execute("UPDATE freshview.views SET last_lsn = %s WHERE status = 'active'",
-                            (format_lsn(end_lsn),))
-            now = self.pg.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
-            self._result_commit_time = float(now)  # the server's clock, like the source commit times
-            self.pg.execute(
-                "UPDATE freshview.progress SET lsn = %s, steps = steps + 1, changes = changes + %s, lag_ms = %s, "
-                "changes_per_s = %s, status = 'running', heartbeat_at = now(), updated_at = now() "
-                "WHERE slot = %s", (format_lsn(end_lsn), changes, lag_ms, self._rate_after(changes), self.slot))
+                changed.append(name)
+                added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
+            row = self.pg.execute(_AFTER_STEP, {
+                "lsn": format_lsn(end_lsn), "names": changed, "added": added, "lag": lag_ms, "changes": changes,
+                "rate": self._rate_after(changes), "slot": self.slot}).fetchone()
+        # The server's clock, like the source commit times (read just before COMMIT).
+        self._result_commit_time = float(row[0]) if row else time.time()
+        self.timings["write"] += time.perf_counter() - started
 
     def _after_commit(self, end_lsn: int, write: bool) -> None:
         assert self.repl is not None
@@ -543,8 +616,12 @@ class Service:
             build_plan(view_sql, probe)  # SQL errors surface here, with positions, before any work
             if view in self.flow.views:
                 self.flow.drop_view(view)
+            started = time.perf_counter()
             self._follow({q: t for q, t in probe.tables.items() if not self._followed(q)})
+            read = time.perf_counter()
             self.flow.register_view(view, view_sql)
+            log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
+                     time.perf_counter() - read)
         except BaseException:
             if request is not None and not replace:
                 self.pg.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
@@ -692,6 +769,19 @@ class _TableProbe:
                 raise
         schema = self.tables[qualified].schema
         return tuple((c.name, c.type) for c in schema.columns), False
+
+
+# After a step's result writes: the changed views get their row count and lag, every active view
+# the position its table now holds, the service its position and counters; returns the server's clock.
+_AFTER_STEP = (
+    "WITH views AS (UPDATE freshview.views SET last_lsn = CASE WHEN status = 'active' THEN %(lsn)s::pg_lsn "
+    "ELSE last_lsn END, rows = rows + COALESCE((%(added)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
+    "lag_ms = CASE WHEN name = ANY(%(names)s::text[]) THEN %(lag)s ELSE lag_ms END, "
+    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END "
+    "WHERE status = 'active' OR name = ANY(%(names)s::text[])) "
+    "UPDATE freshview.progress SET lsn = %(lsn)s, steps = steps + 1, changes = changes + %(changes)s, "
+    "lag_ms = %(lag)s, changes_per_s = %(rate)s, status = 'running', heartbeat_at = now(), updated_at = now() "
+    "WHERE slot = %(slot)s RETURNING extract(epoch FROM clock_timestamp())")
 
 
 def _incompatible(rel: p.Relation, schema: TableSchema) -> str | None:

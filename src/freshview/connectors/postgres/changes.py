@@ -19,13 +19,18 @@ form of a value (``1.50``, ``10:00:00.5``) is not Python's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from freshview.connectors.postgres import columnar
 from freshview.connectors.postgres import protocol as p
 from freshview.connectors.postgres.types import to_arrow
 from freshview.schema import WEIGHT, TableSchema
+
+_U32 = p._U32
 
 RawRow = list  # text values as sent, None for NULL, p.UNCHANGED_TOAST for unsent TOAST
 # (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
@@ -48,13 +53,60 @@ class Change:
     old_is_key_only: bool = False
 
 
+class RawChanges:
+    """One table's row changes in one transaction, kept as the payloads that carried them (in order).
+
+    ``TransactionAssembler.feed_payload`` stores them so; ``to_deltas`` decodes
+    them a column at a time (``columnar``), or one by one into ``Change``
+    (iterating) when a batch needs the row-by-row path.
+    """
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []  # each a whole I/U/D message
+        self.starts: list[int] = []  # where the relation OID begins in each (after the kind byte, and the xid)
+        self.runs: list[tuple[int, p.Relation]] = []  # (first index, relation) each time the relation changes
+
+    def append(self, payload, start: int, relation: p.Relation) -> None:
+        if not self.runs or self.runs[-1][1] is not relation:
+            self.runs.append((len(self.payloads), relation))
+        self.payloads.append(payload)
+        self.starts.append(start)
+
+    def extend(self, other: "RawChanges") -> None:
+        for first, rel in other.runs:
+            if not self.runs or self.runs[-1][1] is not rel:
+                self.runs.append((len(self.payloads) + first, rel))
+        self.payloads.extend(other.payloads)
+        self.starts.extend(other.starts)
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def with_relations(self) -> Iterator[tuple["Change", p.Relation]]:
+        bounds = [i for i, _ in self.runs[1:]] + [len(self.payloads)]
+        for (first, rel), end in zip(self.runs, bounds):
+            for i in range(first, end):
+                yield _change(p.row_change(self.payloads[i], self.starts[i] + 4, rel)), rel
+
+    def __iter__(self) -> Iterator["Change"]:
+        return (change for change, _ in self.with_relations())
+
+
+def _change(msg: "p.Insert | p.Update | p.Delete") -> "Change":
+    if isinstance(msg, p.Insert):
+        return Change("insert", new=msg.new)
+    if isinstance(msg, p.Update):
+        return Change("update", new=msg.new, old=msg.old, old_is_key_only=msg.old_is_key_only)
+    return Change("delete", old=msg.old, old_is_key_only=msg.old_is_key_only)
+
+
 @dataclass
 class SourceTransaction:
     xid: int
     commit_lsn: int
     end_lsn: int
     commit_time: int
-    changes: dict[str, list[Change]] = field(default_factory=dict)  # table -> changes in order
+    changes: dict[str, "list[Change] | RawChanges"] = field(default_factory=dict)  # table -> changes in order
     truncated: list[str] = field(default_factory=list)
     relations: dict[str, p.Relation] = field(default_factory=dict)
 
@@ -67,6 +119,9 @@ class SourceTransaction:
 class _Pending:
     xid: int
     entries: list[tuple[int | None, object]] = field(default_factory=list)  # (sub)xid, message
+    # Outside streamed blocks, consecutive raw row changes of a relation share one entry: relation OID ->
+    # the RawChanges entry still open (a TRUNCATE or a decoded change closes them, keeping the order).
+    open: dict[int, "RawChanges"] = field(default_factory=dict)
 
 
 class TransactionAssembler:
@@ -75,6 +130,44 @@ class TransactionAssembler:
         self._streamed: dict[int, _Pending] = {}  # top-level xid -> buffered streamed changes
         self._stream_xid: int | None = None
         self._begin: p.Begin | None = None
+
+    def feed_payload(self, payload, decoder: p.Decoder) -> SourceTransaction | None:
+        """Consume one pgoutput payload; returns a transaction when one commits.
+
+        Row changes are kept as sent (``RawChanges``), decoded later a column at
+        a time; every other message goes through ``decoder`` and ``feed``.
+        """
+        kind = payload[0]
+        if kind != 0x49 and kind != 0x55 and kind != 0x44:  # not I / U / D
+            return self.feed(decoder.decode(payload))
+        if not decoder.in_stream:
+            pending = self._current
+            if pending is None:
+                raise ChangeError(f"a row change ({chr(kind)}) arrived outside any transaction")
+            oid = _U32(payload, 1)[0]
+            relation = decoder.relations.get(oid)
+            if relation is None:
+                raise p.ProtocolError(f"a row change ({chr(kind)}) for a relation never described")
+            bucket = pending.open.get(oid)
+            if bucket is None or bucket.runs[0][1] is not relation:  # one entry per relation version
+                bucket = pending.open[oid] = RawChanges()
+                pending.entries.append((None, bucket))
+            bucket.payloads.append(bytes(payload))  # compact: a view would keep libpq's buffer alive
+            bucket.starts.append(1)
+            if not bucket.runs:
+                bucket.runs.append((0, relation))
+            return None
+        # Inside a streamed block every change carries its (sub)transaction id: one entry each, so that
+        # an aborted subtransaction's changes can be dropped.
+        xid = _U32(payload, 1)[0]
+        target = self._streamed.get(self._stream_xid)  # type: ignore[arg-type]
+        if target is None:
+            raise ChangeError(f"a row change ({chr(kind)}) arrived outside any transaction")
+        relation = decoder.relations.get(_U32(payload, 5)[0])
+        if relation is None:
+            raise p.ProtocolError(f"a row change ({chr(kind)}) for a relation never described")
+        target.entries.append((xid, (relation, bytes(payload), 5)))
+        return None
 
     def feed(self, msg) -> SourceTransaction | None:
         """Consume one decoded message; returns a transaction when one commits."""
@@ -90,6 +183,7 @@ class TransactionAssembler:
             target = self._streamed[self._stream_xid] if self._stream_xid is not None else self._current
             if target is None:
                 raise ChangeError(f"a {type(msg).__name__} arrived outside any transaction")
+            target.open.clear()  # raw changes after this one start new entries: the order is kept
             target.entries.append((msg.xid, msg))
         elif isinstance(msg, p.StreamAbort):
             pending = self._streamed.get(msg.xid)
@@ -112,27 +206,47 @@ class TransactionAssembler:
 
 def _assemble(pending: _Pending, commit_lsn: int, end_lsn: int, commit_time: int) -> SourceTransaction:
     txn = SourceTransaction(pending.xid, commit_lsn, end_lsn, commit_time)
+    changes, relations = txn.changes, txn.relations
     for _, msg in pending.entries:
+        if type(msg) is RawChanges:  # a run of row changes as sent (feed_payload), one relation
+            rel = msg.runs[0][1]
+            name = rel.qualified_name
+            relations[name] = rel
+            bucket = changes.get(name)
+            if bucket is None:
+                changes[name] = msg
+            else:  # RawChanges.extend, or list.extend decoding them
+                bucket.extend(msg)
+            continue
+        if type(msg) is tuple:  # a row change as sent (feed_payload), in a streamed block
+            rel, payload, start = msg
+            name = rel.qualified_name
+            relations[name] = rel
+            bucket = changes.get(name)
+            if bucket is None:
+                bucket = changes[name] = RawChanges()
+            if isinstance(bucket, RawChanges):
+                bucket.append(payload, start, rel)
+            else:
+                bucket.append(_change(p.row_change(payload, start + 4, rel)))
+            continue
         if isinstance(msg, p.Truncate):
             for rel in msg.relations:
                 name = rel.qualified_name
-                txn.relations[name] = rel
+                relations[name] = rel
                 # Changes before a TRUNCATE are wiped by it: the delta is "delete everything,
                 # then what follows", so earlier changes of this table are dropped here.
-                txn.changes.pop(name, None)
+                changes.pop(name, None)
                 if name not in txn.truncated:
                     txn.truncated.append(name)
             continue
         rel = msg.relation  # type: ignore[attr-defined]
         name = rel.qualified_name
-        txn.relations[name] = rel
-        bucket = txn.changes.setdefault(name, [])
-        if isinstance(msg, p.Insert):
-            bucket.append(Change("insert", new=msg.new))
-        elif isinstance(msg, p.Update):
-            bucket.append(Change("update", new=msg.new, old=msg.old, old_is_key_only=msg.old_is_key_only))
-        else:
-            bucket.append(Change("delete", old=msg.old, old_is_key_only=msg.old_is_key_only))
+        relations[name] = rel
+        bucket = changes.setdefault(name, [])
+        if isinstance(bucket, RawChanges):
+            bucket = changes[name] = list(bucket)
+        bucket.append(_change(msg))
     return txn
 
 
@@ -146,15 +260,142 @@ def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: 
     is the caller's to expand.
     """
     batch = [txns] if isinstance(txns, SourceTransaction) else list(txns)
-    per_table: dict[str, list[tuple[Change, list[int]]]] = {}
+    per_table: dict[str, list[tuple["list[Change] | RawChanges", p.Relation]]] = {}
     for txn in batch:
         for name, changes in txn.changes.items():
-            schema = schemas.get(name)
-            if schema is None:
+            if name not in schemas:
                 raise ChangeError(f"changes for table {name} that no view reads", name)
-            positions = _positions(txn.relations[name], schema)
-            per_table.setdefault(name, []).extend((c, positions) for c in changes)
-    return {name: _table_delta(name, entries, schemas[name], lookup_old) for name, entries in per_table.items()}
+            per_table.setdefault(name, []).append((changes, txn.relations[name]))
+    out = {}
+    for name, parts in per_table.items():
+        schema = schemas[name]
+        delta = None
+        if all(isinstance(changes, RawChanges) for changes, _ in parts) and \
+                sum(len(changes) for changes, _ in parts) >= COLUMNAR_MIN_CHANGES:
+            delta = _raw_delta(name, [changes for changes, _ in parts], schema,  # type: ignore[misc]
+                               lambda keys, name=name: lookup_old(name, keys))
+        if delta is None:  # the row-by-row path, in commit order
+            entries: list[tuple[Change, list[int]]] = []
+            known: dict[int, list[int]] = {}
+            for changes, rel in parts:
+                if isinstance(changes, RawChanges):
+                    for c, r in changes.with_relations():
+                        if id(r) not in known:
+                            known[id(r)] = _positions(r, schema)
+                        entries.append((c, known[id(r)]))
+                else:
+                    positions = _positions(rel, schema)
+                    entries.extend((c, positions) for c in changes)
+            delta = _table_delta(name, entries, schema, lookup_old)
+        out[name] = delta
+    return out
+
+
+COLUMNAR_MIN_CHANGES = 128  # fewer changes of a table in a batch: the row path is cheaper (no per-call costs)
+
+
+def _raw_delta(name: str, parts: list[RawChanges], schema: TableSchema,
+               lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
+    """A table's delta from payloads, a column at a time; None when only the row path can say.
+
+    Three cases need no Python per row: only inserts (+1 each); every update
+    and delete sent its full old row (REPLICA IDENTITY FULL: −old, +new as
+    sent); or the table has a primary key, and then per key the batch's net
+    effect is −(its row before the batch) +(its row after): the row before
+    is the first change's full old row, or none if the first change created
+    the key, else the engine's (one ``lookup``); the row after is the last
+    change's new row, or none if the last change removed the key.  Unchanged
+    TOAST values, several versions of a table's definition in one batch, or
+    old rows the engine does not have go to the row path.
+    """
+    runs = {id(rel): rel for part in parts for _, rel in part.runs}
+    if len(runs) != 1:
+        return None
+    rel = next(iter(runs.values()))
+    payloads = [x for part in parts for x in part.payloads]
+    starts = [x for part in parts for x in part.starts]
+    positions = _positions(rel, schema)
+    parsed = columnar.parse(payloads, starts, len(rel.columns))
+    if parsed.new.toast[:, positions].any() or parsed.old.toast[:, positions].any():
+        return None
+    new = _typed_table(parsed.new.columns, positions, schema)
+    kind = parsed.kind
+    if (kind == columnar.INSERT).all():
+        return _weighted(new, 1, schema)
+    old = _typed_table(parsed.old.columns, positions, schema)
+    if (parsed.old_kind[kind != columnar.INSERT] == ord("O")).all():
+        return pa.concat_tables([_weighted(new, 1, schema), _weighted(old, -1, schema)])
+    if not schema.primary_key:
+        return None
+    return _net_by_key(parsed, new, old, schema, lookup)
+
+
+def _net_by_key(parsed: columnar.Parsed, new: pa.Table, old: pa.Table, schema: TableSchema,
+                lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
+    """Per primary key: −(row before the batch) +(row after), see ``_raw_delta``."""
+    keys = list(schema.primary_key)
+    n = len(parsed.kind)
+    change = np.arange(n, dtype=np.int64)
+    new_of = np.full(n, -1, np.int64)  # change -> row of ``new``
+    new_of[parsed.has_new] = np.arange(int(parsed.has_new.sum()), dtype=np.int64)
+    old_of = np.full(n, -1, np.int64)  # change -> row of ``old``
+    old_of[parsed.has_old] = np.arange(int(parsed.has_old.sum()), dtype=np.int64)
+    full_old = parsed.old_kind == ord("O")
+    # An update with an old tuple may move its row to another key.
+    moved = np.zeros(n, bool)
+    both = parsed.has_new & parsed.has_old
+    if both.any():
+        a = new.select(keys).take(new_of[both])
+        b = old.select(keys).take(old_of[both])
+        same = np.ones(int(both.sum()), bool)
+        for k in keys:
+            same &= pc.fill_null(pc.equal(a.column(k), b.column(k)), False).to_numpy(zero_copy_only=False)
+        moved[both] = ~same
+    # Events: each change touches its new key (order 2i+1) and, if it removes a key, that key (order 2i).
+    ins = parsed.kind == columnar.INSERT
+    side_new = parsed.has_new
+    side_old = parsed.has_old & ((parsed.kind == columnar.DELETE) | moved)
+    ev_order = np.concatenate([2 * change[side_new] + 1, 2 * change[side_old]])
+    ev_after = np.concatenate([new_of[side_new], np.full(int(side_old.sum()), -1, np.int64)])  # row of new
+    # whether the key existed before this change, and a full old row of it if one was sent
+    existed = np.concatenate([~ins[side_new] & ~moved[side_new], np.ones(int(side_old.sum()), bool)])
+    ev_old = np.concatenate([np.where(full_old & ~moved, old_of, -1)[side_new],
+                             np.where(full_old, old_of, -1)[side_old]])
+    ev_keys = pa.concat_tables([new.select(keys).take(new_of[side_new]), old.select(keys).take(old_of[side_old])])
+    events = ev_keys.append_column("_fv_order", pa.array(ev_order))
+    per_key = events.group_by(keys, use_threads=False).aggregate([("_fv_order", "min"), ("_fv_order", "max")])
+    at_order = np.full(2 * n + 1, -1, np.int64)
+    at_order[ev_order] = np.arange(len(ev_order), dtype=np.int64)
+    first = at_order[per_key.column("_fv_order_min").to_numpy()]
+    last = at_order[per_key.column("_fv_order_max").to_numpy()]
+    before = existed[first]
+    sent = ev_old[first]
+    parts = []
+    after = ev_after[last]
+    if (after >= 0).any():
+        parts.append(_weighted(new.take(after[after >= 0]), 1, schema))
+    if (before & (sent >= 0)).any():
+        parts.append(_weighted(old.take(sent[before & (sent >= 0)]), -1, schema))
+    fetch = before & (sent < 0)
+    if fetch.any():
+        wanted = per_key.select(keys).filter(pa.array(fetch))
+        found = lookup(wanted)
+        if found.num_rows != wanted.num_rows:
+            return None  # the row path names the missing row
+        parts.append(_weighted(found.select(schema.names).cast(schema.arrow()), -1, schema))
+    if not parts:
+        return _weighted(new.slice(0, 0), 1, schema)
+    return pa.concat_tables(parts)
+
+
+def _typed_table(columns: list[pa.Array], positions: list[int], schema: TableSchema) -> pa.Table:
+    return pa.Table.from_arrays([to_arrow(columns[i], c.type) for i, c in zip(positions, schema.columns)],
+                                schema=schema.arrow())
+
+
+def _weighted(table: pa.Table, weight: int, schema: TableSchema) -> pa.Table:
+    return table.append_column(WEIGHT, pa.array(np.full(table.num_rows, weight, np.int64))).cast(
+        schema.arrow(with_weight=True))
 
 
 def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: TableSchema,
@@ -262,9 +503,11 @@ def _has_duplicates(touched: list[list], key_types: list) -> bool:
     """Whether two changes touch equal keys (compared as typed values: '1.0' and '1.00' are equal)."""
     if not touched:
         return False
+    columns = [to_arrow([k[n] for k in touched], t) for n, t in enumerate(key_types)]
+    if len(touched) < 4096:  # a set of typed values: Arrow's group_by costs milliseconds per call
+        return len(set(zip(*(c.to_pylist() for c in columns)))) != len(touched)
     names = [f"k{n}" for n in range(len(key_types))]
-    table = pa.table({name: to_arrow([k[n] for k in touched], t) for n, (name, t) in enumerate(zip(names, key_types))})
-    return table.group_by(names).aggregate([]).num_rows != len(touched)
+    return pa.table(dict(zip(names, columns))).group_by(names).aggregate([]).num_rows != len(touched)
 
 
 def _typed(rows: list, schema: TableSchema) -> list:

@@ -164,24 +164,9 @@ class Decoder:
         if self.in_stream and kind in b"RYIUDTM":
             (xid,) = _U32(buf, pos)
             pos += 4
-        if kind == 0x49:  # I
+        if kind in (0x49, 0x55, 0x44):  # I U D
             (rel,) = _U32(buf, pos)
-            new, _ = _tuple(buf, pos + 5)  # skip the 'N'
-            return Insert(self.relations[rel], new, xid)
-        if kind == 0x55:  # U
-            (rel,) = _U32(buf, pos)
-            pos += 4
-            old, key_only = None, False
-            if buf[pos] in (0x4B, 0x4F):  # K / O
-                key_only = buf[pos] == 0x4B
-                old, pos = _tuple(buf, pos + 1)
-            new, _ = _tuple(buf, pos + 1)  # skip the 'N'
-            return Update(self.relations[rel], new, old, key_only, xid)
-        if kind == 0x44:  # D
-            (rel,) = _U32(buf, pos)
-            key_only = buf[pos + 4] == 0x4B
-            old, _ = _tuple(buf, pos + 5)
-            return Delete(self.relations[rel], old, key_only, xid)
+            return row_change(buf, pos + 4, self.relations[rel], xid)
         if kind == 0x42:  # B
             final_lsn, ts, x = _BEGIN(buf, pos)
             return Begin(final_lsn, ts, x)
@@ -233,6 +218,26 @@ class Decoder:
         relation = Relation(oid, namespace or "pg_catalog", name, identity, tuple(columns))
         self.relations[oid] = relation
         return relation
+
+
+def row_change(buf, pos: int, relation: Relation, xid: int | None = None) -> "Insert | Update | Delete":
+    """The Insert, Update or Delete in ``buf`` (kind byte first) whose relation OID ends at ``pos``."""
+    kind = buf[0]
+    if kind == 0x49:  # I
+        new, _ = _tuple(buf, pos + 1)  # skip the 'N'
+        return Insert(relation, new, xid)
+    if kind == 0x55:  # U
+        old, key_only = None, False
+        if buf[pos] in (0x4B, 0x4F):  # K / O
+            key_only = buf[pos] == 0x4B
+            old, pos = _tuple(buf, pos + 1)
+        new, _ = _tuple(buf, pos + 1)  # skip the 'N'
+        return Update(relation, new, old, key_only, xid)
+    if kind == 0x44:  # D
+        key_only = buf[pos] == 0x4B
+        old, _ = _tuple(buf, pos + 1)
+        return Delete(relation, old, key_only, xid)
+    raise ValueError(f"not a row change: {chr(kind)!r}")
 
 
 def _cstring(buf, pos: int) -> tuple[str, int]:

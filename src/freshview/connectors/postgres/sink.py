@@ -11,20 +11,28 @@ types, plus a key so that each step is a set of keyed upserts and deletes:
 Key columns that can be NULL (a NULL group is a group) cannot form a
 PRIMARY KEY, so they get a ``UNIQUE NULLS NOT DISTINCT`` constraint
 (PostgreSQL ≥ 15) instead.  ``ResultTable.apply`` writes a consolidated view
-delta with COPY into a temporary staging table, then one upsert and one
-delete, inside the caller's transaction (the one that also records the source
-LSN reached), so a view is never left half-updated.
+delta with one statement (a counted view: two) inside the caller's
+transaction (the one that also records the source LSN reached), so a view is
+never left half-updated: the delta is netted per key, each column travels as
+one text array parameter rendered a column at a time by Arrow (by Python for a
+few rows, where Arrow's cost per call dominates), and ``unnest`` feeds a
+delete-and-upsert.  No staging table, no COPY, and the statement text is the
+same every step, so psycopg prepares it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from typing import Any, Callable
 
+import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
+from freshview.connectors.postgres.types import UnsupportedTypeError, to_pg_text
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, ColumnRef, Expr, Literal
 from freshview.schema import WEIGHT
@@ -115,13 +123,13 @@ def _agg_nullable(a: AggCall) -> bool:
 
 
 class ResultTable:
-    """One view's result table: DDL, and applying a step's consolidated changes."""
+    """One view's result table: DDL, and the statements that apply a step's consolidated changes."""
 
     def __init__(self, qualified_name: str, shape: ResultShape) -> None:
         schema, _, table = qualified_name.rpartition(".")
         self.name = sql.Identifier(schema or "public", table)
-        self.stage = sql.Identifier(f"_fv_stage_{abs(hash(qualified_name)) % 10**10}")
         self.shape = shape
+        self._queries = _Queries(self.name, shape)
 
     def create_sql(self) -> list[sql.Composed]:
         """DDL of the result table (and, for counted views, the index that finds emptied rows)."""
@@ -138,66 +146,184 @@ class ResultTable:
                 self.name, sql.Identifier(COUNT_COLUMN)))
         return out
 
+    def statements(self, delta: pa.Table) -> list[tuple[sql.Composed, tuple[str, ...]]]:
+        """The statements (with their parameters) that write a consolidated view delta.
+
+        The delta (view columns + ``_weight``) is netted first: a keyed view
+        gets per key its new row (op 1) if it has one, else a delete (op 0); a
+        counted view gets each distinct row with its weight as op.  The rows
+        then travel as one text array parameter per column (rendered by Arrow,
+        a column at a time) and are unpacked by ``unnest`` in the statement: no
+        staging table, no COPY, the same statement text every step (so psycopg
+        prepares it), at most ``CHUNK_ROWS`` rows per statement.
+        """
+        return self._plan(delta)[0]
+
     def apply(self, conn: psycopg.Connection, delta: pa.Table) -> int:
-        """Write a consolidated view delta (columns + ``_weight``); returns rows written."""
+        """Write a consolidated view delta (columns + ``_weight``) in the caller's transaction; returns rows sent.
+
+        One statement (a counted view: two), so one round trip, whatever the delta's size.
+        """
+        statements, rows = self._plan(delta)
+        for query, params in statements:
+            conn.execute(query, params)
+        return rows
+
+    def _plan(self, delta: pa.Table) -> tuple[list[tuple[sql.Composed, tuple[str, ...]]], int]:
         if delta.num_rows == 0:
-            return 0
+            return [], 0
         names = [n for n, _ in self.shape.columns]
-        if self.shape.counted:
-            ops = [(r, r[WEIGHT]) for r in delta.to_pylist()]
+        out = []
+        if delta.num_rows <= SMALL_ROWS:
+            columns, ops = self._net_small(delta, names)
+            out.append((self._queries.write, (_small_literal(ops, str),) + tuple(
+                _small_literal(c, _text_of(delta.schema.field(n).type)) for c, n in zip(columns, names))))
+            sent = len(ops)
         else:
-            ops = self._keyed_ops(delta, names)
-        col_defs = [sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in self.shape.columns]
-        conn.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} (_op bigint, {}) ON COMMIT DELETE ROWS").format(
-            self.stage, sql.SQL(", ").join(col_defs)))
-        targets = sql.SQL(", ").join(sql.Identifier(n) for n in names)
-        with conn.cursor() as cur:
-            with cur.copy(sql.SQL("COPY {} (_op, {}) FROM STDIN").format(self.stage, targets)) as copy:
-                for row, op in ops:
-                    copy.write_row([op] + [row[n] for n in names])
-            self._merge(cur, names)
-        conn.execute(sql.SQL("TRUNCATE {}").format(self.stage))
-        return len(ops)
+            rows, ops = self._net(delta, names)
+            for start in range(0, rows.num_rows, CHUNK_ROWS):
+                part = rows.slice(start, CHUNK_ROWS)
+                out.append((self._queries.write, (_array_literal(ops.slice(start, CHUNK_ROWS)),) + tuple(
+                    _array_literal(part.column(n)) for n in names)))
+            sent = rows.num_rows
+        if self._queries.purge is not None:
+            out.append((self._queries.purge, ()))
+        return out, sent
 
-    def _keyed_ops(self, delta: pa.Table, names: list[str]) -> list[tuple[dict, int]]:
-        """Per key: the new row (+1) if there is one, else a delete (0)."""
-        by_key: dict[tuple, tuple[dict, int]] = {}
-        positive = delta.filter(pc.greater(delta.column(WEIGHT), 0)).to_pylist()
-        negative = delta.filter(pc.less(delta.column(WEIGHT), 0)).to_pylist()
-        for row in negative:
-            by_key.setdefault(tuple(row[k] for k in self.shape.key), (row, 0))
-        for row in positive:
-            by_key[tuple(row[k] for k in self.shape.key)] = (row, 1)
-        return list(by_key.values())
-
-    def _merge(self, cur: psycopg.Cursor, names: list[str]) -> None:
-        cols = sql.SQL(", ").join(sql.Identifier(n) for n in names)
-        keys = self.shape.key
-        conflict = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
+    def _net(self, delta: pa.Table, names: list[str]) -> tuple[pa.Table, pa.Array]:
+        """The rows to send and their ops (see ``statements``), a column at a time."""
+        weight = delta.column(WEIGHT).combine_chunks()
         if self.shape.counted:
-            # One upsert per distinct row: an existing row's count changes in place.
-            cur.execute(sql.SQL(
-                "INSERT INTO {t} AS t ({cols}, {c}) SELECT {cols}, _op FROM {s} "
+            return delta.select(names), weight
+        new, old = delta.filter(pc.greater(weight, 0)), delta.filter(pc.less(weight, 0))
+        if not self.shape.key:  # one row at most: the last new row, else a delete of whatever is there
+            if new.num_rows:
+                return new.slice(new.num_rows - 1).select(names), pa.array([1], pa.int64())
+            return old.slice(0, 1).select(names), pa.array([0], pa.int64())
+        if old.num_rows == 0:
+            return new.select(names), pa.array(np.ones(new.num_rows, np.int64))
+        # Old rows first, then new rows: per key, the highest position is its (last) new row if it
+        # has one, else an old row (a delete).  group_by holds NULL keys equal, as UNIQUE NULLS NOT
+        # DISTINCT does.
+        ordered = pa.concat_tables([old, new])
+        ordered = ordered.append_column("_fv_at", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
+        last = ordered.group_by(list(self.shape.key), use_threads=False).aggregate([("_fv_at", "max")])
+        chosen = ordered.take(last.column("_fv_at_max"))
+        return chosen.select(names), pc.cast(pc.greater(chosen.column(WEIGHT), 0), pa.int64())
+
+    def _net_small(self, delta: pa.Table, names: list[str]) -> tuple[list[list], list[int]]:
+        """``_net`` for a few rows, in Python (cheaper than Arrow's cost per call there)."""
+        columns = [delta.column(n).to_pylist() for n in names]
+        weights = delta.column(WEIGHT).to_pylist()
+        if self.shape.counted:
+            return columns, weights
+        at = [names.index(k) for k in self.shape.key]
+        chosen: dict[tuple, int] = {}  # key -> row: its (last) new row if any, else an old row
+        for i, w in enumerate(weights):
+            if w < 0:
+                chosen.setdefault(tuple(columns[j][i] for j in at), i)
+        for i, w in enumerate(weights):
+            if w > 0:
+                chosen[tuple(columns[j][i] for j in at)] = i
+        rows = list(chosen.values())
+        return [[col[i] for i in rows] for col in columns], [1 if weights[i] > 0 else 0 for i in rows]
+
+
+SMALL_ROWS = 256  # deltas up to this size are netted and rendered in Python; larger ones by Arrow
+CHUNK_ROWS = 50_000  # rows per statement: bounds the size of one parameter (and of the server's arrays)
+_OP = "_fv_op"
+
+
+class _Queries:
+    """The statement texts of one result table (built once)."""
+
+    def __init__(self, table: sql.Identifier, shape: ResultShape) -> None:
+        names = [n for n, _ in shape.columns]
+        cols = sql.SQL(", ").join(sql.Identifier(n) for n in names)
+        arrays = sql.SQL(", ").join([sql.SQL("%t::bigint[]")] + [
+            sql.SQL("%t::{}[]").format(sql.SQL(t)) for _, t in shape.columns])
+        source = sql.SQL("unnest({a}) AS s({op}, {cols})").format(a=arrays, op=sql.Identifier(_OP), cols=cols)
+        op = sql.Identifier(_OP)
+        count = sql.Identifier(COUNT_COLUMN)
+        keys = shape.key
+        conflict = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
+        self.purge: sql.Composed | None = None
+        if shape.counted:
+            # One upsert per distinct row: an existing row's count changes in place; rows whose
+            # count reached zero go next (the partial index finds them without a scan).
+            self.write = sql.SQL(
+                "INSERT INTO {t} AS t ({cols}, {c}) SELECT {cols}, {op} FROM {src} "
                 "ON CONFLICT ({k}) DO UPDATE SET {c} = t.{c} + EXCLUDED.{c}").format(
-                t=self.name, cols=cols, c=sql.Identifier(COUNT_COLUMN), s=self.stage, k=conflict))
-            cur.execute(sql.SQL("DELETE FROM {t} WHERE {c} <= 0").format(  # partial index: no scan
-                t=self.name, c=sql.Identifier(COUNT_COLUMN)))
-            return
-        if not keys:  # the single row of an aggregate without GROUP BY
-            cur.execute(sql.SQL("DELETE FROM {t}").format(t=self.name))
-            cur.execute(sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {s} WHERE _op = 1").format(
-                t=self.name, cols=cols, s=self.stage))
-            return
-        nullable = self.shape.nullable_key
-        match = sql.SQL(" AND ").join(
-            (sql.SQL("(t.{0} = s.{0} OR (t.{0} IS NULL AND s.{0} IS NULL))") if nullable
-             else sql.SQL("t.{0} = s.{0}")).format(sql.Identifier(k)) for k in keys)
-        cur.execute(sql.SQL("DELETE FROM {t} t USING {s} s WHERE s._op = 0 AND {m}").format(
-            t=self.name, s=self.stage, m=match))
-        others = [n for n in names if n not in keys]
-        action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in others)) if others \
-            else sql.SQL("DO NOTHING")
-        cur.execute(sql.SQL(
-            "INSERT INTO {t} AS t ({cols}) SELECT {cols} FROM {s} WHERE _op = 1 ON CONFLICT ({k}) {a}").format(
-            t=self.name, cols=cols, s=self.stage, k=conflict, a=action))
+                t=table, cols=cols, c=count, op=op, src=source, k=conflict)
+            self.purge = sql.SQL("DELETE FROM {t} WHERE {c} <= 0").format(t=table, c=count)
+        elif not keys:  # the single row of an aggregate without GROUP BY: replaced
+            self.write = sql.SQL(
+                "WITH s AS (SELECT * FROM {src}), d AS (DELETE FROM {t}) "
+                "INSERT INTO {t} ({cols}) SELECT {cols} FROM s WHERE {op} = 1").format(
+                src=source, t=table, cols=cols, op=op)
+        else:
+            # Deletes (op 0) and upserts (op 1) touch different keys (netted per key), so one
+            # statement does both.  A NULL key matches a NULL key (UNIQUE NULLS NOT DISTINCT).
+            match = sql.SQL(" AND ").join(
+                (sql.SQL("(t.{0} = s.{0} OR (t.{0} IS NULL AND s.{0} IS NULL))") if shape.nullable_key
+                 else sql.SQL("t.{0} = s.{0}")).format(sql.Identifier(k)) for k in keys)
+            others = [n for n in names if n not in keys]
+            action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
+                sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in others)) if others \
+                else sql.SQL("DO NOTHING")
+            self.write = sql.SQL(
+                "WITH s AS (SELECT * FROM {src}), d AS (DELETE FROM {t} AS t USING s WHERE s.{op} = 0 AND {m}) "
+                "INSERT INTO {t} AS t ({cols}) SELECT {cols} FROM s WHERE s.{op} = 1 ON CONFLICT ({k}) {a}").format(
+                src=source, t=table, op=op, m=match, cols=cols, k=conflict, a=action)
+
+
+def _array_literal(values: pa.Array | pa.ChunkedArray) -> str:
+    """A PostgreSQL array literal (``{"a",NULL,"b"}``) of a column, built by Arrow.
+
+    Elements are quoted (backslash and double quote escaped) unless they are
+    numbers or booleans, whose text needs no quotes; NULL is the bare word.
+    """
+    text = to_pg_text(values)
+    t = values.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t)):
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            text = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
+        text = pc.binary_join_element_wise('"', text, '"', "")
+    text = pc.fill_null(text, "NULL")
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(text)], pa.int32()), text), ",")
+    return "{" + joined[0].as_py() + "}"
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _interval_text(v: dt.timedelta) -> str:
+    return f"{v.days:+d} day {v.seconds * 1_000_000 + v.microseconds:+d} microsecond"
+
+
+_TEXT_OF: dict[pa.DataType, Callable[[Any], str]] = {
+    pa.bool_(): lambda v: "true" if v else "false",
+    pa.float32(): repr, pa.float64(): repr,
+    pa.date32(): dt.date.isoformat, pa.date64(): dt.date.isoformat,
+}
+
+
+def _text_of(t: pa.DataType) -> Callable[[Any], str]:
+    """How ``_small_literal`` renders a Python value of Arrow type ``t`` (the text ``to_pg_text`` means)."""
+    if t in _TEXT_OF:
+        return _TEXT_OF[t]
+    if pa.types.is_timestamp(t):
+        return lambda v: v.isoformat(" ")
+    if pa.types.is_duration(t):
+        return _interval_text
+    if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_null(t)):
+        return str
+    raise UnsupportedTypeError(f"no PostgreSQL text form for Arrow type {t}")
+
+
+def _small_literal(values: list, text: Callable[[Any], str]) -> str:
+    """``_array_literal`` of a Python list (every element quoted)."""
+    return "{" + ",".join("NULL" if v is None else _quoted(text(v)) for v in values) + "}"
+

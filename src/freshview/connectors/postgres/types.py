@@ -1,7 +1,11 @@
 """PostgreSQL types: catalog OIDs to freshview column types, text values to Arrow.
 
-pgoutput sends values in PostgreSQL's text output format; each supported type
-family converts a column of such strings into an Arrow array at once.
+pgoutput sends values, and the snapshot reader's ``COPY`` rows, in
+PostgreSQL's text output format; ``to_arrow`` is the one conversion of such
+strings to Arrow.  Given a Python list it converts value by value; given an
+Arrow string column it lets Arrow parse the column at once and converts value
+by value only where Arrow cannot be trusted to read PostgreSQL's spelling
+exactly, so both give the same values or the same errors.
 Unsupported types are refused by name when a view's source is registered.
 """
 
@@ -89,8 +93,19 @@ def _dates(values: list) -> list:
     return [None if v is None else dt.date.fromisoformat(v) for v in values]
 
 
-def to_arrow(values: list, t: SqlType) -> pa.Array:
-    """Convert a column of PostgreSQL text values (None for NULL) to Arrow of type ``t``."""
+def to_arrow(values: list | pa.Array, t: SqlType) -> pa.Array:
+    """Convert a column of PostgreSQL text values (None for NULL) to Arrow of type ``t``.
+
+    ``values`` may be an Arrow string array: then Arrow parses it a column at a
+    time, and only a column Arrow cannot read exactly as PostgreSQL wrote it
+    (``NaN`` numerics, BC dates, ``infinity``, odd offsets ...) goes value by
+    value below, which gives the same values or the same errors.
+    """
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        try:
+            return _parse_column(values, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            values = values.to_pylist()
     kind = t.kind
     if kind in ("int2", "int4", "int8"):
         strings = pa.array(values, pa.string())
@@ -109,3 +124,79 @@ def to_arrow(values: list, t: SqlType) -> pa.Array:
         return pa.array(values, pa.string())
     raise UnsupportedTypeError(f"no conversion for {t}")
 
+
+
+def _parse_column(strings: pa.Array | pa.ChunkedArray, t: SqlType) -> pa.Array:
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    kind = t.kind
+    if kind == "text":
+        return strings.cast(pa.string())
+    if kind == "bool":
+        return pc.equal(strings, "t")
+    if kind == "numeric":
+        return _parse_decimals(strings, t.arrow)
+    if kind in ("int2", "int4", "int8", "float4", "float8", "date", "timestamp", "timestamptz"):
+        return pc.cast(strings, t.arrow)  # exact or an error; NaN, inf, -inf as PostgreSQL spells them
+    raise pa.ArrowNotImplementedError(f"no column-at-a-time conversion for {t}")
+
+
+def _parse_decimals(strings: pa.Array, dtype: pa.Decimal128Type) -> pa.Array:
+    """Cast numeric text to ``dtype`` only where Arrow's cast cannot overflow.
+
+    Arrow's string-to-decimal cast silently wraps around (no error, a wrong
+    value) when the digits read, or the value rescaled to the target scale,
+    exceed the width of its integer: '12345678901234567890123456789012345.5' to
+    decimal128(38, 6) gives a 32-digit garbage number.  A string has no more
+    digits than bytes and no more integer digits than bytes before its '.', so
+    if those bounds fit 38 digits the direct cast is exact (or an honest
+    error), if they fit 76 going through decimal256 is (whose narrowing to
+    ``dtype`` checks the precision), and beyond that the values go one by one
+    (``ArrowInvalid`` sends them there).  The usual column passes the first,
+    cheapest bound: its longest string plus the scale.
+    """
+    longest = pc.max(pc.binary_length(strings)).as_py() or 0
+    digits = longest + dtype.scale
+    if digits > 38:
+        dots = pc.find_substring(strings, ".")
+        integer_digits = pc.max(pc.if_else(pc.less(dots, 0), pc.binary_length(strings), dots)).as_py() or 0
+        digits = max(longest, integer_digits + dtype.scale)
+    if digits <= 38:
+        return pc.cast(strings, dtype)
+    if digits <= 76:
+        return pc.cast(pc.cast(strings, pa.decimal256(76, dtype.scale)), dtype)
+    raise pa.ArrowInvalid(f"numeric text of up to {digits} digits may overflow Arrow's decimal parser")
+
+
+_US_PER_DAY = 86_400_000_000
+
+
+def to_pg_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The inverse direction: an Arrow column as PostgreSQL input text, a column at a time (NULL stays null).
+
+    Every type a view's column can have is rendered without Python per value:
+    numbers, ``true``/``false``, ISO dates and timestamps (``Z`` for UTC),
+    decimals at their scale, floats as the shortest text that reads back as the
+    same value (``nan``, ``inf`` as PostgreSQL accepts them), and intervals as
+    ``±D day ±U microsecond`` (days kept apart, as psycopg writes a timedelta).
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    t = values.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return values.cast(pa.string())
+    if pa.types.is_null(t):
+        return pa.nulls(len(values), pa.string())
+    if pa.types.is_duration(t):
+        us = pc.cast(values, pa.duration("us")).cast(pa.int64())
+        days = pc.divide(us, _US_PER_DAY)  # truncates toward zero; floor it so the rest is >= 0
+        rest = pc.subtract(us, pc.multiply(days, _US_PER_DAY))
+        days = pc.if_else(pc.less(rest, 0), pc.subtract(days, 1), days)
+        rest = pc.if_else(pc.less(rest, 0), pc.add(rest, _US_PER_DAY), rest)
+        signed = pc.if_else(pc.less(days, 0), pc.cast(days, pa.string()),
+                            pc.binary_join_element_wise("+", pc.cast(days, pa.string()), ""))
+        return pc.binary_join_element_wise(signed, " day +", pc.cast(rest, pa.string()), " microsecond", "")
+    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t)
+            or pa.types.is_date(t) or pa.types.is_timestamp(t)):
+        return pc.cast(values, pa.string())
+    raise UnsupportedTypeError(f"no PostgreSQL text form for Arrow type {t}")

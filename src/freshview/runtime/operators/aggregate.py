@@ -5,10 +5,12 @@ Delta rule: for a group g touched by the change,
     Δout(g) = −finalize(acc_old(g)) + finalize(acc_old(g) + Σ_Δ(g))
 
 where acc is the group's linear accumulators (row count, per-aggregate sums
-of ``x·w`` and non-NULL counts).  Σ_Δ is computed on Spark from the change
-alone; acc_old is looked up by group key.  MIN and MAX are not linear: each
-keeps a multiset of (group, value) in an ordered arrangement, so deleting
-the current minimum finds the next one by an index probe, not a group scan.
+of ``x·w`` and non-NULL counts).  Σ_Δ is computed by the step's kernels from
+the change alone; acc_old is looked up by group key.  The sum and ``finalize`` run as
+Arrow compute over all touched groups at once, with no Python per group
+(``accumulators``).  MIN and MAX are not linear: each keeps a multiset of
+(group, value) in an ordered arrangement, so deleting the current minimum
+finds the next one by an index probe, not a group scan.
 
 Groups are keyed null-safely (a NULL group is a group): each key column is
 stored as (value with NULL replaced, is-NULL flag).  An aggregate without
@@ -18,24 +20,18 @@ PostgreSQL.  DISTINCT is an aggregate with no aggregate functions.
 
 from __future__ import annotations
 
-import decimal
-from dataclasses import dataclass
-
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
 
+from freshview.algebra.batch import consolidate
+from freshview.circuit import AggState
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall
-from freshview.runtime.delta import Delta, arrow_schema, col_name, column
-from freshview.runtime.expressions import lower
+from freshview.runtime.kernels import Kernels, Rel, Term
+from freshview.runtime.operators import accumulators
+from freshview.runtime.relation import arrow_schema
+from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
-
-
-@dataclass(frozen=True)
-class AggState:
-    acc: str
-    extremes: tuple[str, ...]  # one per MIN/MAX aggregate, in aggregate order
 
 
 def _acc_types(agg: AggCall) -> list[tuple[str, pa.DataType]]:
@@ -58,20 +54,6 @@ def _sum_acc_type(t: SqlType) -> pa.DataType:
     return pa.decimal128(38, scale)
 
 
-def _null_default(t: pa.DataType):
-    if pa.types.is_decimal(t):
-        return pa.scalar(decimal.Decimal(0), t)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return pa.scalar("", t)
-    if pa.types.is_boolean(t):
-        return pa.scalar(False, t)
-    if pa.types.is_timestamp(t):
-        return pa.scalar(0, pa.int64()).cast(t)
-    if pa.types.is_date32(t):
-        return pa.scalar(0, pa.int32()).cast(t)
-    return pa.scalar(0, t)
-
-
 class Aggregation:
     """Compiled form of one Aggregate node: schemas of its change and state."""
 
@@ -80,39 +62,38 @@ class Aggregation:
         self.state = state
         self.ngroups = len(node.group)
         self.group_types = [g.type.arrow for g in node.group]
-        self.key_fields = [pa.field(f"k{i}", t) for i, t in enumerate(self.group_types)] + [
-            pa.field(f"z{i}", pa.bool_()) for i in range(self.ngroups)
-        ]
-        self.key_names = [f.name for f in self.key_fields]
-        acc_fields = [pa.field("cnt", pa.int64())]
-        for j, a in enumerate(node.aggs):
-            acc_fields += [pa.field(f"{suffix}{j}", t) for suffix, t in _acc_types(a)]
-        self.acc_schema = pa.schema(self.key_fields + acc_fields)
-        self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
         self.out_schema = arrow_schema(node.columns)
-        self._partial_cols = None
-        self._extreme_cols = None
+        self.spec = accumulators.GroupSpec(
+            group_types=tuple(self.group_types),
+            group_results=tuple(self.out_schema.field(i).type for i in range(self.ngroups)),
+            aggs=tuple(accumulators.AggSpec(a.func, tuple(_acc_types(a)), self.out_schema.field(self.ngroups + j).type)
+                       for j, a in enumerate(node.aggs)),
+        )
+        self.key_fields = list(self.spec.key_schema)  # k{i}: value (NULL replaced), z{i}: is NULL
+        self.key_names = [f.name for f in self.key_fields]
+        self.acc_schema = self.spec.acc_schema  # keys, cnt, then per aggregate its _acc_types columns
+        self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
+        self.terms = self._terms()
+        self.memo: dict = {}  # per executor: what its kernels built once
 
     # ------------------------------------------------------------------ state
     def ensure_state(self, store) -> None:
-        store.ensure_arrangement(self.state.acc, self.acc_schema, self.key_names)
+        store.ensure_arrangement(self.state.acc, Layout(self.acc_schema, tuple(self.key_names)))
         for j, name in zip(self.extreme_aggs, self.state.extremes):
             fields = self.key_fields + [pa.field("v", self.node.aggs[j].arg.type.arrow)]  # type: ignore[union-attr]
-            store.ensure_arrangement(name, pa.schema(fields), self.key_names)
+            store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names), order="v"))
 
     def encode_keys(self, table: pa.Table) -> list[pa.Array]:
         """Null-safe key columns (value with NULL replaced, is-NULL flag) for group columns g0..."""
-        values, flags = [], []
-        for i, t in enumerate(self.group_types):
-            col = table.column(f"g{i}")
-            flags.append(pc.is_null(col))
-            values.append(pc.fill_null(col, _null_default(t)) if col.null_count else col)
-        return values + flags
+        return accumulators.encode_keys([table.column(f"g{i}") for i in range(self.ngroups)], self.group_types)
 
     # ------------------------------------------------------------------ step
-    def step(self, store, d: Delta | None, spark, force: bool) -> Delta | None:
+    def step(self, k: Kernels, store, d: Rel | None, force: bool) -> Rel | None:
         self.ensure_state(store)
-        partial = self._partials(d) if d is not None else None
+        memo = self.memo.setdefault(k.name, {})
+        if d is not None and self.extreme_aggs:
+            d = k.of_arrow(k.arrow(d))  # two readers (sums, extremes): run the input's lineage once
+        partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
         if partial is not None and partial.num_rows == 0:
             partial = None
         is_global = self.ngroups == 0
@@ -121,66 +102,28 @@ class Aggregation:
 
         keys = self._keys_table(partial)
         old_rows = store.lookup(self.state.acc, keys) if keys.num_rows or is_global else keys
-        old_by_key = {self._key_of(r): r for r in old_rows.to_pylist()}
-        part_by_key = {self._key_of(r): r for r in (partial.to_pylist() if partial is not None else [])}
-        if is_global and () not in part_by_key:
-            part_by_key[()] = None  # the one group of a global aggregate always exists
 
         # MIN/MAX: apply (group, value) changes, then probe the new extremes.
-        extremes: list[dict] = []
-        if self.extreme_aggs and d is not None:
-            extremes = self._update_extremes(store, d, keys)
+        extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
 
-        acc_delta, out_rows = [], []
-        for key, part in part_by_key.items():
-            old = old_by_key.get(key)
-            new = self._merge(old, part, key, extremes)
-            if old is not None:
-                acc_delta.append({**{n: old[n] for n in self.acc_schema.names}, WEIGHT: -1})
-                if old["cnt"] > 0 or is_global:
-                    out_rows.append(self._finalize(old, -1))
-            if new["cnt"] > 0 or is_global:
-                acc_delta.append({**new, WEIGHT: 1})
-                out_rows.append(self._finalize(new, 1))
-        if acc_delta:
-            store.apply(self.state.acc, pa.Table.from_pylist(
-                acc_delta, schema=pa.schema(list(self.acc_schema) + [pa.field(WEIGHT, pa.int64())])))
-        if not out_rows:
-            return None
-        from freshview.algebra.batch import consolidate
-
-        out = consolidate(pa.Table.from_pylist(out_rows, schema=self.out_schema))
+        # old + Σ_Δ per group, finalised: vectorised, no Python per group (see ``accumulators``).
+        acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes)
+        if acc_delta.num_rows:
+            store.apply(self.state.acc, acc_delta)
         if out.num_rows == 0:
             return None
-        return Delta.of_arrow(out, spark)
+        return k.of_arrow(out)
 
-    def _partials(self, d: Delta) -> pa.Table:
-        """Σ_Δ per group, computed on Spark: count, Σ x·w, Σ w over non-NULL x."""
-        if self._partial_cols is None:
-            self._partial_cols = self._build_partial_cols()
-        groups, aggs = self._partial_cols
-        df = d.frame()
-        frame = df.groupBy(*groups).agg(*aggs) if groups else df.agg(*aggs)
-        table = frame.toArrow()
-        if self.ngroups == 0 and table.num_rows and table.column("cnt")[0].as_py() is None:
-            return table.slice(0, 0)  # a global aggregate over an empty change
-        return table
-
-    def _build_partial_cols(self):
-        groups = [lower(g, column).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
-        w = F.col(WEIGHT)
-        aggs = [F.sum(w).cast("long").alias("cnt")]
+    def _terms(self) -> list[Term]:
+        """The partial sums Σ_Δ needs: per aggregate Σ x·w and Σ w over non-NULL x (count: the latter)."""
+        terms = []
         for j, a in enumerate(self.node.aggs):
             if a.func in ("count_star", "min", "max"):
                 continue
-            x = lower(a.arg, column)  # type: ignore[arg-type]
-            nonnull = F.sum(F.when(x.isNotNull(), w).otherwise(F.lit(0))).cast("long").alias(f"n{j}")
-            if a.func == "count":
-                aggs.append(nonnull)
-                continue
-            acc_type = SqlType.from_arrow(_sum_acc_type(a.arg.type)).spark()  # type: ignore[union-attr]
-            aggs += [F.sum(x.cast(acc_type) * w).cast(acc_type).alias(f"s{j}"), nonnull]
-        return groups, aggs
+            if a.func in ("sum", "avg"):
+                terms.append(Term(f"s{j}", a.arg, _sum_acc_type(a.arg.type)))  # type: ignore[union-attr]
+            terms.append(Term(f"n{j}", a.arg))
+        return terms
 
     def _keys_table(self, partial: pa.Table | None) -> pa.Table:
         if partial is None or self.ngroups == 0:
@@ -189,92 +132,24 @@ class Aggregation:
         arrays = self.encode_keys(partial)
         return pa.Table.from_arrays(arrays, schema=pa.schema(self.key_fields))
 
-    def _key_of(self, row: dict) -> tuple:
-        if "g0" in row or self.ngroups == 0:
-            return tuple(row.get(f"g{i}") for i in range(self.ngroups))
-        return tuple(None if row[f"z{i}"] else row[f"k{i}"] for i in range(self.ngroups))
-
-    def _update_extremes(self, store, d: Delta, keys: pa.Table) -> list[dict]:
-        if self._extreme_cols is None:
-            groups = [lower(g, column).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(self.node.group)]
-            vals = [lower(self.node.aggs[j].arg, column).alias(f"v{j}") for j in self.extreme_aggs]  # type: ignore[arg-type]
-            self._extreme_cols = groups + vals + [F.col(WEIGHT)]
-        table = d.frame().select(*self._extreme_cols).toArrow()
+    def _update_extremes(self, k: Kernels, memo: dict, store, d: Rel, keys: pa.Table) -> list[pa.Table]:
+        """Apply the change's (group, value) rows to each MIN/MAX multiset; per MIN/MAX aggregate, the
+        touched groups' current extremes (key columns and ``v``; groups without a value absent)."""
+        exprs = list(self.node.group) + [self.node.aggs[j].arg for j in self.extreme_aggs]
+        schema = pa.schema([pa.field(f"g{i}", g.type.arrow) for i, g in enumerate(self.node.group)]
+                           + [pa.field(f"v{j}", self.node.aggs[j].arg.type.arrow) for j in self.extreme_aggs]  # type: ignore[union-attr]
+                           + [pa.field(WEIGHT, pa.int64())])
+        table = k.evaluate(d, exprs, schema, memo.setdefault("extremes", {}))
         results = []
         for j, name in zip(self.extreme_aggs, self.state.extremes):
             agg = self.node.aggs[j]
-            vcol = table.column(f"v{j}").cast(agg.arg.type.arrow)  # type: ignore[union-attr]
+            vcol = table.column(f"v{j}")
             sub = pa.Table.from_arrays(
                 self.encode_keys(table) + [vcol, table.column(WEIGHT)],
                 names=self.key_names + ["v", WEIGHT],
             ).filter(pc.is_valid(vcol))
             if sub.num_rows:
-                from freshview.algebra.batch import consolidate
-
                 store.apply(name, consolidate(sub))
             probe = keys if self.ngroups else pa.table({})
-            found = store.extreme(name, probe, "v", agg.func)
-            results.append({self._key_of(r): r["v"] for r in found.to_pylist()})
+            results.append(store.extreme(name, probe, agg.func))  # k*, z*, v: a keyed Arrow table
         return results
-
-    def _merge(self, old: dict | None, part: dict | None, key: tuple, extremes: list[dict]) -> dict:
-        new: dict = {}
-        for i, t in enumerate(self.group_types):
-            new[f"k{i}"] = key[i] if key[i] is not None else _null_default(t).as_py()
-            new[f"z{i}"] = key[i] is None
-        base = old or {}
-        p = part or {}
-        new["cnt"] = (base.get("cnt") or 0) + (p.get("cnt") or 0)
-        ext_iter = iter(extremes)
-        for j, a in enumerate(self.node.aggs):
-            for suffix, _t in _acc_types(a):
-                name = f"{suffix}{j}"
-                if suffix == "m":
-                    continue
-                ov, pv = base.get(name), p.get(name)
-                if ov is None:
-                    new[name] = pv if pv is not None else 0
-                elif pv is None:
-                    new[name] = ov
-                else:
-                    new[name] = ov + pv
-            if a.func in ("min", "max"):
-                found = next(ext_iter) if extremes else {}
-                new[f"m{j}"] = found.get(key) if extremes else base.get(f"m{j}")
-        return new
-
-    def _finalize(self, acc: dict, weight: int) -> dict:
-        row: dict = {}
-        for i in range(self.ngroups):
-            row[col_name(i)] = None if acc[f"z{i}"] else acc[f"k{i}"]
-        for j, a in enumerate(self.node.aggs):
-            out = col_name(self.ngroups + j)
-            if a.func == "count_star":
-                row[out] = acc["cnt"]
-            elif a.func == "count":
-                row[out] = acc[f"n{j}"]
-            elif a.func == "sum":
-                row[out] = acc[f"s{j}"] if acc[f"n{j}"] else None
-                if row[out] is not None and a.type.kind == "numeric":
-                    row[out] = _quantize(row[out], a.type)
-            elif a.func == "avg":
-                n, s = acc[f"n{j}"], acc[f"s{j}"]
-                if not n:
-                    row[out] = None
-                elif a.type.is_float:
-                    row[out] = float(s) / n
-                else:
-                    with decimal.localcontext() as ctx:
-                        ctx.prec = 60
-                        row[out] = _quantize(decimal.Decimal(s) / n, a.type)
-            else:
-                row[out] = acc.get(f"m{j}")
-        row[WEIGHT] = weight
-        return row
-
-
-def _quantize(value, t: SqlType):
-    scale = t.decimal_precision_scale[1]
-    with decimal.localcontext() as ctx:
-        ctx.prec = 60
-        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)

@@ -1,53 +1,20 @@
 """Operator state on disk, behind one protocol.
 
 This package owns operator state: arrangements (Z-sets of weighted rows
-indexed by key columns) and small JSON metadata (catalog, step counter),
-kept on disk with memory only as a bounded cache.  Operators reach them only
-through ``StateStore``: ``apply`` a change, ``lookup`` the rows of some keys,
-``extreme`` (min/max of a column per key, by an ordered index), ``scan`` and
-``count``, all inside one transaction per engine step, and each call costs
-O(size of the change), never O(size of the state).  The layout can therefore
-change without touching operators; ``SqliteStateStore`` (one SQLite file,
-``state.sqlite``, in the state directory) is the implementation today.
+indexed by key columns, see ``layout``) and small JSON metadata (catalog,
+step counter), kept on disk with memory only as a bounded cache.  Operators
+reach them only through ``protocol.StateStore``: ``apply`` a change,
+``lookup`` the rows of some keys, ``extreme`` (min/max of a column per key,
+by an ordered index), ``scan`` and ``count``, all inside one transaction per
+engine step, and each call costs O(size of the change), never O(size of the
+state).  ``SpineStateStore`` (sorted Arrow runs and a write-ahead log, see
+``store``) implements it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from freshview.runtime.state.layout import Layout, NullKeys
+from freshview.runtime.state.protocol import StateStore
+from freshview.runtime.state.store import SpineStateStore
 
-import pyarrow as pa
-
-from freshview.runtime.state.sqlite import SqliteStateStore
-
-
-class StateStore(Protocol):
-    """What the engine needs from operator state (see ``SqliteStateStore`` for the semantics)."""
-
-    def close(self) -> None: ...
-
-    # One transaction per engine step: begin() .. commit() is atomic and durable; rollback() discards it.
-    def begin(self) -> None: ...
-    def commit(self) -> None: ...
-    def rollback(self) -> None: ...
-
-    @property
-    def in_transaction(self) -> bool: ...
-
-    # Small JSON-serialisable metadata, transactional like everything else.
-    def get_meta(self, key: str, default: Any = None) -> Any: ...
-    def set_meta(self, key: str, value: Any) -> None: ...
-    def delete_meta(self, key: str) -> None: ...
-
-    # Arrangements.
-    def ensure_arrangement(self, name: str, schema: pa.Schema, key: list[str]) -> None: ...
-    def has_arrangement(self, name: str) -> bool: ...
-    def drop_arrangement(self, name: str) -> None: ...
-    def list_arrangements(self, prefix: str = "") -> list[str]: ...
-    def apply(self, name: str, delta: pa.Table) -> pa.Table: ...
-    def lookup(self, name: str, keys: pa.Table) -> pa.Table: ...
-    def scan(self, name: str) -> pa.Table: ...
-    def count(self, name: str) -> int: ...
-    def extreme(self, name: str, keys: pa.Table, value: str, kind: str) -> pa.Table: ...
-
-
-__all__ = ["StateStore", "SqliteStateStore"]
+__all__ = ["Layout", "NullKeys", "StateStore", "SpineStateStore"]

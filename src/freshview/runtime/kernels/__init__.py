@@ -1,0 +1,85 @@
+"""Relational kernels: how one executor filters, projects, joins and sums a step's relations.
+
+Each operator in ``runtime.operators`` states its delta rule once, in terms
+of the ``Kernels`` protocol below; an executor is one implementation of it:
+
+* ``arrow.ArrowKernels`` ("local") runs in-process on the driver over Arrow
+  (expressions by ``runtime.expressions.arrow``, joins and group sums by
+  Arrow's Acero): a step of a few hundred rows costs milliseconds.
+* ``spark.SparkKernels`` ("spark") builds Spark DataFrames (expressions by
+  ``runtime.expressions.spark``): every first computation, and large steps.
+
+The two may differ only in how a kernel runs, never in its result: the
+operator tests run every delta rule under both and compare them with a
+non-incremental reference.
+
+A relation inside a step (``Rel``) is the kernel set's own handle: an Arrow
+table for local kernels, a lazy ``runtime.delta.Delta`` for Spark.  Its
+columns are positional, ``c0 .. cN`` then ``_weight`` (int64); ``arrow``
+turns any handle into a consolidated Arrow table.  Tables that come from
+state (joined slices, partial sums) are always Arrow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import pyarrow as pa
+
+from freshview.plan.expr import Expr
+
+Rel = Any  # the kernel set's relation handle (see the module docstring)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One partial sum per group: Σ w (``expr`` None), Σ w over non-NULL ``expr`` (``sum_type`` None),
+    or Σ CAST(expr AS sum_type)·w over non-NULL ``expr`` (``sum_type`` an Arrow type)."""
+
+    name: str
+    expr: Expr | None = None
+    sum_type: pa.DataType | None = None
+
+
+def sums_schema(groups: Sequence[Expr], terms: Sequence[Term]) -> pa.Schema:
+    """The columns ``Kernels.sums`` returns: ``g0..`` (the groups' types), ``cnt``, then each term
+    (its ``sum_type``, or int64 for counts)."""
+    fields = [pa.field(f"g{i}", g.type.arrow) for i, g in enumerate(groups)] + [pa.field("cnt", pa.int64())]
+    return pa.schema(fields + [pa.field(t.name, t.sum_type or pa.int64()) for t in terms])
+
+
+class Kernels(Protocol):
+    name: str  # "local" | "spark"
+
+    def of_arrow(self, table: pa.Table) -> Rel:
+        """A relation handle for an Arrow table (columns c0.. and _weight)."""
+
+    def arrow(self, rel: Rel) -> pa.Table:
+        """The relation as a consolidated Arrow table (runs any pending work once)."""
+
+    def filter(self, rel: Rel, predicate: Expr, memo: dict) -> Rel:
+        """Rows where ``predicate`` is true (NULL is false)."""
+
+    def project(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> Rel:
+        """``exprs`` as columns c0.. (typed as ``schema``), weights kept."""
+
+    def union(self, rels: Sequence[Rel], schema: pa.Schema) -> Rel:
+        """All rows of all ``rels`` (weights add on consolidation)."""
+
+    def evaluate(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        """``exprs`` evaluated per row, named and typed as ``schema`` (which ends in ``_weight``), as
+        Arrow, not consolidated: the keyed change of a join side, the values of a MIN/MAX."""
+
+    def join(self, left: pa.Table, right: pa.Table, nkeys: int, schema: pa.Schema, memo: dict) -> Rel:
+        """Inner equi-join of two keyed tables (``c*``, ``k0..k{nkeys-1}``, ``_weight``) on their ``k``
+        columns (NULL matches nothing; no keys: cross product): the left's ``c*`` then the right's
+        ``c*`` renamed to ``schema``'s columns, weight the product of the two weights."""
+
+    def sums(self, rel: Rel, groups: Sequence[Expr], terms: Sequence[Term], memo: dict) -> pa.Table:
+        """Per group (columns ``g0..``, NULL a group of its own): ``cnt`` = Σ w and each term.
+
+        Without groups: one row, or none when ``rel`` is empty."""
+
+
+__all__ = ["Kernels", "Rel", "Term", "sums_schema"]

@@ -1,0 +1,120 @@
+"""Local kernels: a step's relational work in-process over Arrow (the "local" executor).
+
+Expressions are evaluated by ``runtime.expressions.arrow`` (PostgreSQL
+semantics, the same results as the Spark lowering); joins and group sums are
+Arrow's Acero hash join and hash aggregation.  No Spark is imported: a flow
+whose steps all run locally never starts a JVM after its first computation.
+
+Join keys are compared as SQL ``=`` does: a NULL key matches nothing (Acero's
+default), floats after normalisation (``-0.0`` = ``0.0``, NaN = NaN, as in
+PostgreSQL).  Group sums group NULL with NULL (GROUP BY semantics).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from freshview.algebra.batch import consolidate, normalize_floats
+from freshview.errors import ExecutionError
+from freshview.plan.expr import ColumnRef, Expr
+from freshview.runtime.expressions.arrow import evaluate, evaluate_filter
+from freshview.runtime.kernels import Term, sums_schema
+from freshview.runtime.relation import col_name, conform
+from freshview.schema import WEIGHT
+
+
+class ArrowKernels:
+    """The ``Kernels`` protocol in-process; a relation is a ``pa.Table``."""
+
+    name = "local"
+
+    def of_arrow(self, table: pa.Table) -> pa.Table:
+        return table
+
+    def arrow(self, rel: pa.Table) -> pa.Table:
+        return consolidate(rel)
+
+    def filter(self, rel: pa.Table, predicate: Expr, memo: dict) -> pa.Table:
+        if rel.num_rows == 0:
+            return rel
+        return rel.filter(evaluate_filter(predicate, rel))
+
+    def project(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        arrays = [_value(e, rel) for e in exprs] + [rel.column(WEIGHT)]
+        return conform(pa.Table.from_arrays(arrays, names=schema.names), schema)
+
+    def union(self, rels: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
+        return pa.concat_tables([conform(r, schema) for r in rels])
+
+    def evaluate(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        return self.project(rel, exprs, schema, memo)
+
+    def join(self, left: pa.Table, right: pa.Table, nkeys: int, schema: pa.Schema, memo: dict) -> pa.Table:
+        nl = left.num_columns - nkeys - 1
+        nr = right.num_columns - nkeys - 1
+        lkeys, rkeys = [f"lk{i}" for i in range(nkeys)], [f"rk{i}" for i in range(nkeys)]
+        lt = left.rename_columns([f"l{i}" for i in range(nl)] + lkeys + ["lw"])
+        rt = right.rename_columns([f"r{i}" for i in range(nr)] + rkeys + ["rw"])
+        if nkeys:
+            lt, rt = normalize_floats(lt), normalize_floats(rt)
+            joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+        else:  # a cross product: every left row with every right row
+            li = np.repeat(np.arange(lt.num_rows), rt.num_rows)
+            ri = np.tile(np.arange(rt.num_rows), lt.num_rows)
+            joined = pa.Table.from_arrays(lt.take(li).columns + rt.take(ri).columns,
+                                          names=lt.column_names + rt.column_names)
+        try:
+            weight = pc.multiply_checked(joined.column("lw"), joined.column("rw"))
+        except pa.ArrowInvalid:
+            raise ExecutionError("bigint out of range (a row's multiplicity)") from None
+        arrays = [joined.column(f"l{i}") for i in range(nl)] + [joined.column(f"r{i}") for i in range(nr)]
+        return conform(pa.Table.from_arrays(arrays + [weight], names=schema.names), schema)
+
+    def sums(self, rel: pa.Table, groups: Sequence[Expr], terms: Sequence[Term], memo: dict) -> pa.Table:
+        schema = sums_schema(groups, terms)
+        if not groups and rel.num_rows == 0:
+            return schema.empty_table()
+        w = rel.column(WEIGHT)
+        names = [f"g{i}" for i in range(len(groups))]
+        arrays = [_value(g, rel) for g in groups] + [w]
+        for t in terms:
+            if t.expr is None:
+                arrays.append(w)
+                continue
+            x = _value(t.expr, rel)
+            arrays.append(pc.if_else(pc.is_valid(x), w, 0) if t.sum_type is None else _times(x, w, t.sum_type))
+        table = pa.Table.from_arrays(arrays, names=schema.names)
+        out = table.group_by(names, use_threads=False).aggregate([(c, "sum") for c in schema.names[len(names):]])
+        out = out.rename_columns([c.removesuffix("_sum") for c in out.column_names])
+        try:
+            return pa.Table.from_arrays([out.column(f.name).cast(f.type) for f in schema], schema=schema)
+        except pa.ArrowInvalid:
+            raise ExecutionError("numeric field overflow (a sum beyond 38 digits)") from None
+
+
+def _value(e: Expr, rel: pa.Table) -> pa.Array | pa.ChunkedArray:
+    if isinstance(e, ColumnRef) and rel.schema.field(col_name(e.index)).type == e.type.arrow:
+        return rel.column(col_name(e.index))
+    return evaluate(e, rel)
+
+
+def _times(x, w, sum_type: pa.DataType):
+    """CAST(x AS sum_type)·w where x is non-NULL, else 0 in ``sum_type`` (exact for integers and decimals)."""
+    valid = pc.is_valid(x)
+    if pa.types.is_decimal(sum_type):
+        wide = pa.decimal256(sum_type.precision, sum_type.scale)
+        product = pc.multiply_checked(pc.cast(x, wide), pc.cast(w, pa.decimal256(19, 0)))
+        zero = pa.scalar(0, pa.int64()).cast(product.type)
+        return pc.cast(pc.if_else(valid, product, zero), pa.decimal256(76, sum_type.scale))
+    # An integer sum type is int64: products are checked, the per-step sum of a step's change is not
+    # (2**63 over one step's rows cannot happen with int2/int4 inputs).
+    if pa.types.is_floating(sum_type):
+        return pc.if_else(valid, pc.multiply(pc.cast(x, sum_type), pc.cast(w, sum_type)), 0.0)
+    try:
+        return pc.if_else(valid, pc.multiply_checked(pc.cast(x, sum_type), w), 0)
+    except pa.ArrowInvalid:
+        raise ExecutionError("bigint out of range") from None

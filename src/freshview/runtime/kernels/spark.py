@@ -1,0 +1,196 @@
+"""Spark kernels: a step's relational work as Spark DataFrames (the "spark" executor).
+
+A relation is a ``runtime.delta.Delta``: linear kernels only extend its
+lineage; ``arrow`` runs one job.  Lowered Columns are unresolved expressions,
+reusable across steps: building them costs py4j round trips, so each is
+built once per operator and kept in the operator's ``memo``.  Tables from
+state become DataFrames through Arrow; a join broadcasts its smaller side.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from freshview.plan.expr import ColumnRef, Expr
+from freshview.runtime.delta import Delta, column, spark_schema
+from freshview.runtime.expressions.spark import lower
+from freshview.runtime.kernels import Term, sums_schema
+from freshview.runtime.relation import col_name
+from freshview.schema import WEIGHT, SqlType
+
+
+class SparkKernels:
+    """The ``Kernels`` protocol on a SparkSession; a relation is a lazy ``Delta``."""
+
+    name = "spark"
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+
+    def of_arrow(self, table: pa.Table) -> Delta:
+        return Delta.of_arrow(table, self.spark)
+
+    def arrow(self, rel: Delta) -> pa.Table:
+        return rel.materialize()
+
+    def filter(self, rel: Delta, predicate: Expr, memo: dict) -> Delta:
+        p = memo.get("predicate")
+        if p is None:
+            p = memo["predicate"] = lower(predicate, column)
+        return Delta(rel.schema, rel.frame().filter(p), None, self.spark)
+
+    def project(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> Delta:
+        if rel.df is None and all(isinstance(e, ColumnRef) and e.type.arrow == rel.schema.field(col_name(e.index)).type
+                                  for e in exprs):
+            # A pure selection of columns of a change already in Arrow: plumbing, no Spark job.
+            table = rel.arrow
+            picked = [table.column(col_name(e.index)) for e in exprs] + [table.column(WEIGHT)]  # type: ignore[attr-defined]
+            return Delta.of_arrow(pa.Table.from_arrays(picked, schema=schema), self.spark)
+        key = ("project", tuple(schema.names))
+        cols = memo.get(key)
+        if cols is None:
+            cols = memo[key] = [lower(e, column).cast(e.type.spark()).alias(n)
+                                for e, n in zip(exprs, schema.names)] + [F.col(WEIGHT)]
+        return Delta(schema, rel.frame().select(*cols), None, self.spark)
+
+    def union(self, rels: Sequence[Delta], schema: pa.Schema) -> Delta:
+        frames = [r.frame() for r in rels]
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return Delta(schema, out, None, self.spark)
+
+    def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        out = self.project(rel, exprs, schema, memo)
+        return out.arrow if out.df is None else out.materialize(consolidated=False)
+
+    def join(self, left: pa.Table, right: pa.Table, nkeys: int, schema: pa.Schema, memo: dict) -> Delta:
+        nl = left.num_columns - nkeys - 1
+        nr = right.num_columns - nkeys - 1
+        key = ("join", left.schema, right.schema)
+        if key not in memo:  # built once per operator: each Column costs py4j round trips
+            cond = None
+            for i in range(nkeys):
+                c = F.col(f"l.k{i}") == F.col(f"r.k{i}")
+                cond = c if cond is None else cond & c
+            cols = [F.col(f"l.{col_name(i)}").alias(schema.names[i]) for i in range(nl)]
+            cols += [F.col(f"r.{col_name(i)}").alias(schema.names[nl + i]) for i in range(nr)]
+            cols.append((F.col(f"l.{WEIGHT}") * F.col(f"r.{WEIGHT}")).cast("long").alias(WEIGHT))
+            memo[key] = (cond, cols)
+        cond, cols = memo[key]
+        ldf, rdf = self._frames(left, right)
+        if not nkeys:
+            joined = ldf.crossJoin(rdf)
+        elif right.num_rows <= left.num_rows:
+            joined = ldf.join(F.broadcast(rdf), cond, "inner")
+        else:
+            joined = F.broadcast(ldf).join(rdf, cond, "inner")
+        return Delta(schema, joined.select(*cols), None, self.spark)
+
+    def _frames(self, left: pa.Table, right: pa.Table):
+        return (self.spark.createDataFrame(left, schema=spark_schema(left.schema)).alias("l"),
+                self.spark.createDataFrame(right, schema=spark_schema(right.schema)).alias("r"))
+
+    def sums(self, rel: Delta, groups: Sequence[Expr], terms: Sequence[Term], memo: dict) -> pa.Table:
+        key = ("sums", tuple(terms))
+        if key not in memo:
+            gcols = [lower(g, column).cast(g.type.spark()).alias(f"g{i}") for i, g in enumerate(groups)]
+            w = F.col(WEIGHT)
+            aggs = [F.sum(w).cast("long").alias("cnt")]
+            for t in terms:
+                if t.expr is None:
+                    aggs.append(F.sum(w).cast("long").alias(t.name))
+                    continue
+                x = lower(t.expr, column)
+                if t.sum_type is None:
+                    aggs.append(F.sum(F.when(x.isNotNull(), w).otherwise(F.lit(0))).cast("long").alias(t.name))
+                else:
+                    st = SqlType.from_arrow(t.sum_type).spark()
+                    aggs.append(F.coalesce(F.sum(x.cast(st) * w), F.lit(0)).cast(st).alias(t.name))
+            memo[key] = (gcols, aggs, sums_schema(groups, terms))
+        gcols, aggs, schema = memo[key]
+        df = rel.frame()
+        table = (df.groupBy(*gcols).agg(*aggs) if gcols else df.agg(*aggs)).toArrow()
+        if not gcols and table.num_rows and table.column("cnt")[0].as_py() is None:
+            table = table.slice(0, 0)  # a global sum over an empty change
+        return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in schema], schema=schema)
+
+
+class BulkKernels(SparkKernels):
+    """A first computation's kernels: Spark for joins and group sums, Arrow for linear work on inputs
+    the driver already holds, and Parquet files to hand large tables to Spark.
+
+    A first computation's inputs come from state on the driver, and a stateful
+    operator needs its input there too (to store it), so filtering or
+    projecting such an input on Spark would only add a round trip (ship it
+    to the JVM, run a job, collect it back).  Linear work on a Spark result
+    (a join's output feeding a projection) stays on Spark, fused with it.
+
+    Tables of ``PARQUET_MIN_ROWS`` rows or more reach Spark as uncompressed
+    Parquet files, one per core (measured: 600k TPC-H lineitems in 0.2 s
+    written + a parallel vectorised read, against ~7 s through
+    ``createDataFrame``, which converts Arrow batches row by row in the
+    JVM); ``finish`` deletes the files once the computation is done.
+    """
+
+    PARQUET_MIN_ROWS = 20_000
+
+    def __init__(self, spark, parallelism: int | None = None) -> None:
+        super().__init__(spark)
+        from freshview.runtime.kernels.arrow import ArrowKernels
+
+        self._local = ArrowKernels()
+        self._dir: str | None = None
+        self._files = 0
+        self._parallelism = parallelism or max(1, spark.sparkContext.defaultParallelism)
+
+    def of_arrow(self, table: pa.Table) -> Delta:
+        return Delta(table.schema, None, table, self.spark, self._load)
+
+    def _load(self, table: pa.Table):
+        if table.num_rows < self.PARQUET_MIN_ROWS:
+            return self.spark.createDataFrame(table, schema=spark_schema(table.schema))
+        import os
+        import tempfile
+
+        import pyarrow.parquet as pq
+
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="freshview-bulk-")
+        path = os.path.join(self._dir, f"t{self._files}")
+        self._files += 1
+        os.mkdir(path)
+        n, k = table.num_rows, self._parallelism
+        for i in range(k):
+            part = table.slice(i * n // k, (i + 1) * n // k - i * n // k)
+            pq.write_table(part, os.path.join(path, f"part-{i}.parquet"), compression="none")
+        return self.spark.read.schema(spark_schema(table.schema)).parquet(path)
+
+    def finish(self) -> None:
+        """Delete the files handed to Spark (after the computation's last job)."""
+        if self._dir is not None:
+            import shutil
+
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def filter(self, rel: Delta, predicate: Expr, memo: dict) -> Delta:
+        if rel.df is None:  # a consolidated table stays consolidated when filtered
+            return self.of_arrow(self._local.filter(rel.arrow, predicate, memo))
+        return super().filter(rel, predicate, memo)
+
+    def project(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> Delta:
+        if rel.df is None:
+            return self.of_arrow(self._local.arrow(self._local.project(rel.arrow, exprs, schema, memo)))
+        return super().project(rel, exprs, schema, memo)
+
+    def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        if rel.df is None:
+            return self._local.evaluate(rel.arrow, exprs, schema, memo)
+        return super().evaluate(rel, exprs, schema, memo)
+
+    def _frames(self, left: pa.Table, right: pa.Table):
+        return self.of_arrow(left).frame().alias("l"), self.of_arrow(right).frame().alias("r")

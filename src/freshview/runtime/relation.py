@@ -1,0 +1,31 @@
+"""The shape of a relation inside a step, shared by every executor (no Spark imported here).
+
+Columns are named positionally (``c0``, ``c1`` ...) plus ``_weight`` (int64),
+so that rewrites never depend on user names; ``conform`` is the one place a
+computed table is brought to the exact schema freshview declared.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from freshview.plan.nodes import Columns
+from freshview.schema import WEIGHT
+
+
+def col_name(i: int) -> str:
+    return f"c{i}"
+
+
+def arrow_schema(columns: Columns, extra: list[pa.Field] | None = None) -> pa.Schema:
+    fields = [pa.field(col_name(i), t.arrow) for i, (_, t) in enumerate(columns)]
+    return pa.schema(fields + (extra or []) + [pa.field(WEIGHT, pa.int64())])
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns of ``schema``, in its order and cast to its types."""
+    table = table.select(schema.names)
+    if table.schema.equals(schema):
+        return table
+    arrays = [table.column(f.name).cast(f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)

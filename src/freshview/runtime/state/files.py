@@ -1,0 +1,167 @@
+"""A state directory in use: its lock, recovery, the log commits go to, checkpoints, garbage.
+
+``log`` defines the files; this module runs their life cycle for one open
+store.  Opening locks the directory (``flock``: a second process gets a clear
+error), reads the manifest, maps its run files, and replays the log's
+records; a checkpoint writes the runs held in memory to files, then a new
+manifest (atomically), then starts an empty log and deletes every file
+neither the state nor a merge under way uses.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from freshview.errors import StateError
+from freshview.runtime.state import log
+from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.runs import Run, merge_runs
+
+_LOCK = "LOCK"
+
+__all__ = ["Recovered", "StateFiles"]
+
+Recovered = tuple[dict[str, str], dict[str, tuple[Layout, list[Run]]]]
+
+
+class StateFiles:
+    """The files of one open state directory (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _lock(directory)
+        except OSError as exc:
+            raise StateError(f"cannot open state in {directory}: {exc}") from None
+        self._log: log.Log | None = None
+
+    @property
+    def log_size(self) -> int:
+        return self._log.size if self._log is not None else 0
+
+    def recover(self) -> Recovered:
+        """The committed metadata and arrangements (layout, runs oldest first); the log is opened for appends."""
+        if not (self.directory / log.MANIFEST).exists() and (self.directory / "state.sqlite").exists():
+            raise StateError(f"{self.directory} holds state of the SQLite store; delete it to start afresh")
+        try:
+            manifest = log.read_manifest(self.directory) or log.Manifest()
+        except (ValueError, KeyError) as exc:
+            raise StateError(f"{self.directory} holds state of another format ({exc}); delete it to start afresh") \
+                from None
+        self.generation = manifest.generation
+        meta = dict(manifest.meta)
+        arrangements: dict[str, tuple[Layout, list[Run]]] = {}
+        try:
+            for name, entry in manifest.arrangements.items():
+                runs = [Run(log.map_run(self.directory, p), p) for p in entry["runs"]]
+                arrangements[name] = (Layout.from_json(entry["layout"]), runs)
+            self._log = log.Log(self.directory / manifest.log)
+            for record in self._log.records:
+                self._replay(record, meta, arrangements)
+        except (OSError, pa.ArrowException) as exc:
+            raise StateError(f"cannot read state in {self.directory}: {exc}") from None
+        referenced = {p for entry in manifest.arrangements.values() for p in entry["runs"]}
+        referenced |= {r for record in self._log.records for _, r in record.runs if isinstance(r, str)}
+        self._log.records = []
+        self.collect_garbage(referenced)
+        return meta, {name: (layout, _merge_memory_stretches(runs, layout))
+                      for name, (layout, runs) in arrangements.items()}
+
+    def _replay(self, record: log.Record, meta: dict[str, str],
+                arrangements: dict[str, tuple[Layout, list[Run]]]) -> None:
+        for key, text in record.meta.items():
+            if text is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = text
+        for op in record.catalog:
+            if op[0] == "create":
+                arrangements[op[1]] = (Layout.from_json(op[2]), [])
+            else:
+                del arrangements[op[1]]
+        for name, run in record.runs:
+            stored = Run(log.map_run(self.directory, run), run) if isinstance(run, str) else Run(run)
+            arrangements[name][1].append(stored)
+
+    def append(self, record: log.Record, sync: bool) -> None:
+        """Commit ``record``: one write to the log (and an fsync if ``sync``)."""
+        assert self._log is not None
+        self._log.append(log.encode_record(record), sync)
+
+    def write_run(self, run: Run) -> None:
+        """Store an in-memory run in its own file (fsynced) and map it back."""
+        path = log.write_run_file(self.directory, run.table)
+        run.attach(log.map_run(self.directory, path), path)
+
+    def checkpoint(self, meta: dict[str, str], arrangements: dict[str, tuple[Layout, list[Run]]],
+                   keep: set[str]) -> None:
+        """Write in-memory runs to files, a manifest naming all runs, and start an empty log.
+
+        ``keep``: files a merge under way may still install, spared by the garbage collection.
+        """
+        assert self._log is not None
+        for _, runs in arrangements.values():
+            for run in runs:
+                if run.path is None:
+                    self.write_run(run)
+        if (self.directory / log.RUNS).exists():
+            log.fsync_directory(self.directory / log.RUNS)
+        manifest = log.Manifest(self.generation + 1, dict(meta), {
+            name: {"layout": layout.to_json(), "runs": [r.path for r in runs]}
+            for name, (layout, runs) in arrangements.items()})
+        new_log = log.Log(self.directory / manifest.log)
+        log.write_manifest(self.directory, manifest)
+        self._log.close()
+        self._log, self.generation = new_log, manifest.generation
+        self.collect_garbage({r.path for _, runs in arrangements.values() for r in runs if r.path} | keep)
+
+    def collect_garbage(self, keep: set[str]) -> None:
+        """Delete run files not in ``keep``, and logs and manifests that are not the current ones."""
+        runs_dir = self.directory / log.RUNS
+        for path in runs_dir.iterdir() if runs_dir.exists() else ():
+            if f"{log.RUNS}/{path.name}" not in keep:
+                path.unlink(missing_ok=True)
+        for path in self.directory.glob("wal-*.log"):
+            if self._log is None or path != self._log.path:
+                path.unlink(missing_ok=True)
+        (self.directory / (log.MANIFEST + ".tmp")).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Release the log and the lock (everything committed is in the log already)."""
+        if self._log is not None:
+            self._log.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+
+def _lock(directory: Path) -> int:
+    fd = os.open(directory / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateError(f"state directory {directory} is in use by another process") from None
+    return fd
+
+
+def _merge_memory_stretches(runs: list[Run], layout: Layout) -> list[Run]:
+    """Merge each stretch of consecutive in-memory runs (a replayed log's, one per commit) into one."""
+    out: list[Run] = []
+    stretch: list[Run] = []
+    for run in [*runs, None]:
+        if run is not None and run.path is None:
+            stretch.append(run)
+            continue
+        merged = merge_runs(stretch, layout) if len(stretch) > 1 else (stretch[0] if stretch else None)
+        if merged is not None:
+            out.append(merged)
+        stretch = []
+        if run is not None:
+            out.append(run)
+    return out

@@ -1,0 +1,406 @@
+"""``SpineStateStore``: operator state as spines of immutable sorted runs, with a write-ahead log.
+
+Each arrangement is a spine: a tuple of runs (``runs``), oldest first, whose
+weights add up.  A write hashes, sorts and consolidates the change into a new
+run and appends it; reads search every run (``reads``); after each commit the
+spine rule (``policy``) picks runs to merge so there are ``O(log N)`` of them,
+and background threads merge them (``merger``).
+
+Durability (``log`` documents the files, ``files`` runs them): a commit
+appends one record to the write-ahead log, holding the step's metadata and
+catalog changes and every run it appended, inline as Arrow IPC (or, for large runs, a run file written
+first).  Merges change no content, so they are not logged.  When the log or
+the runs held only in memory outgrow ``cache_mb``, and on ``close``, a
+checkpoint writes those runs to files, a new manifest naming every run file,
+and starts an empty log.  Opening maps the manifest's run files (zero-copy;
+the OS page cache holds their hot pages), replays the log, and merges the
+replayed runs.  Memory is therefore the cache budget plus what the page cache
+chooses to keep.
+
+Transactions: ``begin`` remembers the catalog, the metadata and (on first
+write) each spine's runs; ``rollback`` puts them back.  Calls outside a
+transaction commit on their own.  One thread uses a store at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from freshview.algebra import hashing
+from freshview.algebra.batch import consolidate, normalize_floats
+from freshview.errors import StateError
+from freshview.runtime.state import log, policy, reads
+from freshview.runtime.state.layout import Layout, NullKeys
+from freshview.runtime.state.files import StateFiles
+from freshview.runtime.state.merger import Merger, MergeJob
+from freshview.runtime.state.runs import ROW_HASH, Run, build_run, merge_runs, sort_run, uint64_column, with_hashes
+from freshview.schema import WEIGHT
+
+OLD_WEIGHT = "_old_weight"
+
+__all__ = ["SpineStateStore"]
+
+
+@dataclass(eq=False)
+class _Spine:
+    """One arrangement: its layout and runs; ``runs[:committed]`` are committed."""
+
+    name: str
+    layout: Layout
+    runs: tuple[Run, ...] = ()
+    committed: int = 0
+
+    @property
+    def memory(self) -> int:
+        """Bytes of committed runs held only in memory."""
+        return sum(r.nbytes for r in self.runs[:self.committed] if r.path is None)
+
+
+@dataclass
+class _Transaction:
+    catalog: dict[str, _Spine]
+    meta: dict[str, str]
+    saved: dict[int, tuple[_Spine, tuple[Run, ...], int]] = field(default_factory=dict)
+    meta_changed: set[str] = field(default_factory=set)
+    catalog_ops: list[list[Any]] = field(default_factory=list)
+
+
+class SpineStateStore:
+    """The ``StateStore`` protocol on spines of sorted runs (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike, cache_mb: float = 256, sync: bool = False) -> None:
+        """Open (or create) the state in ``directory``.
+
+        ``cache_mb``: how much state may live only in memory, and how long the
+        log may grow, before a checkpoint writes run files.  ``sync``: fsync
+        the log at every commit (durable across power loss, not only crashes).
+        """
+        self.directory = Path(directory)
+        self._budget = int(cache_mb * 2**20)
+        self._sync = sync
+        self._tx: _Transaction | None = None
+        self._files = StateFiles(self.directory)
+        try:
+            meta, arrangements = self._files.recover()
+        except BaseException:
+            self._files.close()
+            raise
+        self._meta: dict[str, str] = meta
+        self._catalog = {name: _Spine(name, layout, tuple(runs), len(runs))
+                         for name, (layout, runs) in arrangements.items()}
+        self._merger = Merger(self.directory)
+        self._closed = False
+
+    def close(self) -> None:
+        """Roll back an open transaction, finish merges, checkpoint, release the directory."""
+        if self._closed:
+            return
+        if self._tx is not None:
+            self.rollback()
+        try:
+            self._merger.close()
+            self._install_merges(go_on=False)
+            if self._files.log_size or any(s.memory for s in self._catalog.values()) or not self._files.generation:
+                self._checkpoint()
+        finally:
+            self._release()
+
+    def _checkpoint(self) -> None:
+        arrangements = {name: (s.layout, list(s.runs)) for name, s in self._catalog.items()}
+        self._files.checkpoint(self._meta, arrangements, self._merger.reserved_paths())
+
+    def _release(self) -> None:
+        self._closed = True
+        self._files.close()
+
+    def __del__(self) -> None:
+        # Everything committed is in the log already; an unclosed store only needs its files released.
+        # No module globals (contextlib ...): at interpreter exit they may already be gone.
+        try:
+            if not self._closed:
+                self._release()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ transactions
+    def begin(self) -> None:
+        self._check_open()
+        if self._tx is not None:
+            raise StateError("a state transaction is already open")
+        self._install_merges()
+        self._tx = _Transaction(dict(self._catalog), dict(self._meta))
+
+    def commit(self) -> None:
+        self._check_open()
+        tx = self._tx
+        if tx is None:
+            raise StateError("no state transaction to commit")
+        written = [s for s, _, _ in tx.saved.values() if self._catalog.get(s.name) is s]
+        record = log.Record({k: self._meta.get(k) for k in tx.meta_changed}, tx.catalog_ops)
+        try:
+            for spine in written:
+                for run in spine.runs[spine.committed:]:
+                    if len(run) >= policy.FILE_ROWS and run.path is None:
+                        self._files.write_run(run)  # large runs go to their own file, which the log names
+                    record.runs.append((spine.name, run.path or run.table))
+            if record.meta or record.catalog or record.runs:
+                self._files.append(record, self._sync)
+        except OSError as exc:
+            self.rollback()
+            raise StateError(f"cannot write state in {self.directory}: {exc}") from None
+        for spine in written:
+            spine.committed = len(spine.runs)
+        self._tx = None
+        try:
+            self._maintain(written)
+        except OSError as exc:  # the step is committed; only tidying up its state failed
+            raise StateError(f"cannot write state in {self.directory}: {exc}") from None
+
+    def rollback(self) -> None:
+        self._check_open()
+        tx, self._tx = self._tx, None
+        if tx is None:
+            return
+        self._catalog, self._meta = tx.catalog, tx.meta
+        for spine, runs, committed in tx.saved.values():
+            spine.runs, spine.committed = runs, committed
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx is not None
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[_Transaction]:
+        """The open transaction, or a transaction of its own around one call."""
+        self._check_open()
+        if self._tx is not None:
+            yield self._tx
+            return
+        self.begin()
+        try:
+            yield self._tx  # type: ignore[misc]
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateError("the state store is closed")
+
+    # ------------------------------------------------------------------ merging
+    def _maintain(self, spines: list[_Spine]) -> None:
+        """After a commit: swap in finished merges, start the merges the spine rule asks for, checkpoint if due."""
+        self._install_merges()
+        for spine in spines:
+            if len(spine.runs) > policy.MAX_RUNS:  # the merge threads fall behind: wait for them
+                self._merger.wait()
+                self._install_merges()
+            self._start_merge(spine)
+        memory = sum(s.memory for s in self._catalog.values())
+        if policy.should_checkpoint(self._files.log_size, memory, self._budget):
+            self._checkpoint()
+
+    def _start_merge(self, spine: _Spine) -> None:
+        merge = self._plan(spine)
+        if merge is not None:
+            self._merger.submit(MergeJob(spine, spine.layout, spine.runs[merge.start:merge.stop], merge.large))
+
+    def _plan(self, spine: _Spine) -> policy.Merge | None:
+        """The next merge of ``spine``'s runs newer than those being merged, if its thread is free for it."""
+        jobs = self._merger.busy(spine)
+        first = max((spine.runs.index(job.inputs[-1]) + 1 for job in jobs), default=0)
+        merge = policy.plan_merge([len(r) for r in spine.runs], first)
+        if merge is None or any(job.large == merge.large for job in jobs):
+            return None
+        return merge
+
+    def _install_merges(self, go_on: bool = True) -> None:
+        """Swap finished merges in, then (``go_on``) start the next merges of those arrangements.
+
+        Their input runs are still there: merges take committed runs, and only
+        a merge removes committed runs.  (A dropped arrangement's merge lands
+        in the dropped spine.)  All are swapped in before any new merge is
+        planned, since a plan may only take runs no merge is working on.
+        """
+        finished = self._merger.finished()
+        errors = [job.error for job in finished if job.error is not None]
+        for job in finished:
+            if job.error is None:
+                self._replace(job.owner, job.inputs, job.result)
+        if go_on:
+            for owner in {id(job.owner): job.owner for job in finished}.values():
+                if self._catalog.get(owner.name) is owner:
+                    self._start_merge(owner)
+        if errors:
+            raise StateError(f"a background merge of state failed: {errors[0]!r}")
+
+    @staticmethod
+    def _replace(spine: _Spine, inputs: tuple[Run, ...], merged: Run | None) -> None:
+        start = spine.runs.index(inputs[0])
+        spine.runs = spine.runs[:start] + ((merged,) if merged is not None else ()) + spine.runs[start + len(inputs):]
+        spine.committed = len(spine.runs)
+
+    def _append(self, tx: _Transaction, spine: _Spine, run: Run | None) -> None:
+        if run is None:
+            return
+        if id(spine) not in tx.saved:
+            tx.saved[id(spine)] = (spine, spine.runs, spine.committed)
+        spine.runs += (run,)
+        # A transaction's own runs are merged among themselves (they are few and small, usually one).
+        merge = policy.plan_merge([len(r) for r in spine.runs], spine.committed)
+        if merge is not None:
+            inputs = spine.runs[merge.start:merge.stop]
+            spine.runs = spine.runs[:merge.start] + tuple(
+                r for r in [merge_runs(list(inputs), spine.layout)] if r is not None)
+
+    # ------------------------------------------------------------------ metadata
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        self._check_open()
+        text = self._meta.get(key)
+        return default if text is None else json.loads(text)
+
+    def set_meta(self, key: str, value: Any) -> None:
+        text = json.dumps(value)
+        with self._write() as tx:
+            tx.meta_changed.add(key)
+            self._meta[key] = text
+
+    def delete_meta(self, key: str) -> None:
+        with self._write() as tx:
+            if key in self._meta:
+                tx.meta_changed.add(key)
+                del self._meta[key]
+
+    # ------------------------------------------------------------------ catalog
+    def ensure_arrangement(self, name: str, layout: Layout) -> None:
+        self._check_open()
+        existing = self._catalog.get(name)
+        if existing is not None:
+            if existing.layout != layout:
+                raise StateError(f"state {name!r} exists with another layout ({existing.layout}); drop it first")
+            return
+        _check_types(name, layout)
+        with self._write() as tx:
+            self._catalog[name] = _Spine(name, layout)
+            tx.catalog_ops.append(["create", name, layout.to_json()])
+
+    def layout(self, name: str) -> Layout:
+        return self._get(name).layout
+
+    def has_arrangement(self, name: str) -> bool:
+        self._check_open()
+        return name in self._catalog
+
+    def drop_arrangement(self, name: str) -> None:
+        self._get(name)
+        with self._write() as tx:
+            del self._catalog[name]
+            tx.catalog_ops.append(["drop", name])
+
+    def list_arrangements(self, prefix: str = "") -> list[str]:
+        self._check_open()
+        return sorted(n for n in self._catalog if n.startswith(prefix))
+
+    def _get(self, name: str) -> _Spine:
+        self._check_open()
+        if self._tx is None:  # between steps: swap in finished merges before reading
+            self._install_merges()
+        try:
+            return self._catalog[name]
+        except KeyError:
+            raise StateError(f"no state named {name!r}") from None
+
+    # ------------------------------------------------------------------ writes
+    def apply(self, name: str, delta: pa.Table) -> None:
+        spine = self._get(name)
+        run = build_run(_conform(delta, spine.layout.weighted_schema, name), spine.layout)
+        with self._write() as tx:
+            self._append(tx, spine, run)
+
+    def apply_report(self, name: str, delta: pa.Table) -> pa.Table:
+        spine = self._get(name)
+        layout = spine.layout
+        rows = with_hashes(_conform(delta, layout.weighted_schema, name), layout)
+        distinct = consolidate(rows, hashes=uint64_column(rows.column(ROW_HASH)), keep_zero=True)
+        if layout.key:
+            current = reads.lookup(spine.runs, layout, distinct.select(list(layout.key)), NullKeys.EQUAL)
+        else:
+            current = reads.scan(spine.runs, layout)
+        found = reads.match_rows(distinct, current, layout.schema.names)
+        stored = np.asarray(current.column(WEIGHT), dtype=np.int64)
+        old = np.where(found >= 0, stored[np.maximum(found, 0)] if len(stored) else 0, 0)
+        new = old + np.asarray(distinct.column(WEIGHT), dtype=np.int64)
+        with self._write() as tx:
+            self._append(tx, spine, sort_run(distinct, layout, consolidated=True))
+        report = distinct.select(list(layout.schema.names))
+        report = report.append_column(pa.field(OLD_WEIGHT, pa.int64()), pa.array(old, pa.int64()))
+        return report.append_column(pa.field(WEIGHT, pa.int64()), pa.array(new, pa.int64()))
+
+    def load(self, name: str, rows: pa.Table) -> None:
+        spine = self._get(name)
+        if spine.runs:
+            raise StateError(f"state {name!r} is not empty: load fills only an empty arrangement")
+        self.apply(name, rows)
+
+    # ------------------------------------------------------------------ reads
+    def lookup(self, name: str, keys: pa.Table) -> pa.Table:
+        spine = self._get(name)
+        layout = spine.layout
+        if not layout.key:
+            return self.scan(name)
+        found = reads.lookup(spine.runs, layout, _conform(keys, layout.key_schema, name))
+        return found.select(layout.weighted_schema.names)
+
+    def extreme(self, name: str, keys: pa.Table, kind: str) -> pa.Table:
+        spine = self._get(name)
+        layout = spine.layout
+        if kind not in ("min", "max"):
+            raise StateError(f"extreme kind must be 'min' or 'max', not {kind!r}")
+        if layout.order is None:
+            raise StateError(f"state {name!r} has no order column, so no extremes")
+        probes = _conform(keys, layout.key_schema, name) if layout.key else pa.table({"_": [0]}).drop(["_"])
+        return reads.extreme(spine.runs, layout, probes, kind)
+
+    def scan(self, name: str) -> pa.Table:
+        spine = self._get(name)
+        return reads.scan(spine.runs, spine.layout).select(spine.layout.weighted_schema.names)
+
+    def count(self, name: str) -> int:
+        spine = self._get(name)
+        if len(spine.runs) == 1:
+            return len(spine.runs[0])
+        return reads.scan(spine.runs, spine.layout).num_rows
+
+
+# ---------------------------------------------------------------------- helpers
+def _conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """``table``'s columns of ``schema``, cast to its types, floats normalised, one chunk each."""
+    missing = [n for n in schema.names if n not in table.column_names]
+    if missing:
+        raise StateError(f"input for state {name!r} lacks column(s) {missing}")
+    table = table.select(schema.names)
+    if table.schema != schema:
+        try:
+            table = table.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise StateError(f"input for state {name!r} does not fit its columns {schema}: {exc}") from None
+    if WEIGHT in schema.names and table.column(WEIGHT).null_count:
+        raise StateError(f"input for state {name!r} has NULL weights")
+    return normalize_floats(table.combine_chunks())
+
+
+def _check_types(name: str, layout: Layout) -> None:
+    for f in layout.schema:
+        try:
+            hashing.canonical(pa.array([], f.type))
+        except TypeError as exc:
+            raise StateError(f"state {name!r}, column {f.name!r}: {exc}") from None

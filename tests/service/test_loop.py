@@ -1,0 +1,81 @@
+"""The service's reading loop against a scripted stream: what becomes one step, and that reads end."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from freshview.connectors.postgres import protocol as p
+from freshview.service.service import Service, ServiceOptions
+from tests.support import pgoutput as w
+
+REL = p.Relation(5, "public", "t", "d", (p.Column("id", 23, -1, True),))
+
+
+class Stream:
+    """Stands in for ReplicationConnection: ``ready`` holds what is readable now; nothing ever arrives later."""
+
+    def __init__(self, payloads) -> None:
+        self.ready = iter(payloads)
+        self.waited_s = 0.0
+
+    def payloads(self, timeout: float):
+        for payload in self.ready:
+            yield memoryview(payload)
+        self.waited_s += timeout  # as if it had waited the whole timeout for more
+
+
+def txn(i: int, rows: int = 1) -> list[bytes]:
+    now = int((time.time() - 946_684_800) * 1e6)  # commit times on the server's clock: just now
+    return [w.begin(i, ts=now)] + [w.insert(REL, [str(i * 1000 + r)]) for r in range(rows)] + \
+        [w.commit(10 * i, 10 * i + 5, now)]
+
+
+def service(payloads, **options) -> tuple[Service, list]:
+    svc = Service("dbname=none", "/nonexistent", options=ServiceOptions(**options))
+    svc.repl = Stream([w.relation(REL)] + payloads)  # type: ignore[assignment]
+    steps: list = []
+    svc._process = steps.append  # type: ignore[method-assign]
+    return svc, steps
+
+
+def test_what_is_readable_at_once_is_one_step():
+    svc, steps = service(txn(1) + txn(2, rows=3) + txn(3))
+    svc._follow_stream()
+    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25, 35]]
+    assert steps[0][1].size == 3
+
+
+def test_a_half_read_transaction_waits_for_the_next_step():
+    third = txn(3)
+    svc, steps = service(txn(1) + txn(2) + third[:2])
+    svc._follow_stream()
+    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25]]
+    svc.repl.ready = iter(third[2:])  # the rest of it arrives
+    svc._follow_stream()
+    assert [t.end_lsn for t in steps[1]] == [35] and steps[1][0].size == 1
+
+
+def test_max_batch_rows_ends_a_batch_at_a_commit():
+    svc, steps = service(txn(1, rows=3) + txn(2, rows=3) + txn(3, rows=3), max_batch_rows=5)
+    svc._follow_stream()
+    svc._follow_stream()
+    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25], [35]]
+
+
+def test_a_quiet_stream_steps_nothing():
+    svc, steps = service([])
+    started = time.monotonic()
+    svc._follow_stream()
+    assert steps == [] and time.monotonic() - started < 1.0
+
+
+def test_a_long_transaction_streaming_in_does_not_hold_the_loop():
+    # a transaction of 2M rows (without a bound the loop would read them all, for many seconds)
+    endless = itertools.chain([w.begin(9)], (w.insert(REL, [str(i)]) for i in range(2_000_000)))
+    svc, steps = service([], poll_s=0.05)
+    svc.repl.ready = itertools.chain([w.relation(REL)], endless)
+    started = time.monotonic()
+    svc._follow_stream()  # returns (to serve requests and heartbeats) though no commit came
+    assert steps == [] and time.monotonic() - started < 2.0
+    assert svc.timings["read"] > 0

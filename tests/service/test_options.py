@@ -1,0 +1,47 @@
+"""Service options that reach the engine: the execution mode, when the engine has execution modes."""
+
+from __future__ import annotations
+
+import logging
+
+import freshview.service.service as service_module
+from freshview.service.service import Service, ServiceOptions
+
+
+class FlowWithModes:
+    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256, execution: str = "auto") -> None:
+        self.spark, self.state_dir, self.execution = spark, state_dir, execution
+
+
+class FlowWithoutModes:
+    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256) -> None:
+        self.spark, self.state_dir = spark, state_dir
+
+
+def test_the_execution_mode_reaches_an_engine_that_has_modes(monkeypatch, tmp_path):
+    monkeypatch.setattr(service_module, "IncrementalFlow", FlowWithModes)
+    svc = Service("dbname=none", tmp_path, spark="S", options=ServiceOptions(execution="spark"))
+    flow = svc._new_flow()
+    assert isinstance(flow, FlowWithModes) and flow.execution == "spark" and flow.spark == "S"
+    assert Service("dbname=none", tmp_path)._new_flow().execution == "auto"
+
+
+def test_an_engine_without_modes_gets_none_and_a_warning_unless_auto(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(service_module, "IncrementalFlow", FlowWithoutModes)
+    with caplog.at_level(logging.WARNING, logger="freshview.service"):
+        assert isinstance(Service("dbname=none", tmp_path)._new_flow(), FlowWithoutModes)
+        assert not caplog.records
+        Service("dbname=none", tmp_path, options=ServiceOptions(execution="local"))._new_flow()
+    assert "local" in caplog.text and "ignored" in caplog.text
+
+
+def test_unreadable_state_is_set_aside_for_a_rebuild(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "state.sqlite").write_bytes(b"an older store's file")
+    svc = Service("dbname=none", state, options=ServiceOptions(execution="local"))
+    flow = svc._open_flow()
+    try:
+        assert flow.sources == [] and flow.views == [] and not (state / "state.sqlite").exists()
+    finally:
+        flow.close()
