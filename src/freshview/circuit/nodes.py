@@ -41,14 +41,26 @@ class AggState:
         return (self.acc,) + self.extremes
 
 
-StateSpec = JoinState | AggState | None
+@dataclass(frozen=True)
+class RecomputeState:
+    """A TopK's or Window's state: its input, keyed by partition; for TopK also its current result."""
+
+    input: str
+    top: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.input,) + ((self.top,) if self.top else ())
+
+
+StateSpec = JoinState | AggState | RecomputeState | None
 
 
 @dataclass
 class Operator:
     id: str
     node: pn.Node
-    kind: str  # linear | join | aggregate
+    kind: str  # linear | join | aggregate | recompute
     state: StateSpec = None
     inputs: list["Operator"] = field(default_factory=list)
 
@@ -105,6 +117,12 @@ class _Lift:
         extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
         return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes))
 
+    def visit_TopK(self, op_id: str, node: pn.TopK) -> Operator:
+        return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input", f"{op_id}/top"))
+
+    def visit_Window(self, op_id: str, node: pn.Window) -> Operator:
+        return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input"))
+
 
 def incrementalize(view: str, plan: pn.Node) -> Circuit:
     root = _Lift(view)(plan)
@@ -117,10 +135,12 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
 
     def visit(op: Operator, depth: int) -> None:
         pad = "  " * depth
-        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ "}[op.kind]
+        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ "}[op.kind]
         text = f"{pad}{label}{describe(op.node)}"
         if op.kind == "join" and not op.node.left_keys:  # type: ignore[attr-defined]
             text += "   (no equi-key: each change reads the other side whole)"
+        if op.kind == "recompute":
+            text += "   (each change recomputes the partitions it touches)"
         lines.append(text)
         for s in op.state_names:
             n = f": {counts[s]} rows" if counts and s in counts else ""

@@ -29,4 +29,16 @@ def describe(node: pn.Node) -> str:
         return "Distinct"
     if isinstance(node, pn.UnionAll):
         return f"UnionAll ({len(node.parts)} inputs)"
+    if isinstance(node, pn.TopK):
+        limit = "ALL" if node.limit is None else node.limit
+        return f"TopK order by {_sort_keys(node.order)} limit {limit} offset {node.offset}"
+    if isinstance(node, pn.Window):
+        part = ", ".join(f"${c}" for c in node.partition) or "()"
+        funcs = ", ".join(f"{f.func}({'' if f.arg is None else f'${f.arg}'})" for f in node.functions)
+        return f"Window partition by {part} order by {_sort_keys(node.order) or '()'}: {funcs}"
     return type(node).__name__
+
+
+def _sort_keys(keys) -> str:
+    return ", ".join(f"${k.column}{' DESC' if k.descending else ''}"
+                     f"{' NULLS FIRST' if k.nulls_go_first else ' NULLS LAST'}" for k in keys)

@@ -145,6 +145,94 @@ class UnionAll(Node):
         return self.parts[0].columns
 
 
+@dataclass(frozen=True)
+class SortKey:
+    """One ORDER BY key: an input column, its direction, and where NULLs go (``nulls_first`` None:
+    PostgreSQL's default, NULLS LAST for ASC and NULLS FIRST for DESC)."""
+
+    column: int
+    descending: bool = False
+    nulls_first: bool | None = None
+
+    @property
+    def nulls_go_first(self) -> bool:
+        return self.descending if self.nulls_first is None else self.nulls_first
+
+
+@dataclass(frozen=True)
+class TopK(_Unary):
+    """ORDER BY ``order`` OFFSET ``offset`` LIMIT ``limit`` (None: no limit), over the whole input.
+
+    Tie rule (ORDER BY not a total order): rows equal in every key are ordered by all their
+    columns, left to right, ascending with NULLs last, so the chosen rows are deterministic.
+    """
+
+    order: tuple[SortKey, ...]
+    limit: int | None
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        width = len(self.input.columns)
+        if any(not 0 <= k.column < width for k in self.order):
+            raise FreshviewError("internal: ORDER BY refers to a column outside its input")
+
+
+@dataclass(frozen=True)
+class FrameBound:
+    """``kind``: unbounded_preceding, preceding, current_row, following, unbounded_following; ``offset``
+    the row count of ``preceding``/``following``."""
+
+    kind: str
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window frame: ``mode`` rows or range, between ``start`` and ``end``."""
+
+    mode: str
+    start: FrameBound
+    end: FrameBound
+
+
+DEFAULT_FRAME = Frame("range", FrameBound("unbounded_preceding"), FrameBound("current_row"))
+
+
+@dataclass(frozen=True)
+class WindowFunc:
+    """One window function: ``func`` (row_number, rank, dense_rank, ntile, lag, lead, first_value,
+    last_value, count_star, count, sum, avg, min, max) over input column ``arg``; ``n`` is NTILE's
+    bucket count or LAG/LEAD's offset, ``default`` LAG/LEAD's default column (None: NULL)."""
+
+    func: str
+    arg: int | None
+    type: SqlType
+    n: int = 1
+    default: int | None = None
+    frame: Frame = DEFAULT_FRAME
+
+
+@dataclass(frozen=True)
+class Window(_Unary):
+    """The input's columns, then one column per function, computed over PARTITION BY ``partition``
+    (input columns; none: one partition) in ORDER BY ``order`` (ties as ``TopK``'s rule)."""
+
+    partition: tuple[int, ...]
+    order: tuple[SortKey, ...]
+    functions: tuple[WindowFunc, ...]
+
+    def __post_init__(self) -> None:
+        width = len(self.input.columns)
+        cols = list(self.partition) + [k.column for k in self.order]
+        cols += [c for f in self.functions for c in (f.arg, f.default) if c is not None]
+        if any(not 0 <= c < width for c in cols):
+            raise FreshviewError("internal: window refers to a column outside its input")
+
+    @property
+    def columns(self) -> Columns:
+        return self.input.columns + tuple((f"w{i}", f.type) for i, f in enumerate(self.functions))
+
+
 def walk(node: Node):
     yield node
     for child in node.inputs():

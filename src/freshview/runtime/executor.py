@@ -23,6 +23,7 @@ from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, project_delta, union_delta
+from freshview.runtime.operators.window import PartitionRecompute
 from freshview.runtime.relation import arrow_schema
 
 InputFn = Callable[[str], pa.Table | None]
@@ -33,6 +34,7 @@ class CircuitRunner:
         self.circuit = circuit
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
+        self._recompute: dict[str, PartitionRecompute] = {}
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
 
     def step(self, inputs: InputFn, kernels: Kernels, force: bool = False) -> pa.Table | None:
@@ -88,6 +90,19 @@ class CircuitRunner:
         if agg is None:
             agg = self._aggs[op.id] = Aggregation(node, op.state)
         return agg.step(k, self.store, d, force)
+
+    def visit_TopK(self, op: Operator, node: pn.TopK, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        return self._recompute_step(op, node, inputs, k, force)
+
+    def visit_Window(self, op: Operator, node: pn.Window, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        return self._recompute_step(op, node, inputs, k, force)
+
+    def _recompute_step(self, op: Operator, node, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        rec = self._recompute.get(op.id)
+        if rec is None:
+            rec = self._recompute[op.id] = PartitionRecompute(node, op.state.input, op.state.top)  # type: ignore[union-attr]
+        return rec.step(k, self.store, d)
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)

@@ -565,7 +565,10 @@ class ExprBinder:
 
     # ------------------------------------------------------------------ refused constructs
     def visit_Window(self, node: exp.Window) -> Expr:
-        raise self.unsupported(node, "window function (OVER ...)", "OVER")
+        windows = getattr(self, "windows", None)  # set on the SELECT list's binder (sql.window)
+        if windows is None:
+            raise self.unsupported(node, f"window function (OVER ...) in {self.context}", "OVER")
+        return windows.add(self, node)
 
     def visit_Subquery(self, node: exp.Subquery) -> Expr:
         raise self.unsupported(node, "scalar subquery", "(")

@@ -30,6 +30,7 @@ from freshview.schema import SqlType
 from freshview.sql import typing as ty
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
 from freshview.sql.parse import locate, parse_query
+from freshview.sql import window
 
 
 class Catalog(Protocol):
@@ -65,6 +66,8 @@ class QueryBuilder:
         if node.args.get("with_") is not None or node.args.get("with") is not None:
             raise self.unsupported(node.args.get("with_") or node.args.get("with"), "WITH (common table expressions)", "WITH")
         if isinstance(node, exp.Union):
+            if any(node.args.get(k) is not None for k in ("limit", "offset", "fetch")):
+                return window.union_top_k(self, node)
             return self.union(node)
         if isinstance(node, (exp.Except, exp.Intersect)):
             raise self.unsupported(node, node.key.upper(), node.key.upper())
@@ -123,7 +126,6 @@ class QueryBuilder:
 
     # ------------------------------------------------------------------ SELECT
     def select(self, node: exp.Select) -> pn.Node:
-        self._refuse_modifiers(node)
         for key, what, kw in (
             ("windows", "WINDOW clause", "WINDOW"), ("qualify", "QUALIFY", "QUALIFY"),
             ("laterals", "LATERAL", "LATERAL"), ("pivots", "PIVOT", "PIVOT"),
@@ -163,6 +165,7 @@ class QueryBuilder:
         # SELECT list, with * expanded.
         aggs = AggCollector()
         select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
+        windows = select_binder.windows = window.WindowCollector(self.sql)
         out_exprs: list[Expr] = []
         out_names: list[str] = []
         out_origins: list[exp.Expression] = []  # the SELECT item each output came from, for errors
@@ -183,6 +186,8 @@ class QueryBuilder:
             out_origins.append(sel)
         _check_unique_names(out_names, node, self.sql)
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
+        topk = window.bind_top_k(node, self.sql, select_binder, scope, out_names, out_exprs)
+        select_binder.windows = None  # window functions: only in the SELECT list and ORDER BY
 
         # GROUP BY: expressions, select aliases or ordinals.
         group_exprs: list[Expr] = []
@@ -211,6 +216,8 @@ class QueryBuilder:
         for a in aggs.aggs:
             if a.arg is not None:
                 used |= columns_used(a.arg)
+        for e in windows.exprs() + [k[0] for k in (topk.keys if topk else []) if not isinstance(k[0], int)]:
+            used |= {i for i in columns_used(e) if i < AGG_BASE}
         plan, mapping = self.join_tree(items, conds, used, node)
 
         def local(e: Expr) -> Expr:
@@ -228,8 +235,14 @@ class QueryBuilder:
             plan = agg_node
             if having is not None:
                 plan = pn.Filter(plan, lift.rewrite(having, having_node))
+            localize = lambda e: lift.rewrite(e, node)  # noqa: E731
         else:
             out_final_exprs = [local(e) for e in out_exprs]
+            localize = local
+
+        if windows.calls or topk is not None:
+            return window.finish_select(plan, out_final_exprs, out_names, windows, topk, distinct is not None,
+                                        localize, self.sql)
 
         plan = _project(plan, out_final_exprs, out_names)
         if distinct is not None:
@@ -477,6 +490,8 @@ class _AggregateLift:
             if e == g:
                 return ColumnRef(g.type, i, getattr(g, "name", "") or f"g{i}")
         if isinstance(e, ColumnRef):
+            if e.index >= window.WIN_BASE:  # a window result: placed above the aggregate
+                return e
             if e.index >= AGG_BASE:
                 return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
             raise SqlError(
@@ -507,6 +522,8 @@ def _output_name(sel: exp.Expression, position: int) -> str:
         return sel.name
     inner = sel
     while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Window):  # PostgreSQL names it after the function
         inner = inner.this
     if isinstance(inner, exp.Column):
         return inner.name

@@ -1,0 +1,411 @@
+"""Top-k (ORDER BY … LIMIT/OFFSET) and window functions: one "per-partition recompute" operator.
+
+Delta rule.  The operator keeps its input integrated, ``I``, in an
+arrangement keyed by the partition columns (``NullKeys.EQUAL``: a NULL
+partition is a partition; no PARTITION BY, and top-k: one partition).  For a
+change ``Δ`` touching partitions ``P`` (the distinct partition keys of ``Δ``):
+
+    old = I[P]                 (lookup, before the change is applied)
+    new = old + Δ              (consolidated; I += Δ is applied)
+    Δout = f(new) − f(old)
+
+where ``f`` is the non-incremental function of one partition's rows: for
+``TopK`` the rows at positions ``offset+1 .. offset+limit`` in the sort
+order, for ``Window`` every row with its window columns appended.  As ``f``
+acts on each partition alone, ``f(I + Δ) − f(I) = f(new) − f(old)`` exactly:
+the rule is exact by construction, whatever ``f`` is.
+
+Cost.  A step reads and recomputes the touched partitions whole:
+O(size of touched partitions · log) time and a lookup of their rows, plus
+O(|Δ|) to apply the change; untouched partitions cost nothing.  Top-k and a
+window without PARTITION BY have one partition, the whole input.  Top-k
+avoids reading it when it can: it also keeps its current result (at most
+``offset + limit`` rows) and, when every changed row sorts strictly after
+the last row of that result (and the result is full), the output cannot
+change, so the step only applies the change (O(k + |Δ|)).  Otherwise it
+reads the whole input (O(|I|)).
+
+``f`` runs in-process on Arrow and numpy for both executors (the Spark
+kernels hand the change over as Arrow): rows are sorted once by (partition,
+ORDER BY keys, tie-break), each column turned into dense integer sort codes
+by Arrow's ``rank`` (no Python per row), then ranks and frames are index
+arithmetic.  Duplicate rows (weight > 1) are expanded into copies first:
+ROW_NUMBER gives each copy its own number, as PostgreSQL does.
+
+Tie rule, where ORDER BY is not a total order: rows equal in every ORDER BY
+key are ordered by all their input columns, left to right, ascending with
+NULLs last.  Rows equal in every column are indistinguishable in the output,
+so the result is deterministic.  Sort order is PostgreSQL's: NULLS LAST for
+ASC and FIRST for DESC unless given, NaN above every number, strings by
+UTF-8 bytes (the C collation), false < true.
+
+PostgreSQL semantics of the functions: ROW_NUMBER, RANK (1 + rows before
+the peer group), DENSE_RANK (peer groups so far) and COUNT are bigint;
+NTILE(n) gives the first ``N mod n`` buckets one row more; LAG/LEAD read the
+row ``n`` before/after within the partition, else the default (NULL when
+absent); FIRST_VALUE/LAST_VALUE the first/last row of the frame;
+COUNT/SUM/AVG/MIN/MAX over the frame ignore NULLs, SUM/AVG/MIN/MAX over a
+frame without a non-NULL value are NULL and COUNT 0; SUM(int2/int4) is
+bigint, SUM(int8) and AVG of integers numeric (AVG to 16 decimal places,
+rounded half away from zero).  Frames: ROWS with UNBOUNDED/n
+PRECEDING/FOLLOWING and CURRENT ROW; RANGE with UNBOUNDED and CURRENT ROW
+(CURRENT ROW includes the row's peers); the default frame is RANGE BETWEEN
+UNBOUNDED PRECEDING AND CURRENT ROW, so without ORDER BY the whole partition.
+"""
+
+from __future__ import annotations
+
+import decimal
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from freshview.algebra.batch import consolidate, negate
+from freshview.errors import ExecutionError
+from freshview.plan import nodes as pn
+from freshview.runtime.kernels import Kernels, Rel
+from freshview.runtime.relation import arrow_schema
+from freshview.runtime.state.layout import Layout, NullKeys
+from freshview.schema import WEIGHT
+
+# ---------------------------------------------------------------------- sort codes
+
+
+def sort_codes(col: pa.Array | pa.ChunkedArray, descending: bool = False, nulls_first: bool = False) -> np.ndarray:
+    """Dense int64 codes whose ascending order is ``col``'s SQL order in the direction given."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    n = len(col)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    if pa.types.is_null(col.type):
+        return np.zeros(n, np.int64)
+    if pa.types.is_floating(col.type):  # -0.0 is 0.0 (rank already ties them); NaN above all numbers
+        col = pc.if_else(pc.equal(col, 0.0), pa.scalar(0.0, col.type), col)
+    codes = np.asarray(pc.rank(col, sort_keys="ascending", tiebreaker="dense")).astype(np.int64)
+    valid = np.asarray(col.is_valid()).astype(bool) if col.null_count else np.ones(n, bool)
+    if descending:
+        codes = -codes
+    if not valid.all():
+        live = codes[valid]
+        if nulls_first:
+            codes[~valid] = (live.min() if live.size else 0) - 1
+        else:
+            codes[~valid] = (live.max() if live.size else 0) + 1
+    return codes
+
+
+def sort_order(table: pa.Table, keys: Sequence[pn.SortKey], lead: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """The permutation sorting ``table`` by ``lead`` codes, then ``keys``, then the tie rule (every column
+    ascending, NULLs last)."""
+    codes = list(lead)
+    codes += [sort_codes(table.column(k.column), k.descending, k.nulls_go_first) for k in keys]
+    codes += [sort_codes(table.column(i)) for i in range(table.num_columns)]
+    if table.num_rows == 0 or not codes:
+        return np.arange(table.num_rows)
+    return np.lexsort(codes[::-1])
+
+
+def _changes(codes: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """True where a row differs from the previous one in any of ``codes`` (and at row 0)."""
+    out = np.zeros(n, bool)
+    if n:
+        out[0] = True
+    for c in codes:
+        out[1:] |= c[1:] != c[:-1]
+    return out
+
+
+def _starts(change: np.ndarray) -> np.ndarray:
+    """Index of the first row of each row's run (runs start where ``change``)."""
+    idx = np.where(change, np.arange(len(change)), 0)
+    return np.maximum.accumulate(idx) if len(idx) else idx
+
+
+def _ends(change: np.ndarray) -> np.ndarray:
+    """Exclusive end index of each row's run."""
+    n = len(change)
+    firsts = np.flatnonzero(change)
+    run = np.cumsum(change) - 1
+    ends = np.append(firsts[1:], n)
+    return ends[run]
+
+
+# ---------------------------------------------------------------------- f: top-k
+
+
+def topk_rows(node: pn.TopK, rows: pa.Table) -> pa.Table:
+    """The rows (c*, ``_weight`` the copies kept) at positions offset+1 .. offset+limit of consolidated
+    ``rows`` (positive weights) in ``node``'s order."""
+    data = rows.drop_columns([WEIGHT])
+    perm = sort_order(data, node.order)
+    w = np.asarray(rows.column(WEIGHT), np.int64)[perm]
+    end = np.cumsum(w)
+    begin = end - w
+    lo = node.offset
+    hi = np.iinfo(np.int64).max if node.limit is None else node.offset + node.limit
+    kept = np.clip(np.minimum(end, hi) - np.maximum(begin, lo), 0, None)
+    take = kept > 0
+    out = rows.take(pa.array(perm[take]))
+    return out.set_column(out.num_columns - 1, WEIGHT, pa.array(kept[take], pa.int64()))
+
+
+# ---------------------------------------------------------------------- f: window
+
+
+def window_rows(node: pn.Window, rows: pa.Table) -> pa.Table:
+    """Every row of consolidated ``rows`` (positive weights; a row of weight w as w copies) with its
+    window columns appended, each copy weight 1 (not consolidated)."""
+    out_schema = arrow_schema(node.columns)
+    weights = np.asarray(rows.column(WEIGHT), np.int64)
+    data = rows.drop_columns([WEIGHT])
+    if data.num_rows:
+        data = data.take(pa.array(np.repeat(np.arange(data.num_rows), weights)))
+    n = data.num_rows
+    part_codes = [sort_codes(data.column(c)) for c in node.partition]
+    perm = sort_order(data, node.order, part_codes)
+    data = data.take(pa.array(perm))
+    part_codes = [c[perm] for c in part_codes]
+    order_codes = [sort_codes(data.column(k.column), k.descending, k.nulls_go_first) for k in node.order]
+    part_change = _changes(part_codes, n)
+    peer_change = part_change | _changes(order_codes, n)
+    g = _Geometry(part_change, peer_change)
+    cols = list(data.columns)
+    for f in node.functions:
+        cols.append(_function(f, data, g).cast(f.type.arrow))
+    cols.append(pa.array(np.ones(n, np.int64)))
+    return pa.Table.from_arrays(cols, schema=out_schema)
+
+
+class _Geometry:
+    """Row positions of a sorted, expanded input: partitions and peer groups as index arrays."""
+
+    def __init__(self, part_change: np.ndarray, peer_change: np.ndarray) -> None:
+        self.n = len(part_change)
+        self.i = np.arange(self.n)
+        self.part_start = _starts(part_change)
+        self.part_end = _ends(part_change)  # exclusive
+        self.peer_start = _starts(peer_change)
+        self.peer_end = _ends(peer_change)
+        self.peer_id = np.cumsum(peer_change) - 1
+
+    def frame(self, frame: pn.Frame) -> tuple[np.ndarray, np.ndarray]:
+        """Inclusive frame bounds per row, clipped to the partition (empty where start > end)."""
+        start = self._bound(frame, frame.start, True)
+        end = self._bound(frame, frame.end, False)
+        return np.maximum(start, self.part_start), np.minimum(end, self.part_end - 1)
+
+    def _bound(self, frame: pn.Frame, b: pn.FrameBound, is_start: bool) -> np.ndarray:
+        if b.kind == "unbounded_preceding":
+            return self.part_start
+        if b.kind == "unbounded_following":
+            return self.part_end - 1
+        if b.kind == "current_row":
+            if frame.mode == "rows":
+                return self.i
+            return self.peer_start if is_start else self.peer_end - 1
+        if frame.mode != "rows":
+            raise ExecutionError("internal: RANGE frames with an offset are not supported")
+        return self.i - b.offset if b.kind == "preceding" else self.i + b.offset
+
+
+def _function(f: pn.WindowFunc, data: pa.Table, g: _Geometry) -> pa.Array:
+    n = g.n
+    if f.func == "row_number":
+        return pa.array(g.i - g.part_start + 1, pa.int64())
+    if f.func == "rank":
+        return pa.array(g.peer_start - g.part_start + 1, pa.int64())
+    if f.func == "dense_rank":
+        return pa.array(g.peer_id - g.peer_id[g.part_start] + 1 if n else g.i, pa.int64())
+    if f.func == "ntile":
+        size = g.part_end - g.part_start
+        i = g.i - g.part_start
+        q, r = size // f.n, size % f.n
+        big = r * (q + 1)  # rows in the first r buckets, of q + 1 rows each
+        bucket = np.where(i < big, i // np.maximum(q + 1, 1), r + (i - big) // np.maximum(q, 1))
+        return pa.array(bucket + 1, pa.int32())
+    arg = data.column(f.arg).combine_chunks() if f.arg is not None else None
+    if f.func in ("lag", "lead"):
+        j = g.i - f.n if f.func == "lag" else g.i + f.n
+        inside = (j >= g.part_start) & (j < g.part_end)
+        values = arg.take(pa.array(np.where(inside, j, 0))) if n else arg  # type: ignore[union-attr]
+        if f.default is None:
+            other = pa.nulls(n, values.type)
+        else:
+            other = data.column(f.default).combine_chunks().cast(values.type)
+        return pc.if_else(pa.array(inside), values, other)
+    start, end = g.frame(f.frame)
+    empty = start > end
+    if f.func == "count_star":
+        return pa.array(np.where(empty, 0, end - start + 1), pa.int64())
+    if f.func in ("first_value", "last_value"):
+        at = start if f.func == "first_value" else end
+        values = arg.take(pa.array(np.where(empty, 0, at))) if n else arg  # type: ignore[union-attr]
+        return pc.if_else(pa.array(empty), pa.nulls(n, values.type), values)
+    valid = np.asarray(arg.is_valid()).astype(np.int64) if n else np.zeros(0, np.int64)  # type: ignore[union-attr]
+    counts = np.where(empty, 0, _range_sums(valid, start, end))
+    if f.func == "count":
+        return pa.array(counts, pa.int64())
+    none = counts == 0
+    if f.func in ("min", "max"):
+        return _extreme(arg, start, end, none, f.func)  # type: ignore[arg-type]
+    total = _frame_sum(arg, start, end, none, g, f.frame)  # type: ignore[arg-type]
+    if f.func == "sum":
+        return total
+    return _average(total, counts, none, f.type.arrow)
+
+
+def _range_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Σ values[start..end] per row (exact integers, by prefix sums; rows with start > end arbitrary)."""
+    prefix = np.concatenate([[0], np.cumsum(values)]) if values.dtype != object else \
+        np.concatenate([np.array([0], dtype=object), np.cumsum(values)])
+    s = np.clip(start, 0, len(values))
+    e = np.clip(end + 1, 0, len(values))
+    return prefix[np.maximum(e, s)] - prefix[s]
+
+
+def _frame_sum(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarray, g: _Geometry,
+               frame: pn.Frame) -> pa.Array:
+    """SUM over each row's frame, NULL where the frame holds no value; exact for integers and numerics,
+    for floats summed in row order like PostgreSQL (running sums per partition, else each frame)."""
+    n = len(arg)
+    t = arg.type
+    if pa.types.is_floating(t):
+        values = np.asarray(arg.fill_null(0.0).cast(pa.float64()), np.float64)
+        out = np.zeros(n)
+        if n:
+            running = frame.start.kind == "unbounded_preceding"
+            if running:  # one cumulative sum per partition: Σ values[part_start..end]
+                for s, e in zip(np.unique(g.part_start), np.append(np.unique(g.part_start)[1:], n)):
+                    cum = np.cumsum(values[s:e])
+                    sel = (g.part_start == s) & ~none
+                    out[sel] = cum[end[sel] - s]
+            else:
+                live = np.flatnonzero(~none)
+                idx = np.empty(2 * len(live), np.int64)
+                idx[0::2], idx[1::2] = start[live], end[live] + 1
+                padded = np.append(values, 0.0)
+                out[live] = np.add.reduceat(padded, idx)[0::2] if len(live) else out[live]
+        return pc.if_else(pa.array(none), pa.nulls(n, pa.float64()), pa.array(out, pa.float64()))
+    if pa.types.is_decimal(t):
+        scale = t.scale
+        unscaled = [0 if v is None else int(v.scaleb(scale)) for v in arg.to_pylist()]
+        values = np.array(unscaled, dtype=object)
+        sums = _range_sums(values, start, end) if n else values
+        with decimal.localcontext() as ctx:
+            ctx.prec = 100
+            out = [None if z else decimal.Decimal(int(v)).scaleb(-scale) for v, z in zip(sums, none)]
+        return pa.array(out, pa.decimal128(38, scale)) if n else pa.array([], pa.decimal128(38, scale))
+    values = np.asarray(arg.fill_null(0).cast(pa.int64()), np.int64)
+    if pa.types.is_int64(t):  # SUM(bigint) is numeric: exact, no overflow
+        sums = _range_sums(values.astype(object), start, end) if n else values
+        out = [None if z else decimal.Decimal(int(v)) for v, z in zip(sums, none)]
+        return pa.array(out, pa.decimal128(38, 0))
+    sums = _range_sums(values, start, end)
+    return pc.if_else(pa.array(none), pa.nulls(n, pa.int64()), pa.array(sums, pa.int64()))
+
+
+def _average(total: pa.Array, counts: np.ndarray, none: np.ndarray, result: pa.DataType) -> pa.Array:
+    from freshview.runtime.operators.accumulators import _avg
+
+    if pa.types.is_decimal(result) and pa.types.is_integer(total.type):
+        total = total.cast(pa.decimal128(38, 0))
+    return _avg(total, pa.array(counts, pa.int64()), result)
+
+
+def _extreme(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarray, func: str) -> pa.Array:
+    """MIN/MAX over each row's frame: a sparse table of range extremes over the values' sort codes."""
+    n = len(arg)
+    if n == 0:
+        return arg
+    codes = sort_codes(arg)
+    valid = np.asarray(arg.is_valid()).astype(bool)
+    big = np.iinfo(np.int64).max
+    keyed = np.where(valid, codes if func == "min" else -codes, big)
+    levels = [keyed]
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        nxt = prev.copy()
+        nxt[:n - half] = np.minimum(prev[:n - half], prev[half:])
+        levels.append(nxt)
+    s = np.clip(start, 0, n - 1)
+    length = np.maximum(end - start + 1, 1)
+    k = np.floor(np.log2(length)).astype(np.int64)
+    table = np.stack(levels)
+    best = np.minimum(table[k, s], table[k, np.clip(s + length - (1 << k), 0, n - 1)])
+    # a row holding each best value: the first in value order
+    order = np.argsort(keyed, kind="stable")
+    pos = np.searchsorted(keyed[order], np.where(none, keyed[order][0], best))
+    at = order[np.clip(pos, 0, n - 1)]
+    values = arg.take(pa.array(at))
+    return pc.if_else(pa.array(none), pa.nulls(n, arg.type), values)
+
+
+# ---------------------------------------------------------------------- the operator
+
+
+class PartitionRecompute:
+    """The stateful operator of one TopK or Window node: see the module docstring for its delta rule."""
+
+    def __init__(self, node: pn.TopK | pn.Window, state: str, top: str | None = None) -> None:
+        self.node = node
+        self.state = state
+        self.top = top  # TopK: its current result, for the no-change shortcut
+        schema = pa.schema([f for f in arrow_schema(node.input.columns) if f.name != WEIGHT])
+        key = tuple(schema.names[c] for c in node.partition) if isinstance(node, pn.Window) else ()
+        self.layout = Layout(schema, key, NullKeys.EQUAL)
+        self.key = key
+
+    def f(self, rows: pa.Table) -> pa.Table:
+        if isinstance(self.node, pn.TopK):
+            return topk_rows(self.node, rows)
+        return window_rows(self.node, rows)
+
+    def step(self, k: Kernels, store, d: Rel | None) -> Rel | None:
+        store.ensure_arrangement(self.state, self.layout)
+        if self.top is not None:
+            store.ensure_arrangement(self.top, self.layout)
+        if d is None:
+            return None
+        delta = k.arrow(d)
+        if delta.num_rows == 0:
+            return None
+        delta = delta.cast(self.layout.weighted_schema)
+        if self.top is not None and self._unchanged_topk(store, delta):
+            store.apply(self.state, delta)
+            return None
+        keys = delta.select(list(self.key)) if self.key else pa.table({})
+        old = store.lookup(self.state, keys).select(self.layout.weighted_schema.names)
+        store.apply(self.state, delta)
+        new = consolidate(pa.concat_tables([old, delta]))
+        if new.num_rows and np.asarray(new.column(WEIGHT)).min() < 0:
+            raise ExecutionError(f"internal: {type(self.node).__name__} input has a row with negative weight")
+        out = consolidate(pa.concat_tables([self.f(new), negate(self.f(old))]))
+        if self.top is not None and out.num_rows:
+            store.apply(self.top, out)
+        return k.of_arrow(out) if out.num_rows else None
+
+    def _unchanged_topk(self, store, delta: pa.Table) -> bool:
+        """True when every changed row sorts strictly after the last row of a full current result."""
+        node = self.node
+        assert isinstance(node, pn.TopK)
+        if node.limit is None:
+            return False
+        top = store.scan(self.top)
+        if top.num_rows == 0 or int(np.asarray(top.column(WEIGHT)).sum()) < node.limit:
+            return False
+        data = top.drop_columns([WEIGHT])
+        last = data.take(pa.array([sort_order(data, node.order)[-1]]))
+        both = pa.concat_tables([last, delta.drop_columns([WEIGHT])])
+        codes = [sort_codes(both.column(key.column), key.descending, key.nulls_go_first) for key in node.order]
+        codes += [sort_codes(both.column(i)) for i in range(both.num_columns)]
+        if not codes:
+            return False
+        ranks = np.lexsort(codes[::-1])
+        # strictly after: the boundary sorts first and differs from the next row in some code
+        if ranks[0] != 0:
+            return False
+        second = ranks[1]
+        return any(c[0] != c[second] for c in codes)
