@@ -187,7 +187,7 @@ class QueryBuilder:
         _check_unique_names(out_names, node, self.sql)
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
         topk = window.bind_top_k(node, self.sql, select_binder, scope, out_names, out_exprs)
-        select_binder.windows = None  # window functions: only in the SELECT list and ORDER BY
+        select_binder.windows = window.NotHere(self.sql, "HAVING")  # only in the SELECT list and ORDER BY
 
         # GROUP BY: expressions, select aliases or ordinals.
         group_exprs: list[Expr] = []

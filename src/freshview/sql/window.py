@@ -105,7 +105,9 @@ class WindowCollector:
                 return WindowCall(name, ty.INT8, None, partition, order, frame)
         if isinstance(fn, exp.Ntile):
             n = self._constant_int(fn.this, "NTILE's argument")
-            if n is None or n <= 0:
+            if n is None:
+                raise _unsupported(fn, sql, "NTILE(NULL)")
+            if n <= 0:
                 raise SqlError("argument of ntile must be greater than zero", locate(fn, sql), sql)
             return WindowCall("ntile", ty.INT4, None, partition, order, frame, n=n)
         if isinstance(fn, (exp.Lag, exp.Lead)):
@@ -150,18 +152,18 @@ class WindowCollector:
             return WindowCall("count", ty.INT8, arg, partition, order, frame)
         if arg.type.kind == "null" and name in ("sum", "avg"):
             arg = Cast(SqlType.numeric(None, 0), arg)
+        if name in ("sum", "avg") and arg.type.kind == "interval":
+            raise _unsupported(fn, sql, f"{name.upper()}(interval) OVER")
         if name == "sum":
             result = ty.sum_type(arg.type)
         elif name == "avg":
             result = ty.avg_type(arg.type)
         else:
-            result = None if arg.type.kind in ("bool", "interval") else arg.type
+            result = None if arg.type.kind == "bool" else arg.type
             if arg.type.kind == "null":
                 arg, result = _cast(arg, ty.TEXT), ty.TEXT
         if result is None:
             raise SqlError(f"function {name}({arg.type}) does not exist", locate(fn, sql), sql)
-        if name in ("sum", "avg") and arg.type.kind in ("interval",):
-            raise _unsupported(fn, sql, f"{name.upper()}(interval) OVER")
         return WindowCall(name, result, arg, partition, order, frame)
 
     def _ordered(self, binder, o: exp.Expression) -> tuple[Expr, bool, bool]:
@@ -213,6 +215,16 @@ class WindowCollector:
         if n is None or n < 0:
             raise SqlError("frame starting or ending offset must not be null or negative", locate(spec, sql), sql)
         return pn.FrameBound("preceding" if side == "PRECEDING" else "following", n)
+
+
+class NotHere:
+    """Stands for the collector where window functions are not allowed (HAVING): a located refusal."""
+
+    def __init__(self, sql: str, clause: str) -> None:
+        self.sql, self.clause = sql, clause
+
+    def add(self, binder, node: exp.Window) -> Expr:
+        raise _unsupported(node, self.sql, f"window function (OVER ...) in {self.clause}", "OVER")
 
 
 def constant_int(node: exp.Expression | None, sql: str, what: str) -> int | None:
