@@ -96,3 +96,26 @@ def test_windows_over_aggregates_and_views(make_flow, oracle):
                "ORDER BY rn LIMIT 4"),
         ("w3", "SELECT DISTINCT o_customer, COUNT(*) OVER (PARTITION BY o_customer) AS n FROM orders"),
     ], seed=45, steps=12)
+
+
+def test_partitions_emptied_and_refilled(make_flow, oracle):
+    tiny = (ORDERS[0], ORDERS[1], {"o_customer": [1, 2, 3, 4, 5, 6], "qty": [1, 2, 3]})
+    report = run_differential(make_flow, oracle, sources={"orders": tiny}, views=[
+        ("p1", "SELECT o_customer, o_id, qty, row_number() OVER (PARTITION BY o_customer ORDER BY qty, o_id) AS rn, "
+               "sum(qty) OVER (PARTITION BY o_customer) AS s, lag(o_id) OVER (PARTITION BY o_customer "
+               "ORDER BY o_id) AS prev FROM orders"),
+        ("p2", "SELECT o_id, qty FROM orders ORDER BY qty DESC, o_id LIMIT 2"),
+        ("p3", "SELECT count(*) OVER () AS n, max(o_id) OVER (PARTITION BY qty) AS m FROM orders"),
+        ("partitions", "SELECT DISTINCT o_customer FROM orders"),
+    ], seed=46, steps=12, initial_rows=3, changes_per_step=(1, 4))
+    assert report.steps >= 12
+    assert len(set(report.view_rows["partitions"])) > 2  # partitions came and went
+
+
+def test_views_over_top_k_and_window_views(make_flow, oracle):
+    _run(make_flow, oracle, {"orders": ORDERS_SMALL}, [
+        ("ranked", "SELECT o_customer, o_id, amount, rank() OVER (PARTITION BY o_customer ORDER BY amount DESC) "
+                   "AS r FROM orders"),
+        ("top", "SELECT o_customer, COUNT(*) AS n FROM ranked WHERE r <= 2 GROUP BY o_customer"),
+        ("best", "SELECT o_id, amount FROM ranked ORDER BY amount DESC NULLS LAST, o_id LIMIT 3"),
+    ], seed=47, steps=10)

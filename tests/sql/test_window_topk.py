@@ -121,3 +121,14 @@ def test_refusals_name_the_construct_and_its_position(sql, error, fragment, colu
     assert fragment.lower() in str(info.value).lower(), str(info.value)
     if column is not None:
         assert info.value.location is not None and info.value.location.column == column, str(info.value)
+
+
+def test_result_tables_of_topk_and_window_views_are_counted_rows():
+    from freshview.connectors.postgres.sink import result_shape
+
+    for sql in ("SELECT o_customer, sum(amount) AS s FROM orders GROUP BY o_customer ORDER BY s DESC LIMIT 3",
+                "SELECT o_customer, rank() OVER (ORDER BY o_id) AS r FROM orders",
+                "SELECT * FROM (SELECT o_customer, o_id, row_number() OVER (PARTITION BY o_customer ORDER BY o_id) "
+                "AS rn FROM orders) s WHERE rn <= 2"):
+        shape = result_shape(plan(sql))
+        assert shape.counted and shape.key == tuple(n for n, _ in shape.columns), sql
