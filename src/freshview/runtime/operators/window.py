@@ -301,22 +301,47 @@ def _frame_sum(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarr
                 padded = np.append(values, 0.0)
                 out[live] = np.add.reduceat(padded, idx)[0::2] if len(live) else out[live]
         return pc.if_else(pa.array(none), pa.nulls(n, pa.float64()), pa.array(out, pa.float64()))
-    if pa.types.is_decimal(t):
+    if pa.types.is_decimal(t):  # exact: the unscaled integers, summed in int64 when they cannot overflow
         scale = t.scale
-        unscaled = [0 if v is None else int(v.scaleb(scale)) for v in arg.to_pylist()]
-        values = np.array(unscaled, dtype=object)
-        sums = _range_sums(values, start, end) if n else values
+        unscaled = _unscaled(arg)
+        return _exact_sums(unscaled, start, end, none, scale)
+    values = np.asarray(arg.fill_null(0).cast(pa.int64()), np.int64)
+    if pa.types.is_int64(t):  # SUM(bigint) is numeric: exact, no overflow
+        return _exact_sums(values, start, end, none, 0)
+    sums = _range_sums(values, start, end)
+    return pc.if_else(pa.array(none), pa.nulls(n, pa.int64()), pa.array(sums, pa.int64()))
+
+
+_INT64_SAFE = 2**62
+
+
+def _unscaled(arg: pa.Array) -> np.ndarray:
+    """A decimal column's unscaled integers (NULL as 0): int64 when its precision allows, else Python ints."""
+    t = arg.type
+    arg = arg.fill_null(pa.scalar(decimal.Decimal(0), t))
+    if t.precision <= 18:
+        as_int = pa.Array.from_buffers(pa.decimal128(t.precision, 0), len(arg), arg.buffers(), 0, arg.offset)
+        return np.asarray(as_int.cast(pa.int64()), np.int64)
+    return np.array([int(v.scaleb(t.scale)) for v in arg.to_pylist()], dtype=object)
+
+
+def _exact_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray, none: np.ndarray, scale: int) -> pa.Array:
+    """Σ values[start..end] as decimal128(38, scale) of the unscaled integers ``values``; NULL where ``none``."""
+    n = len(values)
+    result = pa.decimal128(38, scale)
+    if n == 0:
+        return pa.array([], result)
+    if values.dtype != object and float(np.abs(values).max()) * n >= _INT64_SAFE:
+        values = values.astype(object)
+    sums = _range_sums(values, start, end)
+    if sums.dtype == object:
         with decimal.localcontext() as ctx:
             ctx.prec = 100
             out = [None if z else decimal.Decimal(int(v)).scaleb(-scale) for v, z in zip(sums, none)]
-        return pa.array(out, pa.decimal128(38, scale)) if n else pa.array([], pa.decimal128(38, scale))
-    values = np.asarray(arg.fill_null(0).cast(pa.int64()), np.int64)
-    if pa.types.is_int64(t):  # SUM(bigint) is numeric: exact, no overflow
-        sums = _range_sums(values.astype(object), start, end) if n else values
-        out = [None if z else decimal.Decimal(int(v)) for v, z in zip(sums, none)]
-        return pa.array(out, pa.decimal128(38, 0))
-    sums = _range_sums(values, start, end)
-    return pc.if_else(pa.array(none), pa.nulls(n, pa.int64()), pa.array(sums, pa.int64()))
+        return pa.array(out, result)
+    ints = pa.array(sums, pa.int64()).cast(pa.decimal128(38, 0))
+    scaled = pa.Array.from_buffers(result, n, ints.buffers(), 0, ints.offset)
+    return pc.if_else(pa.array(none), pa.nulls(n, result), scaled)
 
 
 def _average(total: pa.Array, counts: np.ndarray, none: np.ndarray, result: pa.DataType) -> pa.Array:
