@@ -159,7 +159,8 @@ WINDOW_FUNCS = (
                                                 pn.FrameBound("unbounded_following"))),
     pn.WindowFunc("max", 1, NUM, frame=pn.Frame("range", pn.FrameBound("current_row"),
                                                 pn.FrameBound("unbounded_following"))),
-    pn.WindowFunc("sum", 1, SUM_NUM),
+    pn.WindowFunc("sum", 1, SUM_NUM), pn.WindowFunc("min", 1, NUM), pn.WindowFunc("max", 1, NUM),
+    pn.WindowFunc("max", 1, NUM, frame=pn.Frame(ROWS, pn.FrameBound("preceding", 1), pn.FrameBound("following", 2))),
 )
 WINDOWS = [
     pn.Window(LEFT, (0,), (pn.SortKey(1, descending=True),), WINDOW_FUNCS),

@@ -202,6 +202,7 @@ class _Geometry:
         self.peer_start = _starts(peer_change)
         self.peer_end = _ends(peer_change)
         self.peer_id = np.cumsum(peer_change) - 1
+        self.part_id = np.cumsum(part_change) - 1
 
     def frame(self, frame: pn.Frame) -> tuple[np.ndarray, np.ndarray]:
         """Inclusive frame bounds per row, clipped to the partition (empty where start > end)."""
@@ -262,7 +263,7 @@ def _function(f: pn.WindowFunc, data: pa.Table, g: _Geometry) -> pa.Array:
         return pa.array(counts, pa.int64())
     none = counts == 0
     if f.func in ("min", "max"):
-        return _extreme(arg, start, end, none, f.func)  # type: ignore[arg-type]
+        return _extreme(arg, start, end, none, f.func, g, f.frame)  # type: ignore[arg-type]
     total = _frame_sum(arg, start, end, none, g, f.frame)  # type: ignore[arg-type]
     if f.func == "sum":
         return total
@@ -289,11 +290,10 @@ def _frame_sum(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarr
         out = np.zeros(n)
         if n:
             running = frame.start.kind == "unbounded_preceding"
-            if running:  # one cumulative sum per partition: Σ values[part_start..end]
-                for s, e in zip(np.unique(g.part_start), np.append(np.unique(g.part_start)[1:], n)):
-                    cum = np.cumsum(values[s:e])
-                    sel = (g.part_start == s) & ~none
-                    out[sel] = cum[end[sel] - s]
+            if running:  # one cumulative sum per partition (rows of a partition are contiguous)
+                firsts = np.flatnonzero(np.diff(g.part_id, prepend=-1))
+                for a, b in zip(firsts, np.append(firsts[1:], n)):
+                    out[a:b] = np.cumsum(values[a:b])[end[a:b] - a]
             else:
                 live = np.flatnonzero(~none)
                 idx = np.empty(2 * len(live), np.int64)
@@ -352,26 +352,39 @@ def _average(total: pa.Array, counts: np.ndarray, none: np.ndarray, result: pa.D
     return _avg(total, pa.array(counts, pa.int64()), result)
 
 
-def _extreme(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarray, func: str) -> pa.Array:
-    """MIN/MAX over each row's frame: a sparse table of range extremes over the values' sort codes."""
+def _extreme(arg: pa.Array, start: np.ndarray, end: np.ndarray, none: np.ndarray, func: str, g: _Geometry,
+             frame: pn.Frame) -> pa.Array:
+    """MIN/MAX over each row's frame, on the values' sort codes: a running minimum per partition when the
+    frame starts (or ends) unbounded, else a sparse table of range minima over the longest frame (O(n log w))."""
     n = len(arg)
     if n == 0:
         return arg
     codes = sort_codes(arg)
     valid = np.asarray(arg.is_valid()).astype(bool)
-    big = np.iinfo(np.int64).max
-    keyed = np.where(valid, codes if func == "min" else -codes, big)
-    levels = [keyed]
-    while (1 << len(levels)) <= n:
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        nxt = prev.copy()
-        nxt[:n - half] = np.minimum(prev[:n - half], prev[half:])
-        levels.append(nxt)
-    s = np.clip(start, 0, n - 1)
-    length = np.maximum(end - start + 1, 1)
-    k = np.floor(np.log2(length)).astype(np.int64)
-    table = np.stack(levels)
-    best = np.minimum(table[k, s], table[k, np.clip(s + length - (1 << k), 0, n - 1)])
+    keyed = codes if func == "min" else -codes
+    lo = int(keyed.min())
+    keyed = np.where(valid, keyed - lo, int(keyed.max()) - lo + 1)  # 0.., NULL above every value
+    span = int(keyed.max()) + 1
+    part = g.part_id
+    if frame.start.kind == "unbounded_preceding":  # min over part_start..end: a running minimum
+        offset = (int(part[-1]) - part) * span  # earlier partitions sort above, so never win
+        best = (np.minimum.accumulate(keyed + offset) - offset)[np.clip(end, 0, n - 1)]
+    elif frame.end.kind == "unbounded_following":  # min over start..part_end-1: a running minimum backwards
+        offset = part * span
+        best = (np.minimum.accumulate((keyed + offset)[::-1])[::-1] - offset)[np.clip(start, 0, n - 1)]
+    else:
+        s = np.clip(start, 0, n - 1)
+        length = np.maximum(end - start + 1, 1)
+        widest = int(length[~none].max()) if (~none).any() else 1
+        levels = [keyed]
+        while (1 << len(levels)) <= widest:
+            prev, half = levels[-1], 1 << (len(levels) - 1)
+            nxt = prev.copy()
+            nxt[:n - half] = np.minimum(prev[:n - half], prev[half:])
+            levels.append(nxt)
+        k = np.minimum(np.floor(np.log2(length)).astype(np.int64), len(levels) - 1)
+        table = np.stack(levels)
+        best = np.minimum(table[k, s], table[k, np.clip(s + length - (1 << k), 0, n - 1)])
     # a row holding each best value: the first in value order
     order = np.argsort(keyed, kind="stable")
     pos = np.searchsorted(keyed[order], np.where(none, keyed[order][0], best))
