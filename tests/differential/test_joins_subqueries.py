@@ -44,7 +44,8 @@ def test_chained_and_mixed_joins(make_flow, oracle):
                   "WHERE a_v > 0"),
         ("lj_fj", "SELECT a_id, b_id, c_k, c_w FROM a LEFT JOIN b ON a_k = b_k FULL JOIN c ON c_k = b_v "
                   "WHERE c_w IS NULL OR c_w < 3"),
-        ("comma_rj", "SELECT a_id, b_id, c_w FROM a, b RIGHT JOIN c ON c_k = b_k WHERE a_k = c_w"),
+        ("comma_lj", "SELECT a_id, b_id, c_w FROM a, b LEFT JOIN c ON c_k = b_k WHERE a_k = c_w OR c_w IS NULL"),
+        ("rj_ij", "SELECT a_id, b_id, c_w FROM a RIGHT JOIN b ON a_k = b_k JOIN c ON c_k = b_v AND c_w <> a_v"),
     ], seed=32)
 
 

@@ -11,13 +11,13 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Literal
 from freshview.plan.rewrite import joins
 from freshview.schema import SqlType
-from tests.runtime.test_operators import EXECUTORS, LEFT, NUM, RIGHT, SEEDS, TEXT, examples, run
+from tests.runtime.test_operators import EXECUTORS, LEFT, NUM, RIGHT, SEEDS, TEXT, run
 
 INT, BOOL = SqlType("int4"), SqlType("bool")
 LK, RK = (ColumnRef(INT, 0),), (ColumnRef(INT, 0),)
@@ -38,6 +38,15 @@ def _matches(lr, rr, residual: bool) -> bool:
     if v is None or not v > 0:
         return False
     return (s is not None and s != "a") or v > 5
+
+
+# Every stream starts with a first computation on Spark: few streams, each of 8 steps.
+EXAMPLES = {"local": 4, "spark": 1}
+
+
+def examples(executor: str):
+    return settings(max_examples=EXAMPLES[executor], derandomize=True, deadline=None,
+                    suppress_health_check=list(HealthCheck))
 
 
 def _check(spark, tmp_path_factory, executor, plan, reference, name):

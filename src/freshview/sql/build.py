@@ -180,8 +180,17 @@ class QueryBuilder:
             subs.predicate(c)
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
         steps = [Step(k) for k in kinds]
+        commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or [])
+                        if not (join.args.get("side") or join.args.get("kind") or join.args.get("on"))]
         for k, on in on_nodes:
+            last_comma = max(c for c in commas if c < k)
+            if kinds[k] in ("right", "full") and last_comma > 0:  # a, b RIGHT JOIN c is a × (b ⟖ c)
+                raise self.unsupported(on.parent, f"{kinds[k].upper()} JOIN after a comma-separated FROM list "
+                                                  "(write the FROM list with JOIN ... ON)", kinds[k].upper())
             e = on_binder.bind(on)
+            if any(i < items[last_comma].offset for i in columns_used(e)):
+                raise SqlError("invalid reference to a FROM item before the last comma in a JOIN's ON "
+                               "(a, b JOIN c ON ... sees only b and c)", locate(on, self.sql), self.sql)
             if e.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of JOIN/ON must be boolean, not {e.type}", locate(on, self.sql), self.sql)
             steps[k].on = conjuncts(factor_common_conjuncts(e))
