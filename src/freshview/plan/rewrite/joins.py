@@ -66,13 +66,32 @@ def semijoin(left: pn.Node, right: pn.Node, lkeys: tuple[Expr, ...], rkeys: tupl
         left = pn.Filter(left, conjoin(left_only))  # type: ignore[arg-type]
     if not mixed:
         if rkeys:
-            keys = pn.Distinct(pn.Project(right, tuple(rkeys), tuple(f"k{i}" for i in range(len(rkeys)))))
+            keys = pn.Project(right, tuple(rkeys), tuple(f"k{i}" for i in range(len(rkeys))))
+            if not _unique_on(right, rkeys):
+                keys = pn.Distinct(keys)
         else:  # "is right non-empty": one row iff right has any
             keys = pn.Distinct(pn.Project(right, (Literal(SqlType("int4"), 1),), ("nonempty",)))
         return _keep_left(pn.Join(left, keys, tuple(lkeys), refs(keys.columns)[:len(rkeys)]), left)
     matched = pn.Filter(pn.Join(left, right, tuple(lkeys), tuple(rkeys)), conjoin(mixed))  # type: ignore[arg-type]
     m = pn.Distinct(_keep_left(matched, left))
     return _keep_left(pn.Join(left, m, null_safe_keys(left.columns), null_safe_keys(m.columns)), left)
+
+
+def _unique_on(node: pn.Node, keys: tuple[Expr, ...]) -> bool:
+    """Whether ``node``'s rows are distinct on ``keys``: an aggregate's output grouped by exactly those
+    columns (a grouped correlated subquery), so the semi-join needs no Distinct of its own."""
+    if not (isinstance(node, pn.Project) and isinstance(node.input, pn.Aggregate)):
+        return False
+    groups = len(node.input.group)
+    picked = set()
+    for k in keys:
+        if not isinstance(k, ColumnRef):
+            return False
+        e = node.exprs[k.index]
+        if not isinstance(e, ColumnRef) or e.index >= groups:
+            return False
+        picked.add(e.index)
+    return groups > 0 and picked == set(range(groups))
 
 
 def antijoin(left: pn.Node, right: pn.Node, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...],
