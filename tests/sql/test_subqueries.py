@@ -218,6 +218,8 @@ def test_view_over_a_view_with_an_outer_join():
     ("SELECT a.x FROM a LEFT JOIN b ON a.x = (SELECT MAX(z) FROM b)", UnsupportedSqlError,
      "scalar subquery in JOIN conditions", None),
     ("SELECT a.x FROM a LEFT JOIN b USING (x)", UnsupportedSqlError, "USING", None),
+    ("SELECT x FROM a WHERE y NOT IN (SELECT z FROM b WHERE b.x > a.x)", UnsupportedSqlError,
+     "not an equality (inner = outer) in a scalar or NOT IN subquery", 55),
     ("SELECT SUM((SELECT MAX(z) FROM b)) AS s FROM a", UnsupportedSqlError, "scalar subquery in an aggregate's argument", 12),
     ("SELECT x FROM a GROUP BY x HAVING EXISTS (SELECT 1 FROM b)", UnsupportedSqlError, "EXISTS (subquery) other", None),
     ("SELECT a.x FROM a, b RIGHT JOIN lineitem ON b.x = l_partkey", UnsupportedSqlError,

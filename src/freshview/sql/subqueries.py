@@ -164,7 +164,7 @@ class Subqueries:
                     raise self.unsupported(query.args[key], f"{what} in a correlated IN/EXISTS subquery", what)
             if _has_aggregate(query):
                 raise self.unsupported(query, "an aggregate in a correlated IN/EXISTS subquery", "SELECT")
-            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=False)
+            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=kind == "not_in")
             exprs = []
             if lhs is not None:
                 if len(query.expressions) != 1:
@@ -319,7 +319,7 @@ class Subqueries:
                 continue
             if scalar:
                 raise self.unsupported(c, "a correlation that is not an equality (inner = outer) in a scalar "
-                                          "subquery")
+                                          "or NOT IN subquery")
             if any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in c.walk()):
                 raise self.unsupported(c, "a subquery inside a correlated condition")
             rewritten = c.copy()
