@@ -233,3 +233,11 @@ def test_refusals_name_the_construct_and_its_position(sql, error, fragment, colu
     assert info.value.location is not None, str(info.value)
     if column is not None:
         assert info.value.location.column == column, str(info.value)
+
+
+def test_the_circuit_of_an_outer_join_is_readable():
+    from freshview.circuit import incrementalize
+    from freshview.circuit.nodes import render as render_circuit
+
+    text = render_circuit(incrementalize("v", plan("SELECT a.x, b.z FROM a LEFT JOIN b ON a.x = b.x")))
+    assert "Negate" in text and "UnionAll" in text and text.count("⋈ Join") == 2 and "Σ Aggregate" in text, text
