@@ -1,6 +1,6 @@
 """Circuit operators: a plan node, its incremental kind, and the state it owns.
 
-Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll)
+Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll, Negate)
 satisfy Δ(f(R)) = f(ΔR) and keep nothing; ``bilinear`` Join keeps both
 inputs integrated (indexed by key); ``aggregate`` keeps per-group
 accumulators (and an ordered multiset per MIN/MAX); Distinct is an aggregate
@@ -106,6 +106,9 @@ class _Lift:
 
     def visit_linear(self, op_id: str, node: pn.Node) -> Operator:
         return Operator(op_id, node, "linear")
+
+    def visit_Negate(self, op_id: str, node: pn.Negate) -> Operator:
+        return self.visit_linear(op_id, node)
 
     def visit_Distinct(self, op_id: str, node: pn.Distinct) -> Operator:
         return self.visit_Aggregate(op_id, distinct_as_aggregate(node))

@@ -129,6 +129,11 @@ class Distinct(_Unary):
 
 
 @dataclass(frozen=True)
+class Negate(_Unary):
+    """Every row's weight times −1 (linear: Δ(−R) = −ΔR); outer, semi- and anti-joins are built with it."""
+
+
+@dataclass(frozen=True)
 class UnionAll(Node):
     parts: tuple[Node, ...]
 

@@ -22,7 +22,7 @@ from freshview.plan import nodes as pn
 from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
-from freshview.runtime.operators.linear import filter_delta, project_delta, union_delta
+from freshview.runtime.operators.linear import filter_delta, negate_delta, project_delta, union_delta
 from freshview.runtime.operators.window import PartitionRecompute
 from freshview.runtime.relation import arrow_schema
 
@@ -76,6 +76,10 @@ class CircuitRunner:
     def visit_UnionAll(self, op: Operator, node: pn.UnionAll, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         live = [p for p in (self._eval(i, inputs, k, force) for i in op.inputs) if p is not None]
         return union_delta(k, node, live) if live else None
+
+    def visit_Negate(self, op: Operator, node: pn.Negate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return negate_delta(k, node, d) if d is not None else None
 
     def visit_Join(self, op: Operator, node: pn.Join, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         left = self._eval(op.inputs[0], inputs, k, force)

@@ -77,6 +77,7 @@ class ExprBinder:
         self.sql = sql
         self.aggs = aggs
         self.context = context
+        self.subquery: Callable[[exp.Subquery], Expr] | None = None  # set by the query builder
 
     # ------------------------------------------------------------------ helpers
     def unsupported(self, node: exp.Expression, what: str, keyword: str | None = None) -> UnsupportedSqlError:
@@ -284,7 +285,8 @@ class ExprBinder:
 
     def visit_In(self, node: exp.In) -> Expr:
         if node.args.get("query") is not None:
-            raise self.unsupported(node, "IN (subquery)", "IN")
+            raise self.unsupported(node, "IN (subquery) other than as a WHERE conjunct "
+                                         "(under OR, NOT, CASE, ON, HAVING ...)", "IN")
         if node.args.get("unnest") or node.args.get("field"):
             raise self.unsupported(node, "IN over an array", "IN")
         arg = self.bind(node.this)
@@ -571,10 +573,13 @@ class ExprBinder:
         return windows.add(self, node)
 
     def visit_Subquery(self, node: exp.Subquery) -> Expr:
-        raise self.unsupported(node, "scalar subquery", "(")
+        if self.subquery is not None:  # the query builder decorrelates it (``sql.subqueries``)
+            return self.subquery(node)
+        raise self.unsupported(node, f"a scalar subquery in {self.context}", "(")
 
     def visit_Exists(self, node: exp.Exists) -> Expr:
-        raise self.unsupported(node, "EXISTS (subquery)", "EXISTS")
+        raise self.unsupported(node, "EXISTS (subquery) other than as a WHERE conjunct "
+                                     "(under OR, NOT, CASE, ON, HAVING ...)", "EXISTS")
 
     def visit_Select(self, node: exp.Select) -> Expr:
         raise self.unsupported(node, "subquery in an expression", "SELECT")

@@ -29,8 +29,10 @@ from freshview.plan.expr import (
 from freshview.schema import SqlType
 from freshview.sql import typing as ty
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
+from freshview.sql.join_tree import Step, build_join_tree, join_kinds
 from freshview.sql.parse import locate, parse_query
 from freshview.sql import window
+from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, predicate_kind
 
 
 class Catalog(Protocol):
@@ -147,32 +149,67 @@ class QueryBuilder:
             for it in items for i, (name, t) in enumerate(it.node.columns)
         ])
 
-        # Conditions: ON clauses and WHERE, all inner, so one conjunctive pool.
+        # Conditions: ON clauses and WHERE; with inner joins only, one conjunctive pool.
+        kinds = join_kinds(node)
+        outer = any(k != "inner" for k in kinds)
+        subs = Subqueries(self, items, scope)  # subqueries become more FROM items (``sql.subqueries``)
         cond_nodes: list[exp.Expression] = []
-        for join in node.args.get("joins") or []:
+        on_nodes: list[tuple[int, exp.Expression]] = []  # outer joins: each ON stays with its join
+        first_join = len(kinds) - len(node.args.get("joins") or [])
+        for j, join in enumerate(node.args.get("joins") or []):
             if join.args.get("on") is not None:
-                cond_nodes.append(join.args["on"])
+                if outer:
+                    on_nodes.append((first_join + j, join.args["on"]))
+                else:
+                    cond_nodes.append(join.args["on"])
+        where_preds: list[exp.Expression] = []
         if node.args.get("where") is not None:
-            cond_nodes.append(node.args["where"].this)
+            parts = conjuncts_ast(node.args["where"].this)
+            where_preds = [c for c in parts if predicate_kind(c)]
+            if where_preds:
+                cond_nodes += [c for c in parts if not predicate_kind(c)]
+            else:
+                cond_nodes.append(node.args["where"].this)
         binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions")
+        binder.subquery = lambda n: subs.scalar(n, aggregated=False)
         conds: list[Expr] = []
         for c in cond_nodes:
             e = binder.bind(c)
             if e.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of WHERE/ON must be boolean, not {e.type}", locate(c, self.sql), self.sql)
             conds += conjuncts(factor_common_conjuncts(e))
+        for c in where_preds:
+            subs.predicate(c)
+        on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
+        steps = [Step(k) for k in kinds]
+        commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or [])
+                        if not (join.args.get("side") or join.args.get("kind") or join.args.get("on"))]
+        for k, on in on_nodes:
+            last_comma = max(c for c in commas if c < k)
+            if kinds[k] in ("right", "full") and last_comma > 0:  # a, b RIGHT JOIN c is a × (b ⟖ c)
+                raise self.unsupported(on.parent, f"{kinds[k].upper()} JOIN after a comma-separated FROM list "
+                                                  "(write the FROM list with JOIN ... ON)", kinds[k].upper())
+            e = on_binder.bind(on)
+            if any(i < items[last_comma].offset for i in columns_used(e)):
+                raise SqlError("invalid reference to a FROM item before the last comma in a JOIN's ON "
+                               "(a, b JOIN c ON ... sees only b and c)", locate(on, self.sql), self.sql)
+            if e.type.kind not in ("bool", "null"):
+                raise SqlError(f"argument of JOIN/ON must be boolean, not {e.type}", locate(on, self.sql), self.sql)
+            steps[k].on = conjuncts(factor_common_conjuncts(e))
 
         # SELECT list, with * expanded.
         aggs = AggCollector()
         select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
         windows = select_binder.windows = window.WindowCollector(self.sql)
+        select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
+        star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
         out_exprs: list[Expr] = []
         out_names: list[str] = []
         out_origins: list[exp.Expression] = []  # the SELECT item each output came from, for errors
         for sel in node.expressions:
             if isinstance(sel, exp.Star) or (isinstance(sel, exp.Column) and isinstance(sel.this, exp.Star)):
                 qualifier = sel.table if isinstance(sel, exp.Column) else None
-                cols = [c for c in scope.columns if qualifier is None or c.relation == qualifier]
+                cols = [c for c in star_columns if qualifier is None or c.relation == qualifier]
                 if qualifier and not cols:
                     raise UnknownColumnError(f"unknown table or alias {qualifier!r} in {qualifier}.*",
                                              locate(sel, self.sql), self.sql)
@@ -218,7 +255,11 @@ class QueryBuilder:
                 used |= columns_used(a.arg)
         for e in windows.exprs() + [k[0] for k in (topk.keys if topk else []) if not isinstance(k[0], int)]:
             used |= {i for i in columns_used(e) if i < AGG_BASE}
-        plan, mapping = self.join_tree(items, conds, used, node)
+        if outer or subs.extra:
+            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions"))
+            plan, mapping = build_join_tree(items, steps, conds, used)
+        else:
+            plan, mapping = self.join_tree(items, conds, used, node)
 
         def local(e: Expr) -> Expr:
             return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
@@ -233,9 +274,15 @@ class QueryBuilder:
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
+            for sq in subs.post_aggregate:  # uncorrelated scalar subqueries of SELECT/HAVING: one row each
+                plan = pn.Join(plan, sq, (), ())
+            out_final_exprs = [subs.after_aggregate(e, len(group_exprs), len(agg_node.columns))
+                               for e in out_final_exprs]
             if having is not None:
-                plan = pn.Filter(plan, lift.rewrite(having, having_node))
-            localize = lambda e: lift.rewrite(e, node)  # noqa: E731
+                plan = pn.Filter(plan, subs.after_aggregate(lift.rewrite(having, having_node), len(group_exprs),
+                                                            len(agg_node.columns)))
+            localize = lambda e: subs.after_aggregate(lift.rewrite(e, node), len(group_exprs),  # noqa: E731
+                                                      len(agg_node.columns))
         else:
             out_final_exprs = [local(e) for e in out_exprs]
             localize = local
@@ -275,11 +322,8 @@ class QueryBuilder:
         if from_.expressions:
             raw += list(from_.expressions)
         for join in node.args.get("joins") or []:
-            side = (join.args.get("side") or "").upper()
             kind = (join.args.get("kind") or "").upper()
-            if side in ("LEFT", "RIGHT", "FULL"):
-                raise self.unsupported(join, f"{side} OUTER JOIN", side)
-            if kind not in ("", "INNER", "CROSS"):
+            if kind not in ("", "INNER", "CROSS", "OUTER"):
                 raise self.unsupported(join, f"{kind} JOIN", kind)
             if join.args.get("using"):
                 raise self.unsupported(join, "JOIN ... USING (write the condition with ON)", "USING")

@@ -67,6 +67,9 @@ class Kernels(Protocol):
     def union(self, rels: Sequence[Rel], schema: pa.Schema) -> Rel:
         """All rows of all ``rels`` (weights add on consolidation)."""
 
+    def negate(self, rel: Rel) -> Rel:
+        """The same rows, each weight times −1."""
+
     def evaluate(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         """``exprs`` evaluated per row, named and typed as ``schema`` (which ends in ``_weight``), as
         Arrow, not consolidated: the keyed change of a join side, the values of a MIN/MAX."""

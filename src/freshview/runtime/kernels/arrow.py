@@ -50,6 +50,13 @@ class ArrowKernels:
     def union(self, rels: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
         return pa.concat_tables([conform(r, schema) for r in rels])
 
+    def negate(self, rel: pa.Table) -> pa.Table:
+        try:
+            weight = pc.negate_checked(rel.column(WEIGHT))
+        except pa.ArrowInvalid:
+            raise ExecutionError("bigint out of range (a row's multiplicity)") from None
+        return rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, weight)
+
     def evaluate(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         return self.project(rel, exprs, schema, memo)
 

@@ -63,6 +63,18 @@ class SparkKernels:
             out = out.unionByName(f)
         return Delta(schema, out, None, self.spark)
 
+    def negate(self, rel: Delta) -> Delta:
+        if rel.df is None:  # a change already in Arrow: negate it there, no Spark job
+            return Delta.of_arrow(self._negated(rel.arrow), self.spark)
+        cols = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [(-F.col(WEIGHT)).cast("long").alias(WEIGHT)]
+        return Delta(rel.schema, rel.frame().select(*cols), None, self.spark)
+
+    @staticmethod
+    def _negated(table: pa.Table) -> pa.Table:
+        from freshview.runtime.kernels.arrow import ArrowKernels
+
+        return ArrowKernels().negate(table)
+
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
         return out.arrow if out.df is None else out.materialize(consolidated=False)
@@ -186,6 +198,11 @@ class BulkKernels(SparkKernels):
         if rel.df is None:
             return self.of_arrow(self._local.arrow(self._local.project(rel.arrow, exprs, schema, memo)))
         return super().project(rel, exprs, schema, memo)
+
+    def negate(self, rel: Delta) -> Delta:
+        if rel.df is None:  # a consolidated table stays consolidated when negated
+            return self.of_arrow(self._local.negate(rel.arrow))
+        return super().negate(rel)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         if rel.df is None:

@@ -1,7 +1,9 @@
-"""Linear operators: filter, project, union all.
+"""Linear operators: filter, project, union all, negate.
 
 Delta rule: for a linear operator L, ΔL(R) = L(ΔR).  They keep no state and
 act on the change alone (on Spark they only extend the lineage, no job).
+Negate is −R (every weight times −1), so Δ(−R) = −ΔR; with union all it
+gives differences, L − (L ⋉ R) (an anti-join).
 """
 
 from __future__ import annotations
@@ -23,3 +25,8 @@ def project_delta(k: Kernels, node: pn.Project, d: Rel, memo: dict) -> Rel:
 
 def union_delta(k: Kernels, node: pn.UnionAll, parts: Sequence[Rel]) -> Rel:
     return k.union(parts, arrow_schema(node.columns))
+
+
+def negate_delta(k: Kernels, node: pn.Negate, d: Rel) -> Rel:
+    """Δ(−R) = −ΔR."""
+    return k.negate(d)

@@ -1,0 +1,202 @@
+"""The join tree of a SELECT whose FROM has outer joins or subquery items.
+
+FROM items are joined left-deep in order, each step by its kind: ``inner``
+(a comma item, [INNER|CROSS] JOIN, an uncorrelated scalar subquery),
+``left`` / ``right`` / ``full`` (outer joins; also a correlated scalar
+subquery, a left join), ``semi`` / ``anti`` / ``not_in`` (EXISTS, IN and
+their negations; these add no columns).  Outer and semi kinds are lowered
+by ``plan.rewrite.joins``.
+
+Where each condition goes (PostgreSQL semantics):
+
+* an ON conjunct belongs to its join: equalities between the item and the
+  items before it become keys; on the null-supplied item alone (the right of
+  LEFT, the left of RIGHT) it filters that side first; anything else is a
+  residual of the join (a LEFT join's conjunct on its preserved left side
+  stays there: a left row failing it is kept, NULL-padded);
+* a WHERE conjunct applies right after the step that first has all its
+  columns, unless a later RIGHT or FULL join may null-pad those columns (then
+  after all joins); it is pushed below a step only where that cannot change
+  its result: onto an item that is not null-supplied by its own join, or as a
+  key of an inner join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from freshview.plan import nodes as pn
+from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
+from freshview.plan.rewrite import joins
+from freshview.schema import SqlType
+from freshview.sql import typing as ty
+
+NO_COLUMNS = ("semi", "anti", "not_in")
+
+
+@dataclass
+class Step:
+    """How FROM item k joins the items before it (item 0's step is ``inner`` and unused)."""
+
+    kind: str = "inner"
+    on: list[Expr] = field(default_factory=list)
+    pad: tuple[Expr, ...] | None = None  # left: the right side's values on an unmatched row
+    not_in: tuple[Expr, Expr] | None = None  # not_in: (x over the left, y over this item)
+
+
+def join_kinds(node) -> list[str]:
+    """Per FROM item of a SELECT: ``inner`` for the FROM list and [INNER|CROSS] JOINs, else the side."""
+    from_ = node.args.get("from_") or node.args.get("from")
+    kinds = ["inner"] * (1 + len(from_.expressions or [])) if from_ is not None else []
+    for join in node.args.get("joins") or []:
+        side = (join.args.get("side") or "").lower()
+        kinds.append(side if side in ("left", "right", "full") else "inner")
+    return kinds
+
+
+def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int]) -> tuple[pn.Node, dict[int, int]]:
+    """Join ``items`` by ``steps`` with ``where`` applied; returns the plan and wide index -> output index."""
+    owner: dict[int, int] = {}
+    for k, it in enumerate(items):
+        for i in range(len(it.node.columns)):
+            owner[it.offset + i] = k
+
+    def rels(e: Expr) -> set[int]:
+        return {owner[i] for i in columns_used(e)}
+
+    n = len(items)
+    null_supplied_later = [any(steps[m].kind in ("right", "full") for m in range(j + 1, n)) for j in range(n)]
+    leaf_filters: list[list[Expr]] = [[] for _ in range(n)]
+    before: list[list[Expr]] = [[] for _ in range(n)]  # filters on the accumulated left before step k
+    at_step: list[list[Expr]] = [[] for _ in range(n)]  # ON conjuncts (keys or residual) of step k
+    after: list[list[Expr]] = [[] for _ in range(n)]  # WHERE conjuncts right after step k
+    top: list[Expr] = []
+
+    for k in range(n):
+        kind = steps[k].kind
+        for c in steps[k].on:
+            r = rels(c)
+            if r == {k} and kind in ("inner", "left", "semi", "anti", "not_in"):
+                leaf_filters[k].append(c)
+            elif r and max(r) < k and kind == "right":
+                before[k].append(c)
+            else:
+                at_step[k].append(c)
+    for c in where:
+        r = rels(c)
+        if not r:
+            top.append(c)
+            continue
+        j = max(r)
+        if null_supplied_later[j]:
+            top.append(c)
+        elif r == {j} and steps[j].kind in ("inner", "right") and (j > 0 or steps[j].kind == "inner"):
+            leaf_filters[j].append(c)
+        elif steps[j].kind == "inner" and j > 0:
+            at_step[j].append(c)
+        else:
+            after[j].append(c)
+
+    needed = set(used)
+    for lists in (before, at_step, after):
+        for cs in lists:
+            for c in cs:
+                needed |= columns_used(c)
+    for c in top:
+        needed |= columns_used(c)
+    for s in steps:
+        if s.not_in is not None:
+            needed |= columns_used(s.not_in[0]) | columns_used(s.not_in[1])
+
+    leaves: list[tuple[pn.Node, list[int]]] = []
+    for k, it in enumerate(items):
+        keep = [i for i in range(len(it.node.columns)) if it.offset + i in needed]
+        if not keep:
+            keep = [0]  # a relation whose columns are all unused still multiplies rows
+        plan = it.node
+        if leaf_filters[k]:
+            local = {it.offset + i: i for i in range(len(it.node.columns))}
+            plan = pn.Filter(plan, conjoin([remap_columns(c, local) for c in leaf_filters[k]]))  # type: ignore[arg-type]
+        if len(keep) != len(it.node.columns) or leaf_filters[k]:
+            plan = pn.Project(plan, tuple(ColumnRef(it.node.columns[i][1], i, it.node.columns[i][0]) for i in keep),
+                              tuple(it.node.columns[i][0] for i in keep))
+        leaves.append((plan, [it.offset + i for i in keep]))
+
+    plan, wide_cols = leaves[0]
+    joined = {0}
+
+    def over(cols: list[int]) -> Callable[[Expr], Expr]:
+        mapping = {w: j for j, w in enumerate(cols)}
+        return lambda e: remap_columns(e, mapping)
+
+    for k in range(1, n):
+        step = steps[k]
+        right, right_cols = leaves[k]
+        if before[k]:
+            plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in before[k]]))  # type: ignore[arg-type]
+        lkeys: list[Expr] = []
+        rkeys: list[Expr] = []
+        residual: list[Expr] = []
+        for c in at_step[k]:
+            split = _equi_split(c, rels, joined, k)
+            if split is not None:
+                le, re_ = split
+                t = ty.common_type(le.type, re_.type) or le.type
+                lkeys.append(_cast(over(wide_cols)(le), t))
+                rkeys.append(_cast(over(right_cols)(re_), t))
+            else:
+                residual.append(over(wide_cols + right_cols)(c))
+        res = conjoin(residual)
+        lk, rk = tuple(lkeys), tuple(rkeys)
+        if step.kind == "inner":
+            plan = pn.Join(plan, right, lk, rk)
+            if res is not None:
+                plan = pn.Filter(plan, res)
+        elif step.kind in ("left", "right", "full"):
+            plan = joins.outer_join(step.kind, plan, right, lk, rk, res, step.pad)
+        elif step.kind == "semi":
+            plan = joins.semijoin(plan, right, lk, rk, res)
+        elif step.kind == "anti":
+            plan = joins.antijoin(plan, right, lk, rk, res)
+        elif step.kind == "not_in":
+            assert step.not_in is not None and res is None
+            x, y = step.not_in
+            plan = joins.not_in(plan, right, lk, rk, over(wide_cols)(x), over(right_cols)(y))
+        else:
+            raise ValueError(f"internal: join kind {step.kind!r}")
+        if step.kind not in NO_COLUMNS:
+            wide_cols = wide_cols + right_cols
+            joined.add(k)
+        if after[k]:
+            plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in after[k]]))  # type: ignore[arg-type]
+    if after[0]:
+        top = after[0] + top
+    if top:
+        plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in top]))  # type: ignore[arg-type]
+    return plan, {w: j for j, w in enumerate(wide_cols)}
+
+
+def _cast(e: Expr, t: SqlType) -> Expr:
+    from freshview.plan.expr import Cast, Literal
+
+    if e.type == t:
+        return e
+    if isinstance(e, Literal) and e.value is None:
+        return Literal(t, None)
+    return Cast(t, e)
+
+
+def _equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:
+    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
+        return None
+    a, b = c.args
+    ra, rb = rels(a), rels(b)
+    if ra and rb and ra <= joined and rb == {k}:
+        return a, b
+    if ra and rb and rb <= joined and ra == {k}:
+        return b, a
+    return None
+
+
+__all__ = ["Step", "build_join_tree", "join_kinds"]

@@ -1,0 +1,382 @@
+"""Subqueries in expressions, decorrelated into joins the plan already has.
+
+Each subquery becomes one more FROM item of the query around it (alias
+``__sqN``), joined by a kind the join tree (``sql.join_tree``) lowers into
+core nodes (``plan.rewrite.joins``):
+
+* ``EXISTS (S)`` / ``NOT EXISTS (S)`` (a WHERE conjunct): a semi- / anti-join
+  on S's correlation equalities; other correlated conjuncts (``l2.a <> l1.a``)
+  stay a residual condition of that join.  Uncorrelated: "S is not empty".
+* ``x IN (S)``: a semi-join on x = S's column plus the correlation;
+  ``x NOT IN (S)``: PostgreSQL's three-valued NOT IN (a NULL in S, or a NULL
+  x over a non-empty S, makes it NULL, so the row is dropped).
+* a scalar subquery ``(S)`` in WHERE or SELECT: uncorrelated, an aggregate
+  without GROUP BY (exactly one row) cross-joined; correlated by equalities,
+  S grouped by its correlation columns and LEFT-joined on them, a row without
+  a group taking the value S has over no rows (COUNT gives 0: the "count bug").
+  In the SELECT list or HAVING of an aggregating query an uncorrelated
+  scalar subquery is joined after the aggregation.
+
+Correlation means a column of S's WHERE that S's own FROM items do not have
+but the outer query's do (S's own shadow the outer ones).  What is not one of
+these shapes is refused with its position: subqueries under OR, NOT or CASE,
+correlation outside S's WHERE or below S, a correlated S with GROUP BY,
+HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a scalar
+subquery, a scalar subquery that may return several rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from freshview.errors import SqlError, UnsupportedSqlError
+from freshview.plan import nodes as pn
+from freshview.plan.expr import ColumnRef, Expr, columns_used
+from freshview.plan.rewrite.joins import empty_value
+from freshview.sql.bind_expr import AGG_BASE, Scope, ScopeColumn
+from freshview.sql.parse import locate
+
+if TYPE_CHECKING:
+    from freshview.sql.build import FromItem, QueryBuilder
+
+
+@dataclass
+class SubqueryItem:
+    """A subquery as one more FROM item: how it joins (``kind``) and on what (AST over the scope)."""
+
+    alias: str
+    plan: pn.Node
+    kind: str  # inner | left | semi | anti | not_in
+    on: list[exp.Expression] = field(default_factory=list)
+    pad: tuple[Expr, ...] | None = None  # left: the subquery's row when there is no group
+    not_in: exp.Expression | None = None  # not_in: the "x = y" comparison
+
+
+def conjuncts_ast(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return conjuncts_ast(node.left) + conjuncts_ast(node.right)
+    return [node]
+
+
+def _strip(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def predicate_kind(c: exp.Expression) -> str | None:
+    """``exists``, ``not_exists``, ``in``, ``not_in`` for a WHERE conjunct that is one, else None."""
+    c = _strip(c)
+    negated = False
+    if isinstance(c, exp.Not):
+        negated, c = True, _strip(c.this)
+    if isinstance(c, exp.Exists):
+        return "not_exists" if negated else "exists"
+    if isinstance(c, exp.In) and c.args.get("query") is not None:
+        return "not_in" if negated else "in"
+    return None
+
+
+def _own_columns(node: exp.Expression):
+    """Columns of ``node`` outside any nested subquery (those belong to the subquery's scope)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Column):
+            yield n
+            continue
+        for child in n.iter_expressions():
+            if isinstance(child, (exp.Subquery, exp.Select, exp.Union)):
+                continue
+            stack.append(child)
+
+
+class Subqueries:
+    """The subqueries of one SELECT, turned into FROM items as they are met."""
+
+    def __init__(self, builder: "QueryBuilder", items: list["FromItem"], scope: Scope) -> None:
+        self.b = builder
+        self.sql = builder.sql
+        self.items = items
+        self.scope = scope
+        self.outer_width = sum(len(it.node.columns) for it in items)
+        self.extra: list[SubqueryItem] = []
+        self.post_aggregate: list[pn.Node] = []  # scalar subqueries joined after the aggregation
+
+    def unsupported(self, node, what: str, keyword: str | None = None) -> UnsupportedSqlError:
+        return self.b.unsupported(node, what, keyword)
+
+    def _new_alias(self) -> str:
+        n = getattr(self.b, "_subquery_counter", 0)
+        self.b._subquery_counter = n + 1  # type: ignore[attr-defined]
+        return f"__sq{n}"
+
+    def _add(self, item: SubqueryItem) -> None:
+        """Append the subquery as a FROM item: its columns enter the scope (for binding its ON)."""
+        from freshview.sql.build import FromItem
+
+        offset = self.items[-1].offset + len(self.items[-1].node.columns) if self.items else 0
+        self.items.append(FromItem(item.alias, item.plan, offset))
+        for i, (name, t) in enumerate(item.plan.columns):
+            self.scope.columns.append(ScopeColumn(item.alias, name, t, offset + i))
+        self.extra.append(item)
+
+    # ------------------------------------------------------------------ WHERE predicates
+    def predicate(self, c: exp.Expression) -> None:
+        """A WHERE conjunct that is [NOT] EXISTS or [NOT] IN (subquery): a semi- or anti-join item."""
+        kind = predicate_kind(c)
+        node = _strip(c)
+        if isinstance(node, exp.Not):
+            node = _strip(node.this)
+        if isinstance(node, exp.Exists):
+            query = node.this
+            self._semi(query, "semi" if kind == "exists" else "anti", None, node)
+            return
+        query = node.args["query"]
+        query = query.this if isinstance(query, exp.Subquery) else query
+        self._semi(query, "semi" if kind == "in" else "not_in", node.this, node)
+
+    def _semi(self, query: exp.Expression, kind: str, lhs: exp.Expression | None, origin: exp.Expression) -> None:
+        alias = self._new_alias()
+        if isinstance(query, exp.Subquery):
+            query = query.this
+        correlated = self._correlated(query) if isinstance(query, exp.Select) else ([], [])
+        corr, _local = correlated
+        if not corr:  # uncorrelated: the subquery as written
+            plan = self.b.query(query)
+            if lhs is not None and len(plan.columns) != 1:
+                raise SqlError("subquery has too many columns" if len(plan.columns) > 1 else
+                               "subquery has too few columns", locate(query, self.sql), self.sql)
+            if lhs is not None:
+                plan = _rename(plan, ("__v",))
+            on: list[exp.Expression] = []
+        else:
+            assert isinstance(query, exp.Select)
+            for key, what in (("group", "GROUP BY"), ("having", "HAVING")):
+                if query.args.get(key) is not None:
+                    raise self.unsupported(query.args[key], f"{what} in a correlated IN/EXISTS subquery", what)
+            if _has_aggregate(query):
+                raise self.unsupported(query, "an aggregate in a correlated IN/EXISTS subquery", "SELECT")
+            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=kind == "not_in")
+            exprs = []
+            if lhs is not None:
+                if len(query.expressions) != 1:
+                    raise SqlError("subquery has too many columns", locate(query, self.sql), self.sql)
+                exprs.append(exp.alias_(query.expressions[0].copy(), "__v"))
+            exprs += [exp.alias_(e, n) for n, e in names]
+            if not exprs:
+                exprs = [exp.alias_(exp.Literal.number(1), "__one")]
+            rewritten.set("expressions", exprs)
+            rewritten.set("distinct", None)
+            plan = self.b.query(rewritten)
+        item = SubqueryItem(alias, plan, kind, on)
+        if lhs is not None:
+            eq = exp.EQ(this=lhs.copy(), expression=exp.column("__v", table=alias))
+            if kind == "not_in":
+                item.not_in = eq
+            else:
+                item.on.append(eq)
+        self._add(item)
+
+    # ------------------------------------------------------------------ scalar subqueries
+    def scalar(self, node: exp.Subquery, aggregated: bool) -> Expr:
+        """A scalar subquery met while binding: its value as an expression over the wide row
+        (or, ``aggregated``, a placeholder the builder places after the aggregation)."""
+        query = node.this
+        if not isinstance(query, exp.Select):
+            raise self.unsupported(node, "a scalar subquery that is not a plain SELECT", "(")
+        if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
+            raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
+        corr, _local = self._correlated(query)
+        one_row = (_has_aggregate(query) and query.args.get("group") is None
+                   and query.args.get("having") is None)
+        if not one_row:
+            raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
+                                         "(it may return several rows)", "(")
+        alias = self._new_alias()
+        if not corr:
+            plan = _rename(self.b.query(query), ("__v",))
+            if aggregated:
+                self.post_aggregate.append(plan)
+                return ColumnRef(plan.columns[0][1], POST_AGG_BASE + len(self.post_aggregate) - 1, "__v")
+            self._add(SubqueryItem(alias, plan, "inner"))
+            return self._ref(alias, 0)
+        if aggregated:
+            raise self.unsupported(node, "a correlated scalar subquery in the SELECT list or HAVING of an "
+                                         "aggregating query", "(")
+        rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
+        rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names]
+                      + [exp.alias_(query.expressions[0].copy(), "__v")])
+        rewritten.set("group", exp.Group(expressions=[e.copy() for _, e in names]))
+        rewritten.set("distinct", None)
+        plan = self.b.query(rewritten)
+        pad = self._empty_row(plan, node)
+        self._add(SubqueryItem(alias, plan, "left", on, pad))
+        return self._ref(alias, len(plan.columns) - 1)
+
+    def _ref(self, alias: str, i: int) -> Expr:
+        col = next(c for c in self.scope.columns if c.relation == alias and c.index == self._offset(alias) + i)
+        return ColumnRef(col.type, col.index, col.name)
+
+    def _offset(self, alias: str) -> int:
+        return next(it.offset for it in self.items if it.alias == alias)
+
+    def _empty_row(self, plan: pn.Node, node: exp.Expression) -> tuple[Expr, ...]:
+        """The grouped subquery's row for a group with no rows: NULL keys, the value over no rows."""
+        if not (isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate)):
+            raise self.unsupported(node, "this correlated scalar subquery", "(")
+        agg = plan.input
+        value = empty_value(plan.exprs[-1], agg.aggs, len(agg.group))
+        if columns_used(value):
+            raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation column", "(")
+        from freshview.plan.expr import Literal
+
+        return tuple(Literal(t, None) for _, t in plan.columns[:-1]) + (value,)
+
+    # ------------------------------------------------------------------ for the builder
+    def steps(self, binder) -> list:
+        """The join steps of the subquery items, their ON conditions bound over the whole scope."""
+        from freshview.plan.expr import conjuncts
+        from freshview.sql.join_tree import Step
+
+        out = []
+        for item in self.extra:
+            on: list[Expr] = []
+            for c in item.on:
+                on += conjuncts(binder.bind(c))
+            step = Step(item.kind, on, item.pad)
+            if item.not_in is not None:
+                eq = binder.bind(item.not_in)
+                step.not_in = (eq.args[0], eq.args[1])  # type: ignore[attr-defined]
+            out.append(step)
+        return out
+
+    def after_aggregate(self, e: Expr, n_groups: int, width: int) -> Expr:
+        """Placeholders of post-aggregation scalar subqueries (lifted as aggregates would be) -> the
+        columns after the aggregate's ``width`` where the subqueries are joined."""
+        lifted = n_groups + POST_AGG_BASE - AGG_BASE
+        if isinstance(e, ColumnRef):
+            return ColumnRef(e.type, width + e.index - lifted, e.name) if e.index >= lifted else e
+        return e.map_children(lambda c: self.after_aggregate(c, n_groups, width))
+
+    # ------------------------------------------------------------------ correlation
+    def _correlated(self, query: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression]]:
+        """S's WHERE conjuncts that refer to the outer query, and the others.  Outer references
+        anywhere else in S are refused."""
+        inner_items = self.b.from_items(query)
+        inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
+                       for it in inner_items for i, (n, t) in enumerate(it.node.columns)])
+        self._inner_scope = inner
+        where = query.args.get("where")
+        corr, local = [], []
+        for c in conjuncts_ast(where.this if where is not None else None):
+            (corr if any(self._is_outer(col, inner) for col in _own_columns(c)) else local).append(c)
+        for key in ("expressions", "group", "having", "joins"):
+            value = query.args.get(key)
+            for part in (value if isinstance(value, list) else [value] if value is not None else []):
+                for col in _own_columns(part):
+                    if self._is_outer(col, inner):
+                        raise self.unsupported(col, f"a correlated reference ({col.sql(dialect='postgres')}) "
+                                                    "outside the subquery's WHERE")
+        return corr, local
+
+    def _is_outer(self, col: exp.Column, inner: Scope) -> bool:
+        q = col.table or None
+        if inner.resolve(col.name, q):
+            return False
+        return bool(self.scope.resolve(col.name, q)) and all(
+            c.index < self.outer_width for c in self.scope.resolve(col.name, q))
+
+    def _decorrelate(self, query: exp.Select, corr: list[exp.Expression], alias: str, scalar: bool):
+        """S without its correlated conjuncts; those conjuncts rewritten over ``alias``'s columns
+        (the ON of the join); the (name, inner expression) pairs S must output for them."""
+        inner = self._inner_scope
+        names: list[tuple[str, exp.Expression]] = []
+        on: list[exp.Expression] = []
+
+        def output(e: exp.Expression) -> exp.Expression:
+            text = e.sql(dialect="postgres")
+            for n, prev in names:
+                if prev.sql(dialect="postgres") == text:
+                    return exp.column(n, table=alias)
+            n = f"__k{len(names)}"
+            names.append((n, e.copy()))
+            return exp.column(n, table=alias)
+
+        for c in corr:
+            node = _strip(c)
+            split = self._equality(node, inner) if isinstance(node, exp.EQ) else None
+            if split is not None:
+                inner_side, outer_side = split
+                on.append(exp.EQ(this=outer_side.copy(), expression=output(inner_side)))
+                continue
+            if scalar:
+                raise self.unsupported(c, "a correlation that is not an equality (inner = outer) in a scalar "
+                                          "or NOT IN subquery")
+            if any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in c.walk()):
+                raise self.unsupported(c, "a subquery inside a correlated condition")
+            rewritten = c.copy()
+            for col in list(_own_columns(rewritten)):
+                if not self._is_outer(col, inner):
+                    col.replace(output(col))
+            on.append(rewritten)
+        out = query.copy()
+        local = [c.copy() for c in conjuncts_ast(query.args["where"].this) if c not in corr]
+        if local:
+            cond = local[0]
+            for c in local[1:]:
+                cond = exp.And(this=cond, expression=c)
+            out.set("where", exp.Where(this=cond))
+        else:
+            out.set("where", None)
+        return out, on, names
+
+    def _equality(self, node: exp.EQ, inner: Scope) -> tuple[exp.Expression, exp.Expression] | None:
+        sides = []
+        for side in (node.this, node.expression):
+            cols = list(_own_columns(side))
+            outer = [self._is_outer(c, inner) for c in cols]
+            if any(isinstance(n, (exp.Subquery, exp.Select)) for n in side.walk()):
+                return None
+            sides.append("outer" if cols and all(outer) else "inner" if cols and not any(outer) else None)
+        if sides == ["inner", "outer"]:
+            return node.this, node.expression
+        if sides == ["outer", "inner"]:
+            return node.expression, node.this
+        return None
+
+
+POST_AGG_BASE = 2_000_000  # placeholder column indices of scalar subqueries joined after an aggregation
+
+
+def aggregates_ast(query: exp.Select) -> bool:
+    """Whether a SELECT aggregates: GROUP BY, HAVING, or an aggregate in its SELECT list."""
+    return query.args.get("group") is not None or query.args.get("having") is not None or _has_aggregate(query)
+
+
+def _has_aggregate(query: exp.Select) -> bool:
+    return any(isinstance(n, exp.AggFunc) for e in query.expressions for n in _walk_own(e))
+
+
+def _walk_own(node: exp.Expression):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for child in n.iter_expressions():
+            if not isinstance(child, (exp.Subquery, exp.Select, exp.Union)):
+                stack.append(child)
+
+
+def _rename(plan: pn.Node, names: tuple[str, ...]) -> pn.Node:
+    return pn.Project(plan, tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(plan.columns)), names)
+
+
+__all__ = ["Subqueries", "SubqueryItem", "predicate_kind", "conjuncts_ast", "aggregates_ast", "POST_AGG_BASE"]
