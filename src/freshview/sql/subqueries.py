@@ -263,7 +263,7 @@ class Subqueries:
         columns after the aggregate's ``width`` where the subqueries are joined."""
         lifted = n_groups + POST_AGG_BASE - AGG_BASE
         if isinstance(e, ColumnRef):
-            return ColumnRef(e.type, width + e.index - lifted, e.name) if e.index >= lifted else e
+            return ColumnRef(e.type, width + e.index - lifted, e.name) if lifted <= e.index < lifted + POST_AGG_SPAN else e
         return e.map_children(lambda c: self.after_aggregate(c, n_groups, width))
 
     # ------------------------------------------------------------------ correlation
@@ -354,6 +354,7 @@ class Subqueries:
 
 
 POST_AGG_BASE = 2_000_000  # placeholder column indices of scalar subqueries joined after an aggregation
+POST_AGG_SPAN = 1_000_000  # ... up to window results (sql.window.WIN_BASE)
 
 
 def aggregates_ast(query: exp.Select) -> bool:

@@ -32,7 +32,7 @@ from freshview.schema import SqlType
 from freshview.sql import typing as ty
 from freshview.sql.parse import locate
 
-WIN_BASE = 2_000_000  # placeholder column indices for window results (above AGG_BASE)
+WIN_BASE = 3_000_000  # placeholder column indices for window results (above AGG_BASE and subqueries' POST_AGG_BASE)
 
 _RANKING = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 _VALUE = {exp.FirstValue: "first_value", exp.LastValue: "last_value"}
