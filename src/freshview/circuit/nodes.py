@@ -1,6 +1,6 @@
 """Circuit operators: a plan node, its incremental kind, and the state it owns.
 
-Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll)
+Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll, Reweight)
 satisfy Δ(f(R)) = f(ΔR) and keep nothing; ``bilinear`` Join keeps both
 inputs integrated (indexed by key); ``aggregate`` keeps per-group
 accumulators (and an ordered multiset per MIN/MAX); Distinct is an aggregate
@@ -93,6 +93,9 @@ class _Lift:
         return op
 
     def visit_linear(self, op_id: str, node: pn.Node) -> Operator:
+        return Operator(op_id, node, "linear")
+
+    def visit_Reweight(self, op_id: str, node: pn.Reweight) -> Operator:
         return Operator(op_id, node, "linear")
 
     def visit_Distinct(self, op_id: str, node: pn.Distinct) -> Operator:

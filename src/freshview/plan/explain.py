@@ -29,4 +29,6 @@ def describe(node: pn.Node) -> str:
         return "Distinct"
     if isinstance(node, pn.UnionAll):
         return f"UnionAll ({len(node.parts)} inputs)"
+    if isinstance(node, pn.Reweight):
+        return f"Reweight weight × {node.weight}"
     return type(node).__name__

@@ -145,6 +145,17 @@ class UnionAll(Node):
         return self.parts[0].columns
 
 
+@dataclass(frozen=True)
+class Reweight(_Unary):
+    """Each row's weight multiplied by ``weight``, an integer expression over the row (≥ 0 for the set
+    operations that use it: INTERSECT/EXCEPT [ALL] over per-side counts); rows of weight 0 vanish."""
+
+    weight: Expr
+
+    def __post_init__(self) -> None:
+        _check_refs([self.weight], len(self.input.columns), "reweight")
+
+
 def walk(node: Node):
     yield node
     for child in node.inputs():

@@ -23,6 +23,7 @@ from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, project_delta, union_delta
+from freshview.runtime.operators.reweight import reweight_delta
 from freshview.runtime.relation import arrow_schema
 
 InputFn = Callable[[str], pa.Table | None]
@@ -74,6 +75,10 @@ class CircuitRunner:
     def visit_UnionAll(self, op: Operator, node: pn.UnionAll, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         live = [p for p in (self._eval(i, inputs, k, force) for i in op.inputs) if p is not None]
         return union_delta(k, node, live) if live else None
+
+    def visit_Reweight(self, op: Operator, node: pn.Reweight, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return reweight_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
 
     def visit_Join(self, op: Operator, node: pn.Join, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         left = self._eval(op.inputs[0], inputs, k, force)

@@ -67,6 +67,10 @@ class Kernels(Protocol):
     def union(self, rels: Sequence[Rel], schema: pa.Schema) -> Rel:
         """All rows of all ``rels`` (weights add on consolidation)."""
 
+    def reweight(self, rel: Rel, weight: Expr, memo: dict) -> Rel:
+        """Each row with its weight multiplied by ``weight`` (a non-NULL integer expression over the
+        row); rows whose weight becomes 0 are dropped."""
+
     def evaluate(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         """``exprs`` evaluated per row, named and typed as ``schema`` (which ends in ``_weight``), as
         Arrow, not consolidated: the keyed change of a join side, the values of a MIN/MAX."""

@@ -63,6 +63,14 @@ class SparkKernels:
             out = out.unionByName(f)
         return Delta(schema, out, None, self.spark)
 
+    def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
+        cols = memo.get("reweight")
+        if cols is None:
+            factor = F.coalesce(lower(weight, column).cast("long"), F.lit(0))
+            w = (F.col(WEIGHT) * factor).cast("long").alias(WEIGHT)
+            cols = memo["reweight"] = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [w]
+        return Delta(rel.schema, rel.frame().select(*cols).filter(F.col(WEIGHT) != 0), None, self.spark)
+
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
         return out.arrow if out.df is None else out.materialize(consolidated=False)
@@ -186,6 +194,11 @@ class BulkKernels(SparkKernels):
         if rel.df is None:
             return self.of_arrow(self._local.arrow(self._local.project(rel.arrow, exprs, schema, memo)))
         return super().project(rel, exprs, schema, memo)
+
+    def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
+        if rel.df is None:  # a table on the driver: reweighted in place, no round trip
+            return self.of_arrow(self._local.reweight(rel.arrow, weight, memo))
+        return super().reweight(rel, weight, memo)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         if rel.df is None:

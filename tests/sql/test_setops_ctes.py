@@ -1,0 +1,80 @@
+"""The front end of set operations, WITH and ORDER BY: plan shapes, scoping, and located refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from freshview.errors import SqlError, UnknownTableError, UnsupportedSqlError
+from freshview.plan import nodes as pn
+from freshview.schema import SqlType
+from tests.sql.test_build import plan, scans
+
+
+def test_union_is_distinct_over_union_all_and_intersect_a_reweighted_count():
+    u = plan("SELECT o_id FROM orders UNION SELECT c_id FROM customers")
+    assert isinstance(u, pn.Distinct) and isinstance(u.input, pn.UnionAll)
+    i = plan("SELECT o_customer FROM orders INTERSECT ALL SELECT c_id FROM customers")
+    assert isinstance(i, pn.Project) and isinstance(i.input, pn.Reweight)
+    assert isinstance(i.input.input, pn.Aggregate) and [a.func for a in i.input.input.aggs] == ["count", "count"]
+    assert i.columns == (("o_customer", SqlType("int4")),)
+
+
+def test_set_operation_columns_take_left_names_and_common_types():
+    p = plan("SELECT o_id AS x, amount FROM orders EXCEPT SELECT c_id, 1 FROM customers")
+    assert [n for n, _ in p.columns] == ["x", "amount"]
+    assert p.columns[1][1].kind == "numeric"
+    p = plan("SELECT o_id FROM orders INTERSECT SELECT big FROM orders UNION ALL SELECT f FROM orders")
+    assert p.columns[0][1] == SqlType("float8")
+
+
+def test_order_by_without_limit_is_ignored():
+    for body in ("SELECT o_id, note FROM orders",
+                 "SELECT o_id, note FROM orders EXCEPT SELECT c_id, c_name FROM customers",
+                 "SELECT o_id, note FROM orders UNION ALL SELECT c_id, c_name FROM customers"):
+        assert plan(body + " ORDER BY 1 DESC, note NULLS FIRST") == plan(body)
+    assert plan("SELECT * FROM (SELECT o_id FROM orders ORDER BY o_id) AS s") == \
+        plan("SELECT * FROM (SELECT o_id FROM orders) AS s")
+
+
+def test_cte_scopes_shadow_in_order():
+    # A CTE shadows the source of the same name; its own body still sees the source.
+    p = plan("WITH orders AS (SELECT o_id FROM orders WHERE o_id > 1) SELECT o_id FROM orders")
+    assert any(isinstance(n, pn.Filter) for n in pn.walk(p)) and len(scans(p)) == 1
+    # A later CTE sees an earlier one; a nested WITH shadows the outer CTE.
+    p = plan("WITH a AS (SELECT c_id FROM customers), b(z) AS (SELECT c_id FROM a) "
+             "SELECT * FROM (WITH a AS (SELECT o_id FROM orders) SELECT o_id FROM a) AS s, b")
+    assert sorted(s.relation for s in scans(p)) == ["customers", "orders"]
+    assert [n for n, _ in p.columns] == ["o_id", "z"]
+    # Referenced twice: planned twice (two scans), unused: planned (and checked) but not in the plan.
+    p = plan("WITH t AS (SELECT o_id FROM orders), unused AS (SELECT c_id FROM customers) "
+             "SELECT x.o_id FROM t x JOIN t y ON x.o_id = y.o_id")
+    assert [s.relation for s in scans(p)] == ["orders", "orders"]
+
+
+@pytest.mark.parametrize("sql, error, fragment, column", [
+    ("WITH RECURSIVE r AS (SELECT o_id FROM orders) SELECT * FROM r", UnsupportedSqlError, "WITH RECURSIVE", 6),
+    ("WITH t AS (SELECT o_id FROM orders), t AS (SELECT c_id FROM customers) SELECT * FROM t", SqlError,
+     "specified more than once", 38),
+    ("WITH t(a, b) AS (SELECT o_id FROM orders) SELECT * FROM t", SqlError,
+     "1 columns available but 2 columns specified", 6),
+    ("WITH t AS (SELECT o_id FROM t) SELECT * FROM t", UnknownTableError, "unknown table 't'", 29),
+    ("WITH t AS (SELECT nope FROM orders) SELECT o_id FROM orders", SqlError, "unknown column 'nope'", 19),
+    ("WITH t AS (DELETE FROM orders) SELECT * FROM t", UnsupportedSqlError, "DELETE in WITH (data-modifying", 12),
+    ("SELECT o_id FROM orders INTERSECT SELECT c_id, c_name FROM customers", SqlError,
+     "each INTERSECT query must have the same number of columns", 25),
+    ("SELECT o_id FROM orders EXCEPT ALL SELECT c_name FROM customers", SqlError,
+     "EXCEPT column 1 has incompatible types integer and text", 25),
+    ("SELECT o_id FROM orders UNION SELECT c_id FROM customers ORDER BY 1 LIMIT 3", UnsupportedSqlError,
+     "LIMIT", 69),
+    ("SELECT o_id FROM orders EXCEPT SELECT c_id FROM customers OFFSET 2", UnsupportedSqlError, "LIMIT/OFFSET", None),
+    ("(SELECT o_id FROM orders ORDER BY 1 LIMIT 2) UNION SELECT c_id FROM customers", UnsupportedSqlError,
+     "LIMIT", None),
+    ("SELECT o_id FROM orders ORDER BY o_id FETCH FIRST 3 ROWS ONLY", UnsupportedSqlError, "FETCH", None),
+])
+def test_refusals_are_located(sql, error, fragment, column):
+    with pytest.raises(error) as info:
+        plan(sql)
+    assert fragment in str(info.value)
+    assert info.value.location is not None
+    if column is not None:
+        assert info.value.location.column == column, str(info.value)
