@@ -51,8 +51,44 @@ def test_cte_scopes_shadow_in_order():
     assert [s.relation for s in scans(p)] == ["orders", "orders"]
 
 
+def test_recursive_cte_plans_a_fixpoint_over_its_anchor_and_external_inputs():
+    p = plan("WITH RECURSIVE tc(a, b) AS (SELECT o_id, o_customer FROM orders UNION "
+             "SELECT tc.a, c.c_id FROM tc JOIN customers c ON tc.b = c.c_id) SELECT b, a FROM tc")
+    rec = next(n for n in pn.walk(p) if isinstance(n, pn.Recursive))
+    assert rec.distinct and [n for n, _ in rec.columns] == ["a", "b"]
+    assert [s.relation for s in scans(rec.anchor)] == ["orders"]
+    assert [s.relation for e in rec.externals for s in scans(e)] == ["customers"]
+    leaves = [n for n in _step_nodes(rec.step) if not n.inputs()]
+    assert {type(n).__name__ for n in leaves} == {"RecursiveRef", "ExternalRef"}
+    # Not self-referencing: an ordinary CTE, even in a WITH RECURSIVE list.
+    assert not any(isinstance(n, pn.Recursive) for n in pn.walk(
+        plan("WITH RECURSIVE t AS (SELECT o_id FROM orders) SELECT o_id FROM t")))
+
+
+def _step_nodes(node):
+    yield node
+    for child in node.inputs():
+        yield from _step_nodes(child)
+
+
 @pytest.mark.parametrize("sql, error, fragment, column", [
-    ("WITH RECURSIVE r AS (SELECT o_id FROM orders) SELECT * FROM r", UnsupportedSqlError, "WITH RECURSIVE", 6),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION SELECT r.n FROM r JOIN r r2 ON r.n = r2.n) "
+     "SELECT n FROM r", UnsupportedSqlError, "non-linear recursion", 78),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION SELECT CAST(COUNT(*) AS INT) FROM r) SELECT n FROM r",
+     UnsupportedSqlError, "recursion through an aggregate", 55),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION ALL SELECT DISTINCT n FROM r) SELECT n FROM r",
+     UnsupportedSqlError, "recursion through DISTINCT", 59),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION ALL SELECT n FROM "
+     "(SELECT n FROM r INTERSECT SELECT c_id FROM customers) s) SELECT n FROM r",
+     UnsupportedSqlError, "recursion through INTERSECT or EXCEPT", 59),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM r UNION SELECT n FROM r) SELECT n FROM r", SqlError,
+     "must not appear within its non-recursive term", 42),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders INTERSECT SELECT n FROM r) SELECT n FROM r", SqlError,
+     "does not have the form non-recursive-term UNION [ALL] recursive-term", 16),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION SELECT big FROM r, orders) SELECT n FROM r", SqlError,
+     "has type integer in non-recursive term but type bigint overall", 32),
+    ("WITH RECURSIVE r(n) AS (SELECT o_id FROM orders UNION SELECT o_id FROM s), s AS (SELECT o_id FROM orders) "
+     "SELECT n FROM r", UnsupportedSqlError, "later WITH query 's'", 72),
     ("WITH t AS (SELECT o_id FROM orders), t AS (SELECT c_id FROM customers) SELECT * FROM t", SqlError,
      "specified more than once", 38),
     ("WITH t(a, b) AS (SELECT o_id FROM orders) SELECT * FROM t", SqlError,

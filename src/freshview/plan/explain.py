@@ -29,6 +29,20 @@ def describe(node: pn.Node) -> str:
         return "Distinct"
     if isinstance(node, pn.UnionAll):
         return f"UnionAll ({len(node.parts)} inputs)"
+    if isinstance(node, pn.Recursive):
+        kind = "UNION" if node.distinct else "UNION ALL"
+        return (f"Recursive {node.name} ({kind}; inputs: the anchor, then {len(node.externals)} external) "
+                f"step: {' <- '.join(describe(n) for n in _spine(node.step))}")
+    if isinstance(node, (pn.RecursiveRef, pn.ExternalRef)):
+        return f"{type(node).__name__} {getattr(node, 'name', getattr(node, 'index', ''))}"
     if isinstance(node, pn.Reweight):
         return f"Reweight weight × {node.weight}"
     return type(node).__name__
+
+
+def _spine(node: pn.Node) -> list[pn.Node]:
+    """``node`` and its descendants, depth first (a recursive step on one line)."""
+    out = [node]
+    for child in node.inputs():
+        out += _spine(child)
+    return out

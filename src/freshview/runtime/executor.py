@@ -23,6 +23,7 @@ from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, project_delta, union_delta
+from freshview.runtime.operators.recursive import Recursion
 from freshview.runtime.operators.reweight import reweight_delta
 from freshview.runtime.relation import arrow_schema
 
@@ -34,6 +35,7 @@ class CircuitRunner:
         self.circuit = circuit
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
+        self._recursions: dict[str, Recursion] = {}
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
 
     def step(self, inputs: InputFn, kernels: Kernels, force: bool = False) -> pa.Table | None:
@@ -93,6 +95,13 @@ class CircuitRunner:
         if agg is None:
             agg = self._aggs[op.id] = Aggregation(node, op.state)
         return agg.step(k, self.store, d, force)
+
+    def visit_Recursive(self, op: Operator, node: pn.Recursive, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        deltas = [self._eval(i, inputs, k, force) for i in op.inputs]
+        rec = self._recursions.get(op.id)
+        if rec is None:
+            rec = self._recursions[op.id] = Recursion(node, op.state, self.circuit.view)
+        return rec.step(k, self.store, deltas, force)
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)
