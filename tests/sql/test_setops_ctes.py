@@ -51,6 +51,15 @@ def test_cte_scopes_shadow_in_order():
     assert [s.relation for s in scans(p)] == ["orders", "orders"]
 
 
+def test_cte_names_compare_as_postgresql_folds_them():
+    p = plan("WITH T AS (SELECT c_id FROM customers) SELECT * FROM t")
+    assert [s.relation for s in scans(p)] == ["customers"]
+    p = plan('WITH "orders" AS (SELECT c_id FROM customers) SELECT * FROM ORDERS')  # both: orders
+    assert [s.relation for s in scans(p)] == ["customers"]
+    p = plan('WITH "Orders" AS (SELECT c_id FROM customers) SELECT o_id FROM orders')  # "Orders" is not orders
+    assert [s.relation for s in scans(p)] == ["orders"]
+
+
 def test_recursive_cte_plans_a_fixpoint_over_its_anchor_and_external_inputs():
     p = plan("WITH RECURSIVE tc(a, b) AS (SELECT o_id, o_customer FROM orders UNION "
              "SELECT tc.a, c.c_id FROM tc JOIN customers c ON tc.b = c.c_id) SELECT b, a FROM tc")

@@ -4,7 +4,8 @@ A WITH list opens a scope for the query it is attached to (and everything
 nested in it: subqueries in FROM, set operation operands).  Each CTE is
 built once, where it is defined, seeing the CTEs before it in its list and
 those of enclosing queries, but not itself or later ones; a FROM item that
-names a CTE (unqualified) gets that CTE's plan, before any source or view of
+names a CTE (unqualified; names compared as PostgreSQL does, unquoted ones folded to
+lower case) gets that CTE's plan, before any source or view of
 the same name (a CTE shadows the catalog, an inner CTE an outer one).  A CTE
 referenced twice contributes its plan twice: the circuit computes it once
 per reference.  Every CTE is planned, used or not, so an error in an unused
@@ -65,8 +66,24 @@ def with_scope(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.Node])
         qb.cte_scope = saved
 
 
+def folded(identifier: exp.Expression | None, fallback: str = "") -> str:
+    """A name as PostgreSQL compares it: unquoted identifiers fold to lower case."""
+    if isinstance(identifier, exp.Identifier):
+        return identifier.this if identifier.quoted else identifier.this.lower()
+    return fallback.lower()
+
+
+def cte_name(cte: exp.CTE) -> str:
+    alias = cte.args.get("alias")
+    return folded(alias.this if alias is not None else None, cte.alias)
+
+
+def table_name(table: exp.Table) -> str:
+    return folded(table.this, table.name)
+
+
 def check_name(qb: "QueryBuilder", cte: exp.CTE, seen: set[str]) -> str:
-    name = cte.alias
+    name = cte_name(cte)
     if name in seen:
         raise SqlError(f"WITH query name {name!r} specified more than once", locate(cte, qb.sql), qb.sql)
     seen.add(name)
@@ -90,7 +107,7 @@ def resolve(qb: "QueryBuilder", table: exp.Table) -> tuple[str, pn.Node] | None:
     """A FROM item naming a visible CTE: its alias and plan (renamed by the alias's column list)."""
     if qb.cte_scope is None or table.db:
         return None
-    plan = qb.cte_scope.find(table.name)
+    plan = qb.cte_scope.find(table_name(table))
     if plan is None:
         return None
     alias_node = table.args.get("alias")

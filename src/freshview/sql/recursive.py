@@ -31,7 +31,7 @@ from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef
 from freshview.sql import typing as ty
-from freshview.sql.ctes import CteScope, check_name, rename
+from freshview.sql.ctes import CteScope, check_name, cte_name, rename, table_name
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def recursive_ctes(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.No
     saved = qb.cte_scope
     try:
         seen: set[str] = set()
-        names = [cte.alias for cte in with_.expressions]
+        names = [cte_name(cte) for cte in with_.expressions]
         for i, cte in enumerate(with_.expressions):
             name = check_name(qb, cte, seen)
             for later in names[i + 1:]:
@@ -62,7 +62,7 @@ def recursive_ctes(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.No
 
 
 def _references(node: exp.Expression, name: str) -> list[exp.Table]:
-    return [t for t in node.find_all(exp.Table) if not t.db and t.name == name]
+    return [t for t in node.find_all(exp.Table) if not t.db and table_name(t) == name]
 
 
 def recursive_cte(qb: "QueryBuilder", cte: exp.CTE, name: str) -> pn.Node:
