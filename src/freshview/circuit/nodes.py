@@ -1,6 +1,6 @@
 """Circuit operators: a plan node, its incremental kind, and the state it owns.
 
-Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll, Negate)
+Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll, Negate, Reweight)
 satisfy Δ(f(R)) = f(ΔR) and keep nothing; ``bilinear`` Join keeps both
 inputs integrated (indexed by key); ``aggregate`` keeps per-group
 accumulators (and an ordered multiset per MIN/MAX); Distinct is an aggregate
@@ -53,14 +53,26 @@ class RecomputeState:
         return (self.input,) + ((self.top,) if self.top else ())
 
 
-StateSpec = JoinState | AggState | RecomputeState | None
+@dataclass(frozen=True)
+class RecursiveState:
+    """A recursion's state: its inputs integrated (the anchor, then each external), and its last output."""
+
+    inputs: tuple[str, ...]
+    output: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.inputs + (self.output,)
+
+
+StateSpec = JoinState | AggState | RecomputeState | RecursiveState | None
 
 
 @dataclass
 class Operator:
     id: str
     node: pn.Node
-    kind: str  # linear | join | aggregate | recompute
+    kind: str  # linear | join | aggregate | recompute | recursive
     state: StateSpec = None
     inputs: list["Operator"] = field(default_factory=list)
 
@@ -109,6 +121,12 @@ class _Lift:
 
     def visit_Negate(self, op_id: str, node: pn.Negate) -> Operator:
         return self.visit_linear(op_id, node)
+    def visit_Reweight(self, op_id: str, node: pn.Reweight) -> Operator:
+        return Operator(op_id, node, "linear")
+
+    def visit_Recursive(self, op_id: str, node: pn.Recursive) -> Operator:
+        names = (f"{op_id}/anchor",) + tuple(f"{op_id}/ext{i}" for i in range(len(node.externals)))
+        return Operator(op_id, node, "recursive", RecursiveState(names, f"{op_id}/out"))
 
     def visit_Distinct(self, op_id: str, node: pn.Distinct) -> Operator:
         return self.visit_Aggregate(op_id, distinct_as_aggregate(node))
@@ -138,12 +156,14 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
 
     def visit(op: Operator, depth: int) -> None:
         pad = "  " * depth
-        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ "}[op.kind]
+        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ ", "recursive": "⟲ "}[op.kind]
         text = f"{pad}{label}{describe(op.node)}"
         if op.kind == "join" and not op.node.left_keys:  # type: ignore[attr-defined]
             text += "   (no equi-key: each change reads the other side whole)"
         if op.kind == "recompute":
             text += "   (each change recomputes the partitions it touches)"
+        if op.kind == "recursive":
+            text += "   (a step that changes an input recomputes the whole fixpoint)"
         lines.append(text)
         for s in op.state_names:
             n = f": {counts[s]} rows" if counts and s in counts else ""

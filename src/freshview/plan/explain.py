@@ -36,7 +36,23 @@ def describe(node: pn.Node) -> str:
         part = ", ".join(f"${c}" for c in node.partition) or "()"
         funcs = ", ".join(f"{f.func}({'' if f.arg is None else f'${f.arg}'})" for f in node.functions)
         return f"Window partition by {part} order by {_sort_keys(node.order) or '()'}: {funcs}"
+    if isinstance(node, pn.Recursive):
+        kind = "UNION" if node.distinct else "UNION ALL"
+        return (f"Recursive {node.name} ({kind}; inputs: the anchor, then {len(node.externals)} external) "
+                f"step: {' <- '.join(describe(n) for n in _spine(node.step))}")
+    if isinstance(node, (pn.RecursiveRef, pn.ExternalRef)):
+        return f"{type(node).__name__} {getattr(node, 'name', getattr(node, 'index', ''))}"
+    if isinstance(node, pn.Reweight):
+        return f"Reweight weight × {node.weight}"
     return type(node).__name__
+
+
+def _spine(node: pn.Node) -> list[pn.Node]:
+    """``node`` and its descendants, depth first (a recursive step on one line)."""
+    out = [node]
+    for child in node.inputs():
+        out += _spine(child)
+    return out
 
 
 def _sort_keys(keys) -> str:

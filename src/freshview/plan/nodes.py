@@ -238,6 +238,70 @@ class Window(_Unary):
         return self.input.columns + tuple((f"w{i}", f.type) for i, f in enumerate(self.functions))
 
 
+@dataclass(frozen=True)
+class Reweight(_Unary):
+    """Each row's weight multiplied by ``weight``, an integer expression over the row (≥ 0 for the set
+    operations that use it: INTERSECT/EXCEPT [ALL] over per-side counts); rows of weight 0 vanish."""
+
+    weight: Expr
+
+    def __post_init__(self) -> None:
+        _check_refs([self.weight], len(self.input.columns), "reweight")
+
+
+@dataclass(frozen=True)
+class RecursiveRef(Node):
+    """Inside a ``Recursive`` node's step: the working table (the rows the last iteration added)."""
+
+    name: str
+    schema_columns: Columns
+
+    @property
+    def columns(self) -> Columns:
+        return self.schema_columns
+
+
+@dataclass(frozen=True)
+class ExternalRef(Node):
+    """Inside a ``Recursive`` node's step: its ``externals[index]``, integrated."""
+
+    index: int
+    schema_columns: Columns
+
+    @property
+    def columns(self) -> Columns:
+        return self.schema_columns
+
+
+@dataclass(frozen=True)
+class Recursive(Node):
+    """WITH RECURSIVE ``name`` AS (anchor UNION [ALL] recursive term): the fixpoint of ``step``.
+
+    ``step`` is the recursive term over two kinds of leaves: ``RecursiveRef``
+    (the working table) and ``ExternalRef(i)`` (the parts of the recursive
+    term that do not depend on the recursion, planned as ``externals[i]``).
+    Its inputs are the anchor and the externals; ``step`` is evaluated, not
+    incrementalized (``runtime.operators.recursive``).
+    """
+
+    name: str
+    anchor: Node
+    externals: tuple[Node, ...]
+    step: Node
+    distinct: bool  # UNION (True) or UNION ALL
+
+    def __post_init__(self) -> None:
+        if len(self.step.columns) != len(self.anchor.columns):
+            raise FreshviewError("internal: recursive term and anchor differ in width")
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.anchor, *self.externals)
+
+    @property
+    def columns(self) -> Columns:
+        return self.anchor.columns
+
+
 def walk(node: Node):
     yield node
     for child in node.inputs():

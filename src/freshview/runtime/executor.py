@@ -24,6 +24,8 @@ from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, negate_delta, project_delta, union_delta
 from freshview.runtime.operators.window import PartitionRecompute
+from freshview.runtime.operators.recursive import Recursion
+from freshview.runtime.operators.reweight import reweight_delta
 from freshview.runtime.relation import arrow_schema
 
 InputFn = Callable[[str], pa.Table | None]
@@ -35,6 +37,7 @@ class CircuitRunner:
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
         self._recompute: dict[str, PartitionRecompute] = {}
+        self._recursions: dict[str, Recursion] = {}
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
 
     def step(self, inputs: InputFn, kernels: Kernels, force: bool = False) -> pa.Table | None:
@@ -80,6 +83,9 @@ class CircuitRunner:
     def visit_Negate(self, op: Operator, node: pn.Negate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
         return negate_delta(k, node, d) if d is not None else None
+    def visit_Reweight(self, op: Operator, node: pn.Reweight, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return reweight_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
 
     def visit_Join(self, op: Operator, node: pn.Join, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         left = self._eval(op.inputs[0], inputs, k, force)
@@ -107,6 +113,12 @@ class CircuitRunner:
         if rec is None:
             rec = self._recompute[op.id] = PartitionRecompute(node, op.state.input, op.state.top)  # type: ignore[union-attr]
         return rec.step(k, self.store, d)
+    def visit_Recursive(self, op: Operator, node: pn.Recursive, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        deltas = [self._eval(i, inputs, k, force) for i in op.inputs]
+        rec = self._recursions.get(op.id)
+        if rec is None:
+            rec = self._recursions[op.id] = Recursion(node, op.state, self.circuit.view)
+        return rec.step(k, self.store, deltas, force)
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)

@@ -28,10 +28,12 @@ from freshview.plan.expr import (
 )
 from freshview.schema import SqlType
 from freshview.sql import typing as ty
+from freshview.sql import ctes
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, build_join_tree, join_kinds
 from freshview.sql.parse import locate, parse_query
 from freshview.sql import window
+from freshview.sql.setops import build_set_operation
 from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, predicate_kind
 
 
@@ -57,6 +59,7 @@ class QueryBuilder:
     def __init__(self, sql: str, catalog: Catalog) -> None:
         self.sql = sql
         self.catalog = catalog
+        self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -64,60 +67,21 @@ class QueryBuilder:
     # ------------------------------------------------------------------ queries
     def query(self, node: exp.Expression) -> pn.Node:
         if isinstance(node, exp.Subquery):
+            self._refuse_modifiers(node)
             return self.query(node.this)
-        if node.args.get("with_") is not None or node.args.get("with") is not None:
-            raise self.unsupported(node.args.get("with_") or node.args.get("with"), "WITH (common table expressions)", "WITH")
-        if isinstance(node, exp.Union):
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None:
+            return ctes.with_scope(self, with_, lambda: self._query_body(node))
+        return self._query_body(node)
+
+    def _query_body(self, node: exp.Expression) -> pn.Node:
+        if isinstance(node, exp.SetOperation):
             if any(node.args.get(k) is not None for k in ("limit", "offset", "fetch")):
                 return window.union_top_k(self, node)
-            return self.union(node)
-        if isinstance(node, (exp.Except, exp.Intersect)):
-            raise self.unsupported(node, node.key.upper(), node.key.upper())
+            return build_set_operation(self, node)
         if isinstance(node, exp.Select):
             return self.select(node)
         raise self.unsupported(node, f"{node.key.upper()} as a query")
-
-    def union(self, node: exp.Union) -> pn.Node:
-        if node.args.get("distinct"):
-            raise self.unsupported(node, "UNION (without ALL; use UNION ALL)", "UNION")
-        self._refuse_modifiers(node)
-        parts = self._union_parts(node)
-        plans = [self.query(p) for p in parts]
-        widths = {len(p.columns) for p in plans}
-        if len(widths) != 1:
-            raise SqlError("each UNION ALL query must have the same number of columns",
-                           locate(node, self.sql, "UNION"), self.sql)
-        types: list[SqlType] = []
-        for i in range(widths.pop()):
-            t = ty.NULL
-            for p in plans:
-                nt = ty.common_type(t, p.columns[i][1])
-                if nt is None:
-                    raise SqlError(
-                        f"UNION ALL column {i + 1} has incompatible types {t} and {p.columns[i][1]}",
-                        locate(node, self.sql, "UNION"), self.sql)
-                t = nt
-            types.append(ty.TEXT if t.kind == "null" else t)
-        names = tuple(n for n, _ in plans[0].columns)
-        aligned = []
-        for p in plans:
-            if all(ct == t for (_, ct), t in zip(p.columns, types)):
-                aligned.append(p)
-                continue
-            exprs = tuple(
-                _cast(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(p.columns, types))
-            )
-            aligned.append(pn.Project(p, exprs, tuple(n for n, _ in p.columns)))
-        first = aligned[0]
-        if tuple(n for n, _ in first.columns) != names:
-            first = pn.Project(first, tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(first.columns)), names)
-        return pn.UnionAll((first, *aligned[1:]))
-
-    def _union_parts(self, node: exp.Expression) -> list[exp.Expression]:
-        if isinstance(node, exp.Union) and not node.args.get("distinct"):
-            self._refuse_modifiers(node)
-            return self._union_parts(node.left) + self._union_parts(node.right)
-        return [node]  # a SELECT, or a UNION DISTINCT that query() refuses
 
     def _refuse_modifiers(self, node: exp.Expression) -> None:
         if node.args.get("limit") is not None or node.args.get("offset") is not None:
@@ -346,6 +310,9 @@ class QueryBuilder:
         if isinstance(r, exp.Table):
             if isinstance(r.this, exp.Anonymous) or r.args.get("joins"):
                 raise self.unsupported(r, "table function in FROM")
+            cte = ctes.resolve(self, r)
+            if cte is not None:
+                return cte
             name = r.name
             if r.db:
                 qualified = f"{r.db}.{name}"

@@ -404,14 +404,15 @@ def _project(plan: pn.Node, exprs: list[Expr], names: list[str]) -> pn.Node:
     return plan if identity else pn.Project(plan, tuple(exprs), tuple(names))
 
 
-def union_top_k(builder, node: exp.Union) -> pn.Node:
-    """``… UNION ALL … ORDER BY … LIMIT/OFFSET``: the union, then a TopK over its output columns."""
+def union_top_k(builder, node: exp.SetOperation) -> pn.Node:
+    """``… UNION/INTERSECT/EXCEPT … ORDER BY … LIMIT/OFFSET``: the set operation, then a TopK over its
+    output columns."""
     sql = builder.sql
     present, limit, offset = limit_offset(node, sql)
     bare = node.copy()
     for key in ("limit", "offset", "fetch", "order"):
         bare.set(key, None)
-    plan = builder.union(bare)
+    plan = builder._query_body(bare)
     if not present:
         return plan
     names = [n for n, _ in plan.columns]

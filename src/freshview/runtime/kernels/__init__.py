@@ -69,6 +69,9 @@ class Kernels(Protocol):
 
     def negate(self, rel: Rel) -> Rel:
         """The same rows, each weight times −1."""
+    def reweight(self, rel: Rel, weight: Expr, memo: dict) -> Rel:
+        """Each row with its weight multiplied by ``weight`` (a non-NULL integer expression over the
+        row); rows whose weight becomes 0 are dropped."""
 
     def evaluate(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         """``exprs`` evaluated per row, named and typed as ``schema`` (which ends in ``_weight``), as

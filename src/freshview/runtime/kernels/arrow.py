@@ -56,6 +56,16 @@ class ArrowKernels:
         except pa.ArrowInvalid:
             raise ExecutionError("bigint out of range (a row's multiplicity)") from None
         return rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, weight)
+    def reweight(self, rel: pa.Table, weight: Expr, memo: dict) -> pa.Table:
+        if rel.num_rows == 0:
+            return rel
+        factor = _broadcast_int64(evaluate(weight, rel), rel.num_rows)
+        try:
+            w = pc.multiply_checked(rel.column(WEIGHT), factor)
+        except pa.ArrowInvalid:
+            raise ExecutionError("bigint out of range (a row's multiplicity)") from None
+        out = rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, w)
+        return out.filter(pc.not_equal(w, 0))
 
     def evaluate(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         return self.project(rel, exprs, schema, memo)
@@ -107,6 +117,13 @@ def _value(e: Expr, rel: pa.Table) -> pa.Array | pa.ChunkedArray:
     if isinstance(e, ColumnRef) and rel.schema.field(col_name(e.index)).type == e.type.arrow:
         return rel.column(col_name(e.index))
     return evaluate(e, rel)
+
+
+def _broadcast_int64(d, n: int) -> pa.Array:
+    """An evaluated weight factor as an int64 array of ``n`` rows (a scalar repeated; NULL as 0)."""
+    if isinstance(d, pa.Scalar):
+        d = pa.array([d.as_py()] * n, pa.int64())
+    return pc.fill_null(pc.cast(d, pa.int64()), 0)
 
 
 def _times(x, w, sum_type: pa.DataType):

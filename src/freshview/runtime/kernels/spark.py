@@ -74,6 +74,13 @@ class SparkKernels:
         from freshview.runtime.kernels.arrow import ArrowKernels
 
         return ArrowKernels().negate(table)
+    def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
+        cols = memo.get("reweight")
+        if cols is None:
+            factor = F.coalesce(lower(weight, column).cast("long"), F.lit(0))
+            w = (F.col(WEIGHT) * factor).cast("long").alias(WEIGHT)
+            cols = memo["reweight"] = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [w]
+        return Delta(rel.schema, rel.frame().select(*cols).filter(F.col(WEIGHT) != 0), None, self.spark)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
@@ -203,6 +210,10 @@ class BulkKernels(SparkKernels):
         if rel.df is None:  # a consolidated table stays consolidated when negated
             return self.of_arrow(self._local.negate(rel.arrow))
         return super().negate(rel)
+    def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
+        if rel.df is None:  # a table on the driver: reweighted in place, no round trip
+            return self.of_arrow(self._local.reweight(rel.arrow, weight, memo))
+        return super().reweight(rel, weight, memo)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         if rel.df is None:
