@@ -127,14 +127,14 @@ TPCH = {
                   "c_acctbal": [Decimal(v) for v in ("-5.00", "10.00", "20.00", "90.00")]}),
     "orders": ("o_orderkey BIGINT, o_custkey BIGINT, o_orderstatus TEXT, o_orderdate DATE, o_orderpriority TEXT, "
                "o_comment TEXT", ["o_orderkey"],
-               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "O"], "o_orderdate": _D, "o_orderpriority": ["1-URGENT", "5-LOW"],
+               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "F", "O"], "o_orderdate": _D, "o_orderpriority": ["1-URGENT", "5-LOW"],
                 "o_comment": ["special requests", "fine", "nothing special"]}),
     "lineitem": ("l_orderkey BIGINT, l_linenumber INT, l_partkey BIGINT, l_suppkey BIGINT, l_quantity NUMERIC(15,2), "
                  "l_extendedprice NUMERIC(15,2), l_shipdate DATE, l_commitdate DATE, l_receiptdate DATE",
                  ["l_orderkey", "l_linenumber"],
                  {"l_orderkey": _K, "l_linenumber": [1, 2, 3, 4], "l_partkey": _P, "l_suppkey": _P,
                   "l_quantity": [Decimal(q) for q in (1, 5, 10, 25)], "l_extendedprice": [Decimal("100.00")],
-                  "l_shipdate": _D, "l_commitdate": _D, "l_receiptdate": _D}),
+                  "l_shipdate": _D, "l_commitdate": _D[4:], "l_receiptdate": _D[:14]}),
 }
 
 
