@@ -109,32 +109,32 @@ _D = [dt.date(1993, 6, 1) + dt.timedelta(days=30 * i) for i in range(20)]
 _K = list(range(10))  # order and customer keys
 _P = list(range(5))  # part and supplier keys: (part, supplier) pairs recur in partsupp and lineitem
 TPCH = {
-    "region": ("r_regionkey INT, r_name TEXT", ["r_regionkey"], {"r_regionkey": [0, 1], "r_name": ["EUROPE", "ASIA"]}),
+    "region": ("r_regionkey INT, r_name TEXT", ["r_regionkey"], {"r_regionkey": [0, 1], "r_name": ["EUROPE", "EUROPE", "ASIA"]}),
     "nation": ("n_nationkey INT, n_name TEXT, n_regionkey INT", ["n_nationkey"],
-               {"n_nationkey": [0, 1, 2, 3], "n_name": ["SAUDI ARABIA", "CANADA", "FRANCE"], "n_regionkey": [0, 1]}),
+               {"n_nationkey": [0, 1, 2, 3], "n_name": ["SAUDI ARABIA", "CANADA"], "n_regionkey": [0, 1]}),
     "supplier": ("s_suppkey BIGINT, s_name TEXT, s_nationkey INT, s_acctbal NUMERIC(15,2), s_comment TEXT",
                  ["s_suppkey"], {"s_suppkey": _P, "s_nationkey": [0, 1, 2, 3],
                                  "s_comment": ["Customer Complaints", "fine", "x"]}),
     "part": ("p_partkey BIGINT, p_name TEXT, p_brand TEXT, p_type TEXT, p_size INT, p_container TEXT",
-             ["p_partkey"], {"p_partkey": _P, "p_name": ["forest green", "red"], "p_brand": ["Brand#23", "Brand#45"],
-                             "p_type": ["LARGE BRASS", "MEDIUM POLISHED TIN", "SMALL TIN"], "p_size": [15, 14, 2],
+             ["p_partkey"], {"p_partkey": _P, "p_name": ["forest green", "forest red", "red"], "p_brand": ["Brand#23", "Brand#45"],
+                             "p_type": ["LARGE BRASS", "LARGE BRASS", "MEDIUM POLISHED TIN", "SMALL TIN"], "p_size": [15, 15, 14],
                              "p_container": ["MED BOX", "SM CASE"]}),
     "partsupp": ("ps_partkey BIGINT, ps_suppkey BIGINT, ps_availqty INT, ps_supplycost NUMERIC(15,2)",
-                 ["ps_partkey", "ps_suppkey"], {"ps_partkey": _P, "ps_suppkey": _P, "ps_availqty": [1, 5, 20, 40],
+                 ["ps_partkey", "ps_suppkey"], {"ps_partkey": _P, "ps_suppkey": _P, "ps_availqty": [5, 20, 40],
                                                 "ps_supplycost": [Decimal("1.00"), Decimal("2.00"), Decimal("3.00")]}),
     "customer": ("c_custkey BIGINT, c_phone TEXT, c_acctbal NUMERIC(15,2)", ["c_custkey"],
                  {"c_custkey": _K, "c_phone": ["13-555", "31-555", "99-555"],
                   "c_acctbal": [Decimal(v) for v in ("-5.00", "10.00", "20.00", "90.00")]}),
     "orders": ("o_orderkey BIGINT, o_custkey BIGINT, o_orderstatus TEXT, o_orderdate DATE, o_orderpriority TEXT, "
                "o_comment TEXT", ["o_orderkey"],
-               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "O"], "o_orderdate": _D, "o_orderpriority": ["1-URGENT", "5-LOW"],
+               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "F", "O"], "o_orderdate": _D, "o_orderpriority": ["1-URGENT", "5-LOW"],
                 "o_comment": ["special requests", "fine", "nothing special"]}),
     "lineitem": ("l_orderkey BIGINT, l_linenumber INT, l_partkey BIGINT, l_suppkey BIGINT, l_quantity NUMERIC(15,2), "
                  "l_extendedprice NUMERIC(15,2), l_shipdate DATE, l_commitdate DATE, l_receiptdate DATE",
                  ["l_orderkey", "l_linenumber"],
                  {"l_orderkey": _K, "l_linenumber": [1, 2, 3, 4], "l_partkey": _P, "l_suppkey": _P,
                   "l_quantity": [Decimal(q) for q in (1, 5, 10, 25)], "l_extendedprice": [Decimal("100.00")],
-                  "l_shipdate": _D, "l_commitdate": _D, "l_receiptdate": _D}),
+                  "l_shipdate": _D, "l_commitdate": _D[4:], "l_receiptdate": _D[:14]}),
 }
 
 

@@ -241,3 +241,8 @@ def test_the_circuit_of_an_outer_join_is_readable():
 
     text = render_circuit(incrementalize("v", plan("SELECT a.x, b.z FROM a LEFT JOIN b ON a.x = b.x")))
     assert "Negate" in text and "UnionAll" in text and text.count("⋈ Join") == 2 and "Σ Aggregate" in text, text
+
+
+def test_a_scalar_subquery_column_is_named_as_postgresql_names_it():
+    p = plan("SELECT x, (SELECT MAX(z) FROM b), (SELECT COUNT(*) AS n FROM b WHERE b.x = a.x) FROM a")
+    assert [n for n, _ in p.columns] == ["x", "max", "n"]

@@ -550,6 +550,8 @@ def _output_name(sel: exp.Expression, position: int) -> str:
         return {"timestamp_trunc": "date_trunc", "date_trunc": "date_trunc"}.get(name, name)
     if isinstance(inner, exp.Case):
         return "case"
+    if isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Select) and inner.this.expressions:
+        return _output_name(inner.this.expressions[0], position)  # PostgreSQL names it as the subquery does
     return "?column?"
 
 

@@ -34,9 +34,10 @@ from sqlglot import exp
 
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
-from freshview.plan.expr import ColumnRef, Expr, columns_used
+from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
 from freshview.plan.rewrite.joins import empty_value
 from freshview.sql.bind_expr import AGG_BASE, Scope, ScopeColumn
+from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
@@ -236,16 +237,11 @@ class Subqueries:
         value = empty_value(plan.exprs[-1], agg.aggs, len(agg.group))
         if columns_used(value):
             raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation column", "(")
-        from freshview.plan.expr import Literal
-
         return tuple(Literal(t, None) for _, t in plan.columns[:-1]) + (value,)
 
     # ------------------------------------------------------------------ for the builder
-    def steps(self, binder) -> list:
+    def steps(self, binder) -> list[Step]:
         """The join steps of the subquery items, their ON conditions bound over the whole scope."""
-        from freshview.plan.expr import conjuncts
-        from freshview.sql.join_tree import Step
-
         out = []
         for item in self.extra:
             on: list[Expr] = []
