@@ -81,6 +81,13 @@ def test_window_aggregates_and_frames(make_flow, oracle):
                "AVG(qty) OVER (ORDER BY qty RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS aq, "
                "MAX(amount) OVER (PARTITION BY o_customer ORDER BY qty) AS m, "
                "SUM(price) OVER (PARTITION BY o_customer ORDER BY o_id) AS rp FROM orders"),
+        ("a5", "SELECT o_id, SUM(qty) OVER (PARTITION BY o_customer ORDER BY amount RANGE BETWEEN 1.5 PRECEDING "
+               "AND 2 FOLLOWING) AS s1, COUNT(*) OVER (ORDER BY qty DESC RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) "
+               "AS c1, MAX(o_id) OVER (ORDER BY price RANGE BETWEEN 2.5 PRECEDING AND 0.5 PRECEDING) AS m1, "
+               "COUNT(*) OVER (ORDER BY amount RANGE BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS c2, "
+               "COUNT(*) OVER (ORDER BY amount DESC NULLS LAST RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
+               "AS c3, SUM(price) OVER (ORDER BY big NULLS FIRST RANGE BETWEEN 2 FOLLOWING AND 5 FOLLOWING) AS c4 "
+               "FROM orders"),
         ("a4", "SELECT e_kind, e_val, SUM(e_small) OVER (PARTITION BY e_kind) AS s, "
                "COUNT(*) OVER () AS n, MIN(e_val) OVER (PARTITION BY e_kind ORDER BY e_small) AS lo FROM events"),
     ], seed=44, steps=12)

@@ -67,8 +67,20 @@ def ref_topk(node: pn.TopK, live: Counter) -> Counter:
     return Counter(rows[node.offset:end])
 
 
-def _frame(f: pn.WindowFunc, i: int, n: int, peers: list[int]) -> range:
+def _frame(f: pn.WindowFunc, i: int, n: int, peers: list[int], keys: list | None = None,
+           nulls_first: bool = False) -> range:
     def bound(b: pn.FrameBound, start: bool) -> int:
+        if f.frame.mode == "range" and b.kind in ("preceding", "following"):  # keys: the ORDER BY key, ascending
+            if keys[i] is None:  # its NULL peers
+                same = [j for j in range(n) if keys[j] is None]
+                return same[0] if start else same[-1]
+            # PostgreSQL compares by sort position: a NULL key is below every value (NULLS FIRST) or above
+            target = keys[i] - b.offset if b.kind == "preceding" else keys[i] + b.offset
+            if start:
+                return min([j for j in range(n) if (keys[j] >= target if keys[j] is not None else not nulls_first)],
+                           default=n)
+            return max([j for j in range(n) if (keys[j] <= target if keys[j] is not None else nulls_first)],
+                       default=-1)
         if b.kind == "unbounded_preceding":
             return 0
         if b.kind == "unbounded_following":
@@ -95,10 +107,14 @@ def ref_window(node: pn.Window, live: Counter) -> Counter:
         peers = [0] * n
         for i in range(1, n):
             peers[i] = peers[i - 1] + (okey[i] != okey[i - 1])
+        keys = None
+        if node.order:  # the RANGE key, ascending in the sort direction
+            k = node.order[0]
+            keys = [None if r[k.column] is None else (-r[k.column] if k.descending else r[k.column]) for r in rows]
         for i, r in enumerate(rows):
             vals = []
             for f in node.functions:
-                frame = [rows[j] for j in _frame(f, i, n, peers)]
+                frame = [rows[j] for j in _frame(f, i, n, peers, keys, bool(node.order) and node.order[0].nulls_go_first)]
                 arg = [x[f.arg] for x in frame] if f.arg is not None else []
                 nn = [x for x in arg if x is not None]
                 if f.func == "row_number":
@@ -162,8 +178,17 @@ WINDOW_FUNCS = (
     pn.WindowFunc("sum", 1, SUM_NUM), pn.WindowFunc("min", 1, NUM), pn.WindowFunc("max", 1, NUM),
     pn.WindowFunc("max", 1, NUM, frame=pn.Frame(ROWS, pn.FrameBound("preceding", 1), pn.FrameBound("following", 2))),
 )
+RANGE_FUNCS = (
+    pn.WindowFunc("sum", 1, SUM_NUM, frame=pn.Frame("range", pn.FrameBound("preceding", Decimal("2")),
+                                                    pn.FrameBound("following", Decimal("0.5")))),
+    pn.WindowFunc("count_star", None, INT8, frame=pn.Frame("range", pn.FrameBound("following", Decimal("1")),
+                                                          pn.FrameBound("unbounded_following"))),
+    pn.WindowFunc("max", 1, NUM, frame=pn.Frame("range", pn.FrameBound("unbounded_preceding"),
+                                                pn.FrameBound("preceding", Decimal("3.5")))),
+)
 WINDOWS = [
-    pn.Window(LEFT, (0,), (pn.SortKey(1, descending=True),), WINDOW_FUNCS),
+    pn.Window(LEFT, (0,), (pn.SortKey(1, descending=True),), WINDOW_FUNCS + RANGE_FUNCS),
+    pn.Window(LEFT, (), (pn.SortKey(1),), RANGE_FUNCS),
     pn.Window(LEFT, (), (), WINDOW_FUNCS),  # one partition, every row a peer
 ]
 

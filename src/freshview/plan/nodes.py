@@ -7,6 +7,7 @@ equi-join on key expressions; residual conditions sit in a Filter above it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from freshview.errors import FreshviewError
 from freshview.plan.expr import AggCall, Expr, columns_used
@@ -185,10 +186,10 @@ class TopK(_Unary):
 @dataclass(frozen=True)
 class FrameBound:
     """``kind``: unbounded_preceding, preceding, current_row, following, unbounded_following; ``offset``
-    the row count of ``preceding``/``following``."""
+    the distance of ``preceding``/``following``: rows (ROWS) or a value difference (RANGE)."""
 
     kind: str
-    offset: int = 0
+    offset: int | Decimal = 0  # RANGE frames: in the ORDER BY key's units (numeric keys: a Decimal)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ orders these steps.
 
 ORDER BY without LIMIT/OFFSET is ignored here (a view's rows have no order).
 Refused with their position: named windows (``OVER w``, WINDOW clause),
-GROUPS frames, EXCLUDE, RANGE frames with an offset, FILTER, IGNORE NULLS,
+GROUPS frames, EXCLUDE, RANGE offsets over date/time keys (interval
+offsets), FILTER, IGNORE NULLS,
 NTH_VALUE/PERCENT_RANK/CUME_DIST, non-constant LIMIT/OFFSET/NTILE/LAG
 offsets, FETCH … WITH TIES or PERCENT, and window functions outside the
 SELECT list and ORDER BY (PostgreSQL refuses those in WHERE itself).
@@ -21,6 +22,7 @@ SELECT list and ORDER BY (PostgreSQL refuses those in WHERE itself).
 
 from __future__ import annotations
 
+import decimal
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -93,7 +95,7 @@ class WindowCollector:
         inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument")  # no nested windows
         partition = tuple(inner.bind(p) for p in node.args.get("partition_by") or [])
         order = tuple(self._ordered(inner, o) for o in (node.args["order"].expressions if node.args.get("order") else []))
-        frame = self._frame(node)
+        frame = self._frame(node, order)
         fn = node.this
         for cls, what in _REFUSED.items():
             if isinstance(fn, cls):
@@ -175,7 +177,7 @@ class WindowCollector:
     def _constant_int(self, node: exp.Expression | None, what: str) -> int | None:
         return constant_int(node, self.sql, what)
 
-    def _frame(self, node: exp.Window) -> pn.Frame:
+    def _frame(self, node: exp.Window, order) -> pn.Frame:
         spec = node.args.get("spec")
         if spec is None:
             return pn.DEFAULT_FRAME
@@ -186,10 +188,10 @@ class WindowCollector:
         if spec.args.get("exclude") is not None:
             raise _unsupported(spec, sql, "EXCLUDE in a window frame", "EXCLUDE")
         mode = "rows" if kind == "ROWS" else "range"
-        start = self._bound(spec, spec.args.get("start"), spec.args.get("start_side"), mode)
+        start = self._bound(spec, spec.args.get("start"), spec.args.get("start_side"), mode, order)
         end_node = spec.args.get("end")
         end = pn.FrameBound("current_row") if end_node is None else \
-            self._bound(spec, end_node, spec.args.get("end_side"), mode)
+            self._bound(spec, end_node, spec.args.get("end_side"), mode, order)
         if start.kind == "unbounded_following":
             raise SqlError("frame start cannot be UNBOUNDED FOLLOWING", locate(spec, sql, "FOLLOWING"), sql)
         if end.kind == "unbounded_preceding":
@@ -201,7 +203,7 @@ class WindowCollector:
             raise SqlError(what, locate(spec, sql), sql)
         return pn.Frame(mode, start, end)
 
-    def _bound(self, spec: exp.Expression, value, side, mode: str) -> pn.FrameBound:
+    def _bound(self, spec: exp.Expression, value, side, mode: str, order) -> pn.FrameBound:
         sql = self.sql
         text = value.upper() if isinstance(value, str) else None
         side = (side or "").upper()
@@ -209,12 +211,38 @@ class WindowCollector:
             return pn.FrameBound("unbounded_preceding" if side == "PRECEDING" else "unbounded_following")
         if text == "CURRENT ROW":
             return pn.FrameBound("current_row")
+        kind = "preceding" if side == "PRECEDING" else "following"
         if mode == "range":
-            raise _unsupported(spec, sql, "a RANGE frame with an offset (use ROWS, or UNBOUNDED/CURRENT ROW)", "RANGE")
+            return pn.FrameBound(kind, self._range_offset(spec, value, order))
         n = constant_int(value if isinstance(value, exp.Expression) else None, sql, "a frame offset")
         if n is None or n < 0:
             raise SqlError("frame starting or ending offset must not be null or negative", locate(spec, sql), sql)
-        return pn.FrameBound("preceding" if side == "PRECEDING" else "following", n)
+        return pn.FrameBound(kind, n)
+
+    def _range_offset(self, spec: exp.Expression, value, order) -> int | decimal.Decimal:
+        """A RANGE frame's offset: a constant of the one ORDER BY key's kind (integer for integer keys,
+        numeric for numeric and float keys); date/time keys with interval offsets are refused."""
+        sql = self.sql
+        if len(order) != 1:
+            raise SqlError("RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column",
+                           locate(spec, sql, "RANGE"), sql)
+        t = order[0][0].type
+        if not (t.is_integer or t.is_float or t.kind == "numeric"):
+            raise _unsupported(spec, sql, f"a RANGE frame with an offset over a {t} ORDER BY key", "RANGE")
+        inner = value
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if not (isinstance(inner, exp.Literal) and not inner.is_string):
+            raise _unsupported(spec, sql, "a RANGE frame offset other than a number constant", "RANGE")
+        offset = decimal.Decimal(inner.this)
+        if offset < 0 or not offset.is_finite():
+            raise SqlError("invalid preceding or following size in window function", locate(spec, sql), sql)
+        if t.is_integer:
+            if offset != offset.to_integral_value() or "." in inner.this or "e" in inner.this.lower():
+                raise SqlError(f"RANGE with offset PRECEDING/FOLLOWING is not supported for column type {t} "
+                               "and offset type numeric", locate(spec, sql, "RANGE"), sql)
+            return int(offset)
+        return offset
 
 
 class NotHere:

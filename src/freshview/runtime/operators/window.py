@@ -48,8 +48,11 @@ COUNT/SUM/AVG/MIN/MAX over the frame ignore NULLs, SUM/AVG/MIN/MAX over a
 frame without a non-NULL value are NULL and COUNT 0; SUM(int2/int4) is
 bigint, SUM(int8) and AVG of integers numeric (AVG to 16 decimal places,
 rounded half away from zero).  Frames: ROWS with UNBOUNDED/n
-PRECEDING/FOLLOWING and CURRENT ROW; RANGE with UNBOUNDED and CURRENT ROW
-(CURRENT ROW includes the row's peers); the default frame is RANGE BETWEEN
+PRECEDING/FOLLOWING and CURRENT ROW; RANGE with UNBOUNDED, CURRENT ROW (the
+row's peers) and offsets over one numeric ORDER BY key (rows whose key is
+within the offset, found by binary search per partition; exact for integers
+and numerics; NULL keys compare by their sort position, as in PostgreSQL: a
+NULL row's frame is its NULL peers); the default frame is RANGE BETWEEN
 UNBOUNDED PRECEDING AND CURRENT ROW, so without ORDER BY the whole partition.
 """
 
@@ -184,6 +187,8 @@ def window_rows(node: pn.Window, rows: pa.Table) -> pa.Table:
     part_change = _changes(part_codes, n)
     peer_change = part_change | _changes(order_codes, n)
     g = _Geometry(part_change, peer_change)
+    if node.order:
+        g.range_key = (data.column(node.order[0].column).combine_chunks(), node.order[0].descending)
     cols = list(data.columns)
     for f in node.functions:
         cols.append(_function(f, data, g).cast(f.type.arrow))
@@ -203,6 +208,7 @@ class _Geometry:
         self.peer_end = _ends(peer_change)
         self.peer_id = np.cumsum(peer_change) - 1
         self.part_id = np.cumsum(part_change) - 1
+        self.range_key: tuple[pa.Array, bool] | None = None  # the ORDER BY key of RANGE offsets, descending
 
     def frame(self, frame: pn.Frame) -> tuple[np.ndarray, np.ndarray]:
         """Inclusive frame bounds per row, clipped to the partition (empty where start > end)."""
@@ -220,8 +226,49 @@ class _Geometry:
                 return self.i
             return self.peer_start if is_start else self.peer_end - 1
         if frame.mode != "rows":
-            raise ExecutionError("internal: RANGE frames with an offset are not supported")
+            return self._range_bound(b, is_start)
         return self.i - b.offset if b.kind == "preceding" else self.i + b.offset
+
+    def _range_bound(self, b: pn.FrameBound, is_start: bool) -> np.ndarray:
+        """RANGE ``offset`` PRECEDING/FOLLOWING: the first (start) or last (end) row of the partition whose
+        key is within the offset, found by binary search in each partition's sorted keys.  A row whose key
+        is NULL has its NULL peers as frame; NULL keys are never within an offset of a value."""
+        if self.range_key is None:
+            raise ExecutionError("internal: a RANGE frame with an offset needs an ORDER BY key")
+        col, descending = self.range_key
+        keys, offset = _range_values(col, b.offset)
+        if descending:  # ascending in -key: "preceding" rows are those with larger keys
+            keys = -keys
+        valid = np.asarray(col.is_valid()).astype(bool) if self.n else np.zeros(0, bool)
+        out = np.where(valid, 0, self.peer_start if is_start else self.peer_end - 1)
+        firsts = np.flatnonzero(np.diff(self.part_id, prepend=-1))
+        for a, z in zip(firsts, np.append(firsts[1:], self.n)):
+            rows = np.flatnonzero(valid[a:z])
+            if not len(rows):
+                continue
+            lo, hi = a + rows[0], a + rows[-1] + 1  # non-NULL keys are contiguous (NULLs sort at one end)
+            vals = keys[lo:hi]
+            target = vals - offset if b.kind == "preceding" else vals + offset
+            pos = np.searchsorted(vals, target, side="left" if is_start else "right")
+            out[lo:hi] = lo + pos if is_start else lo + pos - 1
+        return out
+
+
+def _range_values(col: pa.Array, offset) -> tuple[np.ndarray, object]:
+    """The key column and a RANGE offset in one exact unit: integers as int64, numerics as unscaled
+    integers at the larger of the two scales, floats as float64 (PostgreSQL's own float arithmetic)."""
+    t = col.type
+    if pa.types.is_floating(t):
+        return np.asarray(col.fill_null(0.0).cast(pa.float64()), np.float64), float(offset)
+    if pa.types.is_decimal(t):
+        off = decimal.Decimal(offset)
+        scale = max(t.scale, -off.as_tuple().exponent, 0)  # type: ignore[operator]
+        keys = _unscaled(col)
+        factor = 10 ** (scale - t.scale)
+        if factor != 1 or keys.dtype == object:
+            keys = keys.astype(object) * factor
+        return keys, int(off.scaleb(scale))
+    return np.asarray(col.fill_null(0).cast(pa.int64()), np.int64), int(offset)
 
 
 def _function(f: pn.WindowFunc, data: pa.Table, g: _Geometry) -> pa.Array:
