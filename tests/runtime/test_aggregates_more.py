@@ -74,6 +74,7 @@ def test_distinct_bool_and_variance_equal_recomputed(spark, tmp_path_factory, ex
         AggCall("count", v, INT8, distinct=True), AggCall("sum", v, SqlType.numeric(None, 2), distinct=True),
         AggCall("avg", v, var_type, distinct=True), AggCall("bool_and", positive, BOOL),
         AggCall("bool_or", positive, BOOL), AggCall("var_samp", v, var_type), AggCall("var_pop", v, var_type),
+        AggCall("var_samp", v, var_type, distinct=True),
     ), ("k",))
 
     def reference(l, _r):
@@ -89,7 +90,7 @@ def test_distinct_bool_and_variance_equal_recomputed(spark, tmp_path_factory, ex
             pos = [x > 0 for x in nn]
             avg = (sum(ds) / len(ds)).quantize(Q16, ROUND_HALF_UP) if ds else None
             out[(k, len(ds), sum(ds) if ds else None, avg, all(pos) if nn else None, any(pos) if nn else None,
-                 _exact_var(nn, True), _exact_var(nn, False))] += 1
+                 _exact_var(nn, True), _exact_var(nn, False), _exact_var(ds, True))] += 1
         return out
 
     @examples(executor)
@@ -107,6 +108,7 @@ def test_string_agg_equals_recomputed(spark, tmp_path_factory, executor):
         AggCall("string_agg", s, TEXT, order=(AggOrder(s, desc=True, nulls_first=True),), separator=","),
         AggCall("string_agg", s, TEXT, separator=""),
         AggCall("count", s, INT8, distinct=True),
+        AggCall("string_agg", s, TEXT, distinct=True, order=(AggOrder(s),), separator="|"),
     ), ("k",))
     glob = pn.Aggregate(RIGHT, (), (AggCall("string_agg", s, TEXT, separator="-"),), ())
 
@@ -118,7 +120,8 @@ def test_string_agg_equals_recomputed(spark, tmp_path_factory, executor):
         for k, vals in groups.items():
             if vals:
                 nn = sorted(x for x in vals if x is not None)
-                out[(k, ",".join(reversed(nn)) if nn else None, "".join(nn) if nn else None, len(set(nn)))] += 1
+                out[(k, ",".join(reversed(nn)) if nn else None, "".join(nn) if nn else None, len(set(nn)),
+                     "|".join(sorted(set(nn))) if nn else None)] += 1
         return out
 
     def global_reference(_l, r):

@@ -114,7 +114,7 @@ class AggCall:
     """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
     var_samp, var_pop, stddev_samp, stddev_pop or string_agg.
 
-    ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg).
+    ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg).
     ``order`` and ``separator``: string_agg's ORDER BY keys and (constant) delimiter.
     FILTER (WHERE p) is bound away: ``arg`` becomes ``CASE WHEN p THEN arg END``.
     """

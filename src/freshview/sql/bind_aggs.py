@@ -8,9 +8,10 @@ What comes out is one ``AggCall`` per call, with PostgreSQL's result type:
   aggregate here ignores NULL inputs, so the rows where ``p`` is not true
   drop out; ``count(*) FILTER (WHERE p)`` is ``count(CASE WHEN p THEN 1
   END)``; with DISTINCT the CASE goes inside (``count(DISTINCT CASE ...)``).
-* DISTINCT: kept for count, sum and avg (the operator keeps a multiset per
-  such aggregate); dropped where it cannot change the result (min, max,
-  bool_and, bool_or); refused elsewhere.
+* DISTINCT: kept for count, sum, avg, var/stddev and string_agg (the
+  operator keeps a multiset per such aggregate; string_agg's ORDER BY may
+  then only name the argument, as in PostgreSQL); dropped where it cannot
+  change the result (min, max, bool_and, bool_or).
 * ORDER BY inside the call: kept for string_agg, where the order is the
   result's; ignored by the aggregates whose result does not depend on it.
 * ``every`` is ``bool_and``; ``stddev`` is ``stddev_samp``; ``variance`` is
@@ -19,8 +20,8 @@ What comes out is one ``AggCall`` per call, with PostgreSQL's result type:
 
 Refused, with the construct's position: ordered-set aggregates
 (``... WITHIN GROUP (ORDER BY ...)``), array_agg (freshview has no array
-type), string_agg with DISTINCT or a non-constant delimiter, DISTINCT on
-var/stddev, and aggregates of several arguments.
+type), string_agg with a non-constant delimiter, and aggregates of several
+arguments (``COUNT(DISTINCT a, b)``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from freshview.errors import UnsupportedSqlError
+from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan.expr import AggCall, AggOrder, Case, Cast, Expr, Literal
 from freshview.schema import AVG_MIN_SCALE, SqlType
 from freshview.sql import typing as ty
@@ -71,10 +72,10 @@ def agg_func_of(node: exp.Expression) -> str | None:
 def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
                    where: exp.Expression | None = None) -> Expr:
     """Bind the aggregate call ``node`` (``func`` as in ``AGG_FUNCS``), FILTER (WHERE ``where``) if given."""
-    if b.aggs is None:
-        raise UnsupportedSqlError(f"aggregate function {func.upper()} is not allowed in {b.context}",
-                                  locate(node, b.sql), b.sql)
     name = "every" if isinstance(node, exp.Anonymous) else func
+    if b.aggs is None:
+        raise UnsupportedSqlError(f"aggregate function {name.upper()} is not allowed in {b.context}",
+                                  locate(node, b.sql), b.sql)
     if func == "array_agg":
         raise b.unsupported(node, "array_agg (an array result)", "array_agg")
     if isinstance(node, exp.Anonymous):
@@ -92,8 +93,6 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         if len(arg_node.expressions) != 1:
             raise b.unsupported(node, f"{name.upper()}(DISTINCT ...) of several arguments", "DISTINCT")
         distinct, arg_node = True, arg_node.expressions[0]
-    if distinct and func in _VARIANCE + ("string_agg",):
-        raise b.unsupported(node, f"{name.upper()}(DISTINCT ...)", "DISTINCT")
     if order_nodes and func not in _ORDER_FREE + ("string_agg",):
         raise b.unsupported(node, f"ORDER BY inside {name}()", "ORDER")
 
@@ -139,6 +138,9 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         result = ty.TEXT if arg.type.kind == "text" else None
         separator = _separator(b, node)
         order = tuple(_order_key(inner, o) for o in order_nodes)
+        if distinct and any(o.expr != arg for o in order):
+            raise SqlError("in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                           locate(order_nodes[0], b.sql), b.sql)
     else:  # min / max
         result = arg.type if arg.type.kind != "null" else ty.TEXT
         if arg.type.kind == "bool":

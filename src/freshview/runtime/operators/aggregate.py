@@ -206,9 +206,9 @@ class Aggregation:
                 ordered_aggs.apply_changes(store, name, enc, table.column(f"a{j}"), order_cols, weight, self.key_names)
                 recomputed[j] = ordered_aggs.recompute(store, name, a, keys, self.key_names)
                 continue
-            sum_type = _sum_acc_type(a.arg.type) if a.func in ("sum", "avg") else None  # type: ignore[union-attr]
-            groups = linear_aggs.distinct_partials(store, name, enc, table.column(f"a{j}"), weight, sum_type,
+            parts = _acc_types(a)
+            groups = linear_aggs.distinct_partials(store, name, enc, table.column(f"a{j}"), weight, parts,
                                                    self.key_names)
             if partial is not None:
-                partial = linear_aggs.add_to_partial(partial, partial_keys, groups, self.key_names, j, sum_type)
+                partial = linear_aggs.add_to_partial(partial, partial_keys, groups, self.key_names, j, parts)
         return partial, recomputed

@@ -22,13 +22,14 @@ and how they finalise (``finalize``, Arrow compute over all groups at once).
   (NaN, ±Infinity): while that is > 0 (and n is enough for a result) the result
   is NaN, as PostgreSQL's float8_accum makes it; counting them apart keeps
   the sums finite, so deleting an Infinity brings the exact result back.
-* COUNT/SUM/AVG(DISTINCT x): per aggregate a multiset arrangement of
+* COUNT/SUM/AVG/var/stddev(DISTINCT x): per aggregate a multiset arrangement of
   (group, x) rows with their multiplicities.  ``store.apply_report`` gives
   each changed (group, x) its old and new weight; x enters the group's set
   when its weight goes 0 → >0 and leaves when >0 → 0, so the aggregate is
-  COUNT/SUM/AVG over the ±1 presence transitions
-  ``p = [new > 0] − [old > 0]``: ``n`` = Σp, ``s`` = Σx·p per group
-  (``distinct_partials``), added to the partial sums like any other term.
+  the same aggregate over the ±1 presence transitions
+  ``p = [new > 0] − [old > 0]``: ``n`` = Σp, ``s`` = Σx·p, ``q`` = Σx²·p per
+  group (``distinct_partials``), added to the partial sums like any other
+  term.
 """
 
 from __future__ import annotations
@@ -169,10 +170,11 @@ def _float_to_decimal(x, result: pa.DataType) -> pa.Array:
 
 
 # ---------------------------------------------------------------------- DISTINCT
-def distinct_partials(store, name: str, keys: list, value, weight, sum_type: pa.DataType | None,
+def distinct_partials(store, name: str, keys: list, value, weight, parts: list[tuple[str, pa.DataType]],
                       key_names: list[str]) -> pa.Table:
     """Apply one DISTINCT aggregate's (group, x) changes to its multiset ``name``; per group whose set
-    changed: its key columns, ``n`` = Σ presence transitions and (``sum_type`` given) ``s`` = Σ x·transition.
+    changed: its key columns and each accumulator of ``parts`` summed over the presence transitions
+    ``p``: ``n`` = Σp, ``s`` = Σx·p, ``q`` = Σx²·p (floats: over finite x), ``x`` = Σp over non-finite x.
 
     ``keys``: the change's encoded group key columns (``k*``, ``z*``), ``value`` its x, ``weight`` its weights.
     """
@@ -186,45 +188,67 @@ def distinct_partials(store, name: str, keys: list, value, weight, sum_type: pa.
     p = (new > 0).astype(np.int64) - (old > 0).astype(np.int64)
     moved = np.flatnonzero(p)
     report = report.take(moved)
-    p = pa.array(p[moved], pa.int64())
+    p_np = p[moved]
+    v = report.column("v")
+    finite = None
+    if pa.types.is_floating(v.type):
+        vf = v.cast(pa.float64())
+        finite = np.isfinite(np.asarray(pc.fill_null(vf, 0.0), dtype=np.float64))
+        v = pc.if_else(pa.array(finite), vf, 0.0)
     cols = {c: report.column(c) for c in key_names}
-    cols["n"] = p
-    if sum_type is not None:
-        cols["s"] = _times(report.column("v"), p, sum_type)
+    for suffix, t in parts:
+        if suffix == "n":
+            cols["n"] = pa.array(p_np, pa.int64())
+        elif suffix == "x":
+            cols["x"] = pa.array(np.where(finite, 0, p_np) if finite is not None else np.zeros_like(p_np), pa.int64())
+        elif suffix == "s":
+            cols["s"] = _times(v, pa.array(p_np, pa.int64()), t)
+        elif suffix == "q":
+            cols["q"] = _times(_square_values(v, t), pa.array(p_np, pa.int64()), t)
     table = pa.table(cols)
-    aggs = [("n", "sum")] + ([("s", "sum")] if sum_type is not None else [])
+    aggs = [(suffix, "sum") for suffix, _ in parts]
     if key_names:
         grouped = table.group_by(key_names, use_threads=False).aggregate(aggs)
         grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
     else:
         grouped = pa.table({c: pa.array([pc.sum(table.column(c)).as_py() if table.num_rows else 0],
                                         table.schema.field(c).type) for c, _ in aggs})
-    if sum_type is not None:
-        grouped = grouped.set_column(grouped.schema.get_field_index("s"), "s",
-                                     pc.fill_null(grouped.column("s"), pa.scalar(0, pa.int64()).cast(grouped.column("s").type))
-                                     .cast(sum_type))
+    for suffix, t in parts:
+        col = grouped.column(suffix)
+        col = pc.fill_null(col, pa.scalar(0, pa.int64()).cast(col.type))
+        grouped = grouped.set_column(grouped.schema.get_field_index(suffix), suffix, col.cast(t))
     return grouped
 
 
+def _square_values(v, t: pa.DataType):
+    """x² in (or exactly castable to) accumulator type ``t``."""
+    if pa.types.is_decimal(t):
+        scale = v.type.scale if pa.types.is_decimal(v.type) else 0
+        wide = accumulators._array(v.cast(pa.decimal256(38, scale)))
+        big = pc.max(pc.abs(wide)).as_py() if len(wide) and wide.null_count < len(wide) else None
+        digits = min(max(len(str(int(big))) + scale if big else 1, scale + 1), 37)  # so the product fits 76 digits
+        narrow = wide.cast(pa.decimal256(digits, scale))
+        return pc.multiply(narrow, narrow)  # scale 2·scale, exact
+    if pa.types.is_floating(t):
+        return pc.multiply(v.cast(t), v.cast(t))
+    return pc.multiply_checked(v.cast(t), v.cast(t))
+
+
 def _times(v, p: pa.Array, sum_type: pa.DataType):
-    if pa.types.is_decimal(sum_type):
-        return pc.multiply(v.cast(pa.decimal256(38, sum_type.scale)), p.cast(pa.decimal256(19, 0))) \
-            .cast(pa.decimal256(76, sum_type.scale))
-    if pa.types.is_floating(sum_type):
-        return pc.multiply(v.cast(sum_type), p.cast(sum_type))
-    return pc.multiply_checked(v.cast(sum_type), p.cast(sum_type))
+    """x·p in ``sum_type`` for transitions p = ±1 (exact: a sign, no product)."""
+    x = v.cast(pa.decimal256(76, sum_type.scale)) if pa.types.is_decimal(sum_type) else v.cast(sum_type)
+    return pc.if_else(pc.greater(p, 0), x, pc.negate(x))
 
 
 def add_to_partial(partial: pa.Table, partial_keys: list, group: pa.Table, key_names: list[str],
-                   j: int, sum_type: pa.DataType | None) -> pa.Table:
-    """``partial`` with columns ``n{j}`` (and ``s{j}``) set from one DISTINCT aggregate's per-group sums."""
+                   j: int, parts: list[tuple[str, pa.DataType]]) -> pa.Table:
+    """``partial`` with columns ``{suffix}{j}`` of ``parts`` set from one DISTINCT aggregate's per-group sums."""
     if group.num_columns == 0:
         at = np.full(partial.num_rows, -1, dtype=np.int64)
     else:
         at = accumulators.match_keys(partial_keys, [group.column(k) for k in key_names],
                                      partial.num_rows, group.num_rows)
     idx = pa.array(at, pa.int64(), mask=at < 0)
-    parts = [("n", pa.int64())] + ([("s", sum_type)] if sum_type is not None else [])
     for suffix, t in parts:
         col = group.column(suffix).take(idx) if group.num_columns else pa.nulls(partial.num_rows, t)
         col = pc.fill_null(col.cast(t), pa.scalar(0, pa.int64()).cast(t))

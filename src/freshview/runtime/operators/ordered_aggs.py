@@ -20,7 +20,9 @@ largest by default as in PostgreSQL; strings by bytes, the C collation);
 rows that tie on every key — PostgreSQL leaves their order unspecified —
 come in ascending value order, so the result is deterministic.  Without
 ORDER BY that is the values' ascending order.  A group without non-NULL
-values gives NULL.
+values gives NULL.  ``string_agg(DISTINCT x, d ORDER BY x)`` (PostgreSQL
+allows only the argument itself as ORDER BY key with DISTINCT) takes each
+stored value once, whatever its multiplicity.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def recompute(store, name: str, agg: AggCall, probe: pa.Table, key_names: list[s
     rows = store.lookup(name, probe if key_names else pa.table({}))
     w = np.asarray(rows.column(WEIGHT), dtype=np.int64) if rows.num_rows else np.zeros(0, np.int64)
     keep = np.flatnonzero(w > 0)
-    rows = rows.take(np.repeat(keep, w[keep]))
+    rows = rows.take(keep if agg.distinct else np.repeat(keep, w[keep]))  # DISTINCT: each stored value once
     if key_names:
         gid = accumulators.match_keys([rows.column(k) for k in key_names], [probe.column(k) for k in key_names],
                                       rows.num_rows, probe.num_rows)
