@@ -75,7 +75,8 @@ def test_string_agg(make_flow, oracle):
         ("s3", "SELECT string_agg(o_status, '' ORDER BY o_id) AS all_status, COUNT(*) AS n FROM orders"),
         ("s4", "SELECT o_customer, string_agg(o_status || ':' || qty, ';' ORDER BY o_id DESC) AS hist "
                "FROM orders WHERE o_customer < 5 GROUP BY o_customer"),
-        ("s5", "SELECT e_kind, string_agg(e_tag, ',' ORDER BY e_f NULLS FIRST, e_tag) AS t "
+        ("s5", "SELECT e_kind, string_agg(e_tag, ',' ORDER BY e_f NULLS FIRST, e_tag) AS t, "
+               "string_agg(e_kind || e_val, ',' ORDER BY e_f DESC, e_tag DESC NULLS LAST, e_val) AS u "
                "FROM events GROUP BY e_kind"),
     ], seed=34, steps=12)
 

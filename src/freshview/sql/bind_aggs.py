@@ -77,7 +77,8 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         raise UnsupportedSqlError(f"aggregate function {name.upper()} is not allowed in {b.context}",
                                   locate(node, b.sql), b.sql)
     if func == "array_agg":
-        raise b.unsupported(node, "array_agg (an array result)", "array_agg")
+        raise b.unsupported(node, "array_agg (freshview has no array column type; string_agg is supported)",
+                            "array_agg")
     if isinstance(node, exp.Anonymous):
         if len(node.expressions) != 1:
             raise b.unsupported(node, f"{name}() with {len(node.expressions)} arguments")
@@ -175,7 +176,7 @@ def _order_key(inner: "ExprBinder", o: exp.Expression) -> AggOrder:
     if nulls_first is None:
         nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
     e = inner.bind(o.this)
-    if e.type.kind == "bool" or not (e.type.is_numeric or e.type.is_temporal or e.type.kind in ("text", "null")):
+    if not (e.type.is_numeric or e.type.is_temporal or e.type.kind in ("text", "bool", "null")):
         raise inner.unsupported(o, f"ORDER BY a {e.type} inside string_agg()")
     return AggOrder(e, desc, bool(nulls_first))
 

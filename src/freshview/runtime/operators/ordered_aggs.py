@@ -16,7 +16,8 @@ the delimiter.  The new result replaces the stored one (``m{j}``) exactly
 like a MIN/MAX extreme, so ``accumulators.merge`` emits −old/+new.
 
 Order: the ORDER BY keys as written (ASC/DESC, NULLS FIRST/LAST, NULLs
-largest by default as in PostgreSQL; strings by bytes, the C collation);
+largest by default as in PostgreSQL; NaN above every number; strings by
+bytes, the C collation);
 rows that tie on every key — PostgreSQL leaves their order unspecified —
 come in ascending value order, so the result is deterministic.  Without
 ORDER BY that is the values' ascending order.  A group without non-NULL
@@ -71,6 +72,9 @@ def recompute(store, name: str, agg: AggCall, probe: pa.Table, key_names: list[s
         col = rows.column(f"o{m}")
         sort_cols[f"_n{m}"] = pc.is_null(col)
         sort_keys.append((f"_n{m}", "descending" if o.nulls_first else "ascending"))
+        if pa.types.is_floating(col.type):  # NaN is above every number (Arrow puts it last either way)
+            sort_cols[f"_nan{m}"] = pc.fill_null(pc.is_nan(col), False)
+            sort_keys.append((f"_nan{m}", "descending" if o.desc else "ascending"))
         sort_cols[f"_o{m}"] = col
         sort_keys.append((f"_o{m}", "descending" if o.desc else "ascending"))
     sort_cols["_v"] = rows.column("v")
