@@ -105,7 +105,7 @@ def test_group_by_ordinal_alias_and_expression():
      "IN (subquery) other than as a WHERE conjunct", None),
     ("SELECT o_id FROM orders WHERE NOT (o_id = 1 AND EXISTS (SELECT 1 FROM customers))", UnsupportedSqlError,
      "EXISTS", None),
-    ("SELECT COUNT(DISTINCT o_customer) FROM orders", UnsupportedSqlError, "COUNT(DISTINCT", 8),
+    ("SELECT COUNT(DISTINCT o_customer, o_id) FROM orders", UnsupportedSqlError, "COUNT(DISTINCT", 8),
     ("SELECT o_customer, o_id FROM orders GROUP BY o_customer", SqlError, "must appear in the GROUP BY", 20),
     ("SELECT SUM(note) FROM orders", SqlTypeError, "sum(text)", None),
     ("SELECT o_id FROM orders WHERE note + 1 > 2", SqlTypeError, "operator +", None),

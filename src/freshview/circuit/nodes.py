@@ -31,14 +31,16 @@ class JoinState:
 
 @dataclass(frozen=True)
 class AggState:
-    """An aggregate's state: per-group accumulators, and one ordered multiset per MIN/MAX (in order)."""
+    """An aggregate's state: per-group accumulators, one ordered multiset per MIN/MAX (in order), and
+    one multiset of (group, value) per DISTINCT aggregate and string_agg (in order)."""
 
     acc: str
     extremes: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (self.acc,) + self.extremes
+        return (self.acc,) + self.extremes + self.values
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ class _Lift:
 
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
         extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
-        return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes))
+        values = tuple(f"{op_id}/val{j}" for j, a in enumerate(node.aggs) if a.distinct or a.func == "string_agg")
+        return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes, values))
 
     def visit_TopK(self, op_id: str, node: pn.TopK) -> Operator:
         return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input", f"{op_id}/top"))

@@ -98,15 +98,49 @@ class Cast(Expr):
 
 
 @dataclass(frozen=True)
+class AggOrder:
+    """One ``ORDER BY`` key inside an aggregate call (``string_agg(x, ',' ORDER BY y DESC)``)."""
+
+    expr: Expr
+    desc: bool = False
+    nulls_first: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.expr}{' DESC' if self.desc else ''}{' NULLS FIRST' if self.nulls_first else ''}"
+
+
+@dataclass(frozen=True)
 class AggCall:
-    """An aggregate: ``func`` is count_star, count, sum, avg, min or max."""
+    """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
+    var_samp, var_pop, stddev_samp, stddev_pop or string_agg.
+
+    ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg).
+    ``order`` and ``separator``: string_agg's ORDER BY keys and (constant) delimiter.
+    FILTER (WHERE p) is bound away: ``arg`` becomes ``CASE WHEN p THEN arg END``.
+    """
 
     func: str
     arg: Expr | None
     type: SqlType
+    distinct: bool = False
+    order: tuple[AggOrder, ...] = ()
+    separator: str | None = None
+
+    def exprs(self) -> tuple[Expr, ...]:
+        """Every expression over the input row: the argument, then the ORDER BY keys."""
+        return ((self.arg,) if self.arg is not None else ()) + tuple(o.expr for o in self.order)
+
+    def map_exprs(self, fn: Callable[[Expr], Expr]) -> "AggCall":
+        return AggCall(self.func, fn(self.arg) if self.arg is not None else None, self.type, self.distinct,
+                       tuple(AggOrder(fn(o.expr), o.desc, o.nulls_first) for o in self.order), self.separator)
 
     def __str__(self) -> str:
-        return f"{self.func}({'' if self.arg is None else self.arg})"
+        inner = ("DISTINCT " if self.distinct else "") + ("" if self.arg is None else str(self.arg))
+        if self.separator is not None:
+            inner += f", {self.separator!r}"
+        if self.order:
+            inner += " ORDER BY " + ", ".join(map(str, self.order))
+        return f"{self.func}({inner})"
 
 
 def columns_used(expr: Expr) -> set[int]:

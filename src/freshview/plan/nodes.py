@@ -114,7 +114,7 @@ class Aggregate(_Unary):
 
     def __post_init__(self) -> None:
         _check_refs(self.group, len(self.input.columns), "group key")
-        _check_refs([a.arg for a in self.aggs if a.arg is not None], len(self.input.columns), "aggregate")
+        _check_refs([e for a in self.aggs for e in a.exprs()], len(self.input.columns), "aggregate")
 
     @property
     def columns(self) -> Columns:

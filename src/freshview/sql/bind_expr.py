@@ -20,6 +20,7 @@ from freshview.errors import SqlTypeError, UnknownColumnError, UnsupportedSqlErr
 from freshview.plan.expr import AggCall, Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.schema import SqlType, parse_type
 from freshview.sql import typing as ty
+from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
 from freshview.sql.parse import locate
 
 AGG_BASE = 1_000_000  # placeholder column indices for aggregate results
@@ -70,7 +71,7 @@ _TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
                 "month", "quarter", "year", "decade", "century", "millennium"}
 
 
-class ExprBinder:
+class ExprBinder(AggregateVisits):
     def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
                  context: str = "expression") -> None:
         self.scope = scope
@@ -424,6 +425,8 @@ class ExprBinder:
 
     def visit_Anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
+        if name == "every":
+            return self._agg(node, "bool_and")
         args = [self.bind(a) for a in node.expressions]
         if name in ("btrim", "ltrim", "rtrim") and 1 <= len(args) <= 2:
             return Call(ty.TEXT, {"btrim": "trim"}.get(name, name), tuple(self._to_text(a) for a in args))
@@ -521,32 +524,7 @@ class ExprBinder:
 
     # ------------------------------------------------------------------ aggregates
     def _agg(self, node: exp.Expression, func: str) -> Expr:
-        if self.aggs is None:
-            raise UnsupportedSqlError(
-                f"aggregate function {func.upper()} is not allowed in {self.context}",
-                locate(node, self.sql), self.sql)
-        arg_node = node.this
-        if isinstance(arg_node, exp.Distinct):
-            raise self.unsupported(node, f"{func.upper()}(DISTINCT ...)", "DISTINCT")
-        inner = ExprBinder(self.scope, self.sql, None, "an aggregate's argument")
-        if func == "count" and (arg_node is None or isinstance(arg_node, exp.Star)):
-            return self.aggs.add(AggCall("count_star", None, ty.INT8))
-        arg = inner.bind(arg_node)
-        if func == "count":
-            return self.aggs.add(AggCall("count", arg, ty.INT8))
-        if func == "sum":
-            result = ty.sum_type(arg.type)
-        elif func == "avg":
-            result = ty.avg_type(arg.type)
-        else:
-            result = arg.type if arg.type.kind != "null" else ty.TEXT
-            if arg.type.kind == "bool":
-                result = None
-        if result is None:
-            raise self.type_error(node, f"function {func}({arg.type}) does not exist")
-        if func in ("sum", "avg") and arg.type.kind == "null":
-            arg = Cast(SqlType.numeric(None, 0), arg)
-        return self.aggs.add(AggCall(func, arg, result))
+        return bind_aggregate(self, node, func)
 
     def visit_Count(self, node: exp.Count) -> Expr:
         if node.args.get("big_int") is None and node.expressions:

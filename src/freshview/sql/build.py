@@ -215,8 +215,8 @@ class QueryBuilder:
         for e in out_exprs + group_exprs + ([having] if having is not None else []):
             used |= {i for i in columns_used(e) if i < AGG_BASE}
         for a in aggs.aggs:
-            if a.arg is not None:
-                used |= columns_used(a.arg)
+            for e in a.exprs():
+                used |= columns_used(e)
         for e in windows.exprs() + [k[0] for k in (topk.keys if topk else []) if not isinstance(k[0], int)]:
             used |= {i for i in columns_used(e) if i < AGG_BASE}
         if outer or subs.extra:
@@ -483,9 +483,7 @@ def _agg_refs(e: Expr) -> set[int]:
 
 
 def _remap_agg(a, mapping):
-    from freshview.plan.expr import AggCall
-
-    return AggCall(a.func, remap_columns(a.arg, mapping) if a.arg is not None else None, a.type)
+    return a.map_exprs(lambda e: remap_columns(e, mapping))
 
 
 class _AggregateLift:

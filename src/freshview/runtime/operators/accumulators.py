@@ -58,13 +58,15 @@ from freshview.algebra.batch import consolidate
 from freshview.schema import WEIGHT
 
 _MAX_DECIMAL256 = 76
+_MORE_FUNCS = ("bool_and", "bool_or", "var_samp", "var_pop", "stddev_samp", "stddev_pop")  # see linear_aggs
 _POSITION = "_fv_position"
 
 
 @dataclass(frozen=True)
 class AggSpec:
-    """One aggregate: ``func`` (count_star, count, sum, avg, min, max), its accumulator columns
-    (name suffix, Arrow type) and its result type."""
+    """One aggregate: ``func`` (count_star, count, sum, avg, min, max; and those of ``linear_aggs``;
+    string_agg finalises like min/max, from ``m``), its accumulator columns (name suffix, Arrow type)
+    and its result type."""
 
     func: str
     acc: tuple[tuple[str, pa.DataType], ...]
@@ -187,8 +189,9 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     (a global aggregate's one group is then touched with nothing).  ``old``:
     the stored accumulator rows of those groups (``acc_schema``, extra
     columns such as ``_weight`` ignored); groups not in ``partial`` are left
-    alone.  ``extremes``: per MIN/MAX aggregate, in aggregate order, the
-    probed current extreme of each group (key columns ``k*``/``z*`` and
+    alone.  ``extremes``: per aggregate with an ``m`` accumulator (MIN/MAX,
+    string_agg), in aggregate order, the probed current extreme (or
+    recomputed string_agg) of each group (key columns ``k*``/``z*`` and
     ``v``; a group without non-NULL values is absent), or None if the
     extremes were not probed (the old ``m{j}`` then stays).
 
@@ -306,6 +309,10 @@ def finalize(spec: GroupSpec, acc: pa.Table) -> pa.Table:
                 col = _rescale_half_up(col, a.result)
         elif a.func == "avg":
             col = _avg(acc.column(f"s{j}"), acc.column(f"n{j}"), a.result)
+        elif a.func in _MORE_FUNCS:
+            from freshview.runtime.operators import linear_aggs
+
+            col = linear_aggs.finalize(a.func, acc, j, a.result)
         else:
             col = acc.column(f"m{j}")
         cols.append(_cast(col, a.result))

@@ -12,6 +12,13 @@ Arrow compute over all touched groups at once, with no Python per group
 (group, value) in an ordered arrangement, so deleting the current minimum
 finds the next one by an index probe, not a group scan.
 
+bool_and/bool_or, var/stddev and COUNT/SUM/AVG(DISTINCT) are linear in
+accumulators too (``linear_aggs`` states what they sum and how they
+finalise; a DISTINCT aggregate sums the presence transitions of its
+(group, value) multiset).  string_agg is recomputed for each touched group
+from its stored values (``ordered_aggs``); its result then replaces the old
+one like a MIN/MAX extreme.
+
 Groups are keyed null-safely (a NULL group is a group): each key column is
 stored as (value with NULL replaced, is-NULL flag).  An aggregate without
 GROUP BY always has exactly one row, also over an empty input, as in
@@ -28,7 +35,7 @@ from freshview.circuit import AggState
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall
 from freshview.runtime.kernels import Kernels, Rel, Term
-from freshview.runtime.operators import accumulators
+from freshview.runtime.operators import accumulators, linear_aggs, ordered_aggs
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
@@ -36,6 +43,8 @@ from freshview.schema import WEIGHT, SqlType
 
 def _acc_types(agg: AggCall) -> list[tuple[str, pa.DataType]]:
     """Accumulator columns of one aggregate (name suffix, Arrow type)."""
+    if linear_aggs.handles(agg):
+        return linear_aggs.acc_types(agg, _sum_acc_type)
     if agg.func == "count_star":
         return []
     if agg.func == "count":
@@ -73,6 +82,7 @@ class Aggregation:
         self.key_names = [f.name for f in self.key_fields]
         self.acc_schema = self.spec.acc_schema  # keys, cnt, then per aggregate its _acc_types columns
         self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
+        self.value_aggs = [j for j, a in enumerate(node.aggs) if a.distinct or a.func == "string_agg"]
         self.terms = self._terms()
         self.memo: dict = {}  # per executor: what its kernels built once
 
@@ -82,6 +92,9 @@ class Aggregation:
         for j, name in zip(self.extreme_aggs, self.state.extremes):
             fields = self.key_fields + [pa.field("v", self.node.aggs[j].arg.type.arrow)]  # type: ignore[union-attr]
             store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names), order="v"))
+        for j, name in zip(self.value_aggs, self.state.values):
+            fields = self.key_fields + ordered_aggs.layout_fields(self.node.aggs[j])
+            store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names)))
 
     def encode_keys(self, table: pa.Table) -> list[pa.Array]:
         """Null-safe key columns (value with NULL replaced, is-NULL flag) for group columns g0..."""
@@ -91,7 +104,7 @@ class Aggregation:
     def step(self, k: Kernels, store, d: Rel | None, force: bool) -> Rel | None:
         self.ensure_state(store)
         memo = self.memo.setdefault(k.name, {})
-        if d is not None and self.extreme_aggs:
+        if d is not None and (self.extreme_aggs or self.value_aggs):
             d = k.of_arrow(k.arrow(d))  # two readers (sums, extremes): run the input's lineage once
         partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
         if partial is not None and partial.num_rows == 0:
@@ -105,6 +118,12 @@ class Aggregation:
 
         # MIN/MAX: apply (group, value) changes, then probe the new extremes.
         extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
+        if self.value_aggs and d is not None:
+            # DISTINCT: presence transitions into the partial sums; string_agg: touched groups recomputed.
+            partial, recomputed = self._update_values(k, memo, store, d, partial, keys)
+            found = dict(zip(self.extreme_aggs, extremes or []))
+            found.update(recomputed)
+            extremes = [found[j] for j, a in enumerate(self.node.aggs) if a.func in ("min", "max", "string_agg")]
 
         # old + Σ_Δ per group, finalised: vectorised, no Python per group (see ``accumulators``).
         acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes)
@@ -118,7 +137,10 @@ class Aggregation:
         """The partial sums Σ_Δ needs: per aggregate Σ x·w and Σ w over non-NULL x (count: the latter)."""
         terms = []
         for j, a in enumerate(self.node.aggs):
-            if a.func in ("count_star", "min", "max"):
+            if a.func in ("count_star", "min", "max", "string_agg") or a.distinct:
+                continue  # DISTINCT: from its multiset's transitions (``_update_values``)
+            if linear_aggs.handles(a):
+                terms += linear_aggs.terms(j, a, _sum_acc_type)
                 continue
             if a.func in ("sum", "avg"):
                 terms.append(Term(f"s{j}", a.arg, _sum_acc_type(a.arg.type)))  # type: ignore[union-attr]
@@ -153,3 +175,40 @@ class Aggregation:
             probe = keys if self.ngroups else pa.table({})
             results.append(store.extreme(name, probe, agg.func))  # k*, z*, v: a keyed Arrow table
         return results
+
+    def _update_values(self, k: Kernels, memo: dict, store, d: Rel, partial: pa.Table | None,
+                       keys: pa.Table) -> tuple[pa.Table | None, dict[int, pa.Table]]:
+        """Apply the change's (group, value[, ORDER BY keys]) rows to each DISTINCT aggregate's and
+        string_agg's multiset: ``partial`` with the DISTINCT aggregates' ``n{j}``/``s{j}`` (Σ presence
+        transitions, see ``linear_aggs``), and per string_agg ``j`` its touched groups' new results."""
+        aggs = self.node.aggs
+        exprs = list(self.node.group)
+        fields = [pa.field(f"g{i}", g.type.arrow) for i, g in enumerate(self.node.group)]
+        for j in self.value_aggs:
+            exprs.append(aggs[j].arg)  # type: ignore[arg-type]
+            fields.append(pa.field(f"a{j}", aggs[j].arg.type.arrow))  # type: ignore[union-attr]
+            for m, o in enumerate(aggs[j].order):
+                exprs.append(o.expr)
+                fields.append(pa.field(f"o{j}_{m}", o.expr.type.arrow))
+        table = k.evaluate(d, exprs, pa.schema(fields + [pa.field(WEIGHT, pa.int64())]), memo.setdefault("values", {}))
+        enc = self.encode_keys(table)
+        weight = table.column(WEIGHT)
+        partial_keys = None
+        if partial is not None:
+            partial_keys = [accumulators._cast(c, f.type) for c, f in zip(
+                accumulators.encode_keys([partial.column(f"g{i}") for i in range(self.ngroups)], self.group_types),
+                self.key_fields)]
+        recomputed: dict[int, pa.Table] = {}
+        for j, name in zip(self.value_aggs, self.state.values):
+            a = aggs[j]
+            if a.func == "string_agg":
+                order_cols = [table.column(f"o{j}_{m}") for m in range(len(a.order))]
+                ordered_aggs.apply_changes(store, name, enc, table.column(f"a{j}"), order_cols, weight, self.key_names)
+                recomputed[j] = ordered_aggs.recompute(store, name, a, keys, self.key_names)
+                continue
+            parts = _acc_types(a)
+            groups = linear_aggs.distinct_partials(store, name, enc, table.column(f"a{j}"), weight, parts,
+                                                   self.key_names)
+            if partial is not None:
+                partial = linear_aggs.add_to_partial(partial, partial_keys, groups, self.key_names, j, parts)
+        return partial, recomputed

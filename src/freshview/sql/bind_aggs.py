@@ -1,0 +1,203 @@
+"""Binding aggregate calls: DISTINCT, FILTER (WHERE ...), ORDER BY inside the call, and their result types.
+
+``ExprBinder`` hands every aggregate call here (``AggregateVisits`` adds the
+``visit_<Node>`` methods of the aggregates beyond COUNT/SUM/AVG/MIN/MAX).
+What comes out is one ``AggCall`` per call, with PostgreSQL's result type:
+
+* ``agg(x) FILTER (WHERE p)`` is ``agg(CASE WHEN p THEN x END)``: every
+  aggregate here ignores NULL inputs, so the rows where ``p`` is not true
+  drop out; ``count(*) FILTER (WHERE p)`` is ``count(CASE WHEN p THEN 1
+  END)``; with DISTINCT the CASE goes inside (``count(DISTINCT CASE ...)``).
+* DISTINCT: kept for count, sum, avg, var/stddev and string_agg (the
+  operator keeps a multiset per such aggregate; string_agg's ORDER BY may
+  then only name the argument, as in PostgreSQL); dropped where it cannot
+  change the result (min, max, bool_and, bool_or).
+* ORDER BY inside the call: kept for string_agg, where the order is the
+  result's; ignored by the aggregates whose result does not depend on it.
+* ``every`` is ``bool_and``; ``stddev`` is ``stddev_samp``; ``variance`` is
+  ``var_samp``.  var/stddev of integers and numerics are numeric, of floats
+  double precision (as in PostgreSQL).
+
+Refused, with the construct's position: ordered-set aggregates
+(``... WITHIN GROUP (ORDER BY ...)``), array_agg (freshview has no array
+type), string_agg with a non-constant delimiter, and aggregates of several
+arguments (``COUNT(DISTINCT a, b)``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from freshview.errors import SqlError, UnsupportedSqlError
+from freshview.plan.expr import AggCall, AggOrder, Case, Cast, Expr, Literal
+from freshview.schema import AVG_MIN_SCALE, SqlType
+from freshview.sql import typing as ty
+from freshview.sql.parse import locate
+
+if TYPE_CHECKING:
+    from freshview.sql.bind_expr import ExprBinder
+
+_VARIANCE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+_ORDER_FREE = ("count", "sum", "avg", "min", "max", "bool_and", "bool_or") + _VARIANCE
+_DISTINCT_DROPPED = ("min", "max", "bool_and", "bool_or")
+
+# sqlglot node -> aggregate (the ones FILTER may wrap; ``every`` is an Anonymous call)
+AGG_FUNCS: dict[type, str] = {
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or",
+    exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp", exp.VariancePop: "var_pop",
+    exp.GroupConcat: "string_agg", exp.ArrayAgg: "array_agg",
+}
+
+
+def variance_type(arg: SqlType) -> SqlType | None:
+    """var_*/stddev_* result: numeric for integers and numerics, double precision for floats."""
+    if arg.is_float:
+        return ty.FLOAT8
+    if arg.is_integer or arg.kind == "numeric" or arg.kind == "null":
+        return SqlType.numeric(None, max(AVG_MIN_SCALE, 2 * ty.numeric_scale(arg)))
+    return None
+
+
+def agg_func_of(node: exp.Expression) -> str | None:
+    """The aggregate a sqlglot call is, or None."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "every":
+        return "bool_and"
+    return AGG_FUNCS.get(type(node))
+
+
+def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
+                   where: exp.Expression | None = None) -> Expr:
+    """Bind the aggregate call ``node`` (``func`` as in ``AGG_FUNCS``), FILTER (WHERE ``where``) if given."""
+    name = "every" if isinstance(node, exp.Anonymous) else func
+    if b.aggs is None:
+        raise UnsupportedSqlError(f"aggregate function {name.upper()} is not allowed in {b.context}",
+                                  locate(node, b.sql), b.sql)
+    if func == "array_agg":
+        raise b.unsupported(node, "array_agg (freshview has no array column type; string_agg is supported)",
+                            "array_agg")
+    if isinstance(node, exp.Anonymous):
+        if len(node.expressions) != 1:
+            raise b.unsupported(node, f"{name}() with {len(node.expressions)} arguments")
+        arg_node: exp.Expression | None = node.expressions[0]
+    else:
+        arg_node = node.this
+    order_nodes: list[exp.Ordered] = []
+    if isinstance(arg_node, exp.Order):
+        order_nodes = list(arg_node.expressions)
+        arg_node = arg_node.this
+    distinct = False
+    if isinstance(arg_node, exp.Distinct):
+        if len(arg_node.expressions) != 1:
+            raise b.unsupported(node, f"{name.upper()}(DISTINCT ...) of several arguments", "DISTINCT")
+        distinct, arg_node = True, arg_node.expressions[0]
+    if order_nodes and func not in _ORDER_FREE + ("string_agg",):
+        raise b.unsupported(node, f"ORDER BY inside {name}()", "ORDER")
+
+    from freshview.sql.bind_expr import ExprBinder  # the binder module imports this one
+
+    inner = ExprBinder(b.scope, b.sql, None, "an aggregate's argument")
+    cond = None
+    if where is not None:
+        cond = ExprBinder(b.scope, b.sql, None, "FILTER").bool_operand(where)
+
+    def filtered(e: Expr) -> Expr:
+        return e if cond is None else Case(e.type, ((cond, e),), None)
+
+    if func == "count" and (arg_node is None or isinstance(arg_node, exp.Star)):
+        if distinct:
+            raise b.unsupported(node, "COUNT(DISTINCT *)", "DISTINCT")
+        if cond is None:
+            return b.aggs.add(AggCall("count_star", None, ty.INT8))
+        return b.aggs.add(AggCall("count", filtered(Literal(ty.INT4, 1)), ty.INT8))
+    if arg_node is None:
+        raise b.type_error(node, f"function {name}() needs an argument")
+    arg = inner.bind(arg_node)
+
+    if func == "count":
+        return b.aggs.add(AggCall("count", filtered(arg), ty.INT8, distinct))
+    if func in _DISTINCT_DROPPED:
+        distinct = False
+    order: tuple[AggOrder, ...] = ()
+    separator = None
+    if func == "sum":
+        result = ty.sum_type(arg.type)
+    elif func == "avg":
+        result = ty.avg_type(arg.type)
+    elif func in ("bool_and", "bool_or"):
+        if arg.type.kind == "null":
+            arg = Literal(ty.BOOL, None)
+        result = ty.BOOL if arg.type.kind == "bool" else None
+    elif func in _VARIANCE:
+        result = variance_type(arg.type)
+    elif func == "string_agg":
+        if arg.type.kind == "null":
+            arg = Literal(ty.TEXT, None)
+        result = ty.TEXT if arg.type.kind == "text" else None
+        separator = _separator(b, node)
+        order = tuple(_order_key(inner, o) for o in order_nodes)
+        if distinct and any(o.expr != arg for o in order):
+            raise SqlError("in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+                           locate(order_nodes[0], b.sql), b.sql)
+    else:  # min / max
+        result = arg.type if arg.type.kind != "null" else ty.TEXT
+        if arg.type.kind == "bool":
+            result = None
+    if result is None:
+        raise b.type_error(node, f"function {name}({arg.type}) does not exist")
+    if func in ("sum", "avg") + _VARIANCE and arg.type.kind == "null":
+        arg = Cast(SqlType.numeric(None, 0), arg)
+    return b.aggs.add(AggCall(func, filtered(arg), result, distinct, order, separator))
+
+
+def _separator(b: "ExprBinder", node: exp.Expression) -> str:
+    sep_node = node.args.get("separator")
+    if sep_node is None:
+        raise b.type_error(node, "function string_agg() needs a delimiter: string_agg(value, delimiter)")
+    sep = b.bind(sep_node) if not isinstance(sep_node, exp.Column) else None
+    if not isinstance(sep, Literal):
+        raise UnsupportedSqlError("string_agg with a non-constant delimiter is not supported",
+                                  locate(sep_node, b.sql), b.sql)
+    if sep.value is None:
+        return ""  # PostgreSQL: a NULL delimiter joins with nothing
+    if sep.type.kind not in ("text", "null"):
+        raise b.type_error(node, f"function string_agg(text, {sep.type}) does not exist")
+    return str(sep.value)
+
+
+def _order_key(inner: "ExprBinder", o: exp.Expression) -> AggOrder:
+    if not isinstance(o, exp.Ordered):
+        return AggOrder(inner.bind(o))
+    desc = bool(o.args.get("desc"))
+    nulls_first = o.args.get("nulls_first")
+    if nulls_first is None:
+        nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
+    e = inner.bind(o.this)
+    if not (e.type.is_numeric or e.type.is_temporal or e.type.kind in ("text", "bool", "null")):
+        raise inner.unsupported(o, f"ORDER BY a {e.type} inside string_agg()")
+    return AggOrder(e, desc, bool(nulls_first))
+
+
+class AggregateVisits:
+    """The ``visit_<Node>`` methods of aggregates and FILTER, mixed into ``ExprBinder``."""
+
+    def _agg_visit(self, node: exp.Expression) -> Expr:
+        return bind_aggregate(self, node, AGG_FUNCS[type(node)])  # type: ignore[arg-type]
+
+    visit_LogicalAnd = visit_LogicalOr = _agg_visit
+    visit_Stddev = visit_StddevSamp = visit_StddevPop = visit_Variance = visit_VariancePop = _agg_visit
+    visit_GroupConcat = visit_ArrayAgg = _agg_visit
+
+    def visit_Filter(self, node: exp.Filter) -> Expr:
+        inner = node.this
+        func = agg_func_of(inner)
+        if func is None:
+            raise self.unsupported(node, "FILTER on something other than an aggregate call", "FILTER")  # type: ignore[attr-defined]
+        where = node.expression
+        return bind_aggregate(self, inner, func, where.this if isinstance(where, exp.Where) else where)  # type: ignore[arg-type]
+
+    def visit_WithinGroup(self, node: exp.WithinGroup) -> Expr:
+        raise self.unsupported(node, "ordered-set aggregate (... WITHIN GROUP (ORDER BY ...))", "WITHIN")  # type: ignore[attr-defined]
