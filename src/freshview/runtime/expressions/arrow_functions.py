@@ -43,7 +43,7 @@ _F8 = pa.float64()
 _DAY_US = 86_400_000_000
 # PostgreSQL's timestamp range: 4714-11-24 BC 00:00 .. 294277-01-01 00:00 (exclusive), in µs since 1970.
 _TS_MIN_US = -211813488000_000000
-_TS_END_US = 9224318016000_000000
+_TS_END_US = 2**63 - 1  # (PostgreSQL ends at 294277-01-01, beyond int64 microseconds since 1970)
 
 
 def _scalar_out(fn: Callable[..., Datum], *args: Datum) -> Datum:
@@ -493,43 +493,33 @@ def op_add_interval(ev, e) -> Datum:
     return res[0] if _all_scalar(ev, e) else res
 
 
-_MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
-
-
 def age_parts(a_us: np.ndarray, b_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """PostgreSQL's timestamp_age(a, b): field-wise a - b with borrows, as (months, days, microseconds)."""
-    neg = a_us < b_us
+    """PostgreSQL's timestamp_age(a, b) as (months, days, microseconds), in closed form.
+
+    PostgreSQL subtracts field by field on the later-minus-earlier pair, borrows a day when
+    the time of day goes negative, then borrows months while the day goes negative (adding the
+    length of the month of the later timestamp's month as tm1/tm2 give it: a's when a < b, else b's;
+    at most two borrows, as the days differ by at most 31) and years for negative months (which
+    cancel in the month total), and restores the sign.
+    """
+    sign = np.where(a_us < b_us, -1, 1)
 
     def fields(us: np.ndarray):
         day = np.floor_divide(us, _DAY_US)
-        tod = us - day * _DAY_US
         y, m, d = _civil_from_days(day)
-        return y, m, d, tod
+        return y, m, d, us - day * _DAY_US
 
     y1, m1, d1, t1 = fields(a_us)
     y2, m2, d2, t2 = fields(b_us)
-    sign = np.where(neg, -1, 1)
-    tod = (t1 - t2) * sign
-    mday = (d1 - d2) * sign
-    mon = (m1 - m2) * sign
-    year = (y1 - y2) * sign
-    borrow = tod < 0
-    tod = np.where(borrow, tod + _DAY_US, tod)
-    mday = mday - borrow
-    # borrow days from the month before the later timestamp's month (PostgreSQL: tm1's when a < b, else tm2's)
-    ref_y, ref_m = np.where(neg, y1, y2), np.where(neg, m1, m2)
-    leap = ((ref_y % 4 == 0) & (ref_y % 100 != 0)) | (ref_y % 400 == 0)
-    dim = _MONTH_DAYS[ref_m - 1] + ((ref_m == 2) & leap)
-    for _ in range(2):
-        short = mday < 0
-        mday = np.where(short, mday + dim, mday)
-        mon = mon - short
-    for _ in range(2):
-        short = mon < 0
-        mon = np.where(short, mon + 12, mon)
-        year = year - short
-    months = (year * 12 + mon) * sign
-    return months, mday * sign, tod * sign
+    borrow = (t1 - t2) * sign < 0
+    mday = (d1 - d2) * sign - borrow
+    ref_y, ref_m = np.where(sign < 0, y1, y2), np.where(sign < 0, m1, m2)
+    dim = A._days_in_month(ref_y, ref_m)
+    k = np.where(mday < 0, np.where(mday + dim < 0, 2, 1), 0)
+    months = (y1 - y2) * 12 + (m1 - m2) - sign * k
+    days = (mday + k * dim) * sign
+    micros = (t1 - t2) + sign * borrow * _DAY_US
+    return months, days, micros
 
 
 def op_age(ev, e, part: str) -> Datum:

@@ -9,8 +9,11 @@ NaN compares above every number (so ``sign(NaN)`` needs its own case),
 ``floor(double)`` is a bigint, ``left``/``right`` treat a negative length as
 zero, ``initcap`` splits words at spaces only.  Date and timestamp
 arithmetic (make_date, timestamp + interval, age) is done on day and
-microsecond counts with the same integer formulas as the Arrow executor, so
-month-end clamping and ranges are PostgreSQL's, not Spark's.
+microsecond counts, with Spark's proleptic Gregorian dates for calendar
+fields (``add_months`` clamps to the month's end as PostgreSQL does) and
+PostgreSQL's ranges checked explicitly.  (Column expressions are trees:
+a formula that reuses a sub-expression copies it, so deep integer calendar
+formulas would grow exponentially; built-in date functions keep them small.)
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
 
 _DAY_US = 86_400_000_000
 _TS_MIN_US = -211813488000_000000
-_TS_END_US = 9224318016000_000000
 _INF = float("inf")
 
 
@@ -138,7 +140,7 @@ def strpos(e: Call, a: list[Column], param: str) -> Column:
 def left(e: Call, a: list[Column], param: str) -> Column:
     s, k = a
     count = F.when(k >= 0, k).otherwise(F.greatest(F.length(s) + k, F.lit(0)))
-    return F.call_function("substring", s, F.lit(1), count)
+    return F.when(k.isNull(), F.lit(None).cast("string")).otherwise(F.call_function("substring", s, F.lit(1), count))
 
 
 def right(e: Call, a: list[Column], param: str) -> Column:
@@ -161,7 +163,7 @@ def _pad(fn: str) -> Callable[[Call, list[Column], str], Column]:
 
 def repeat(e: Call, a: list[Column], param: str) -> Column:
     s, k = a
-    return F.call_function("repeat", s, F.greatest(k, F.lit(0)))
+    return F.when(k.isNull(), F.lit(None).cast("string")).otherwise(F.call_function("repeat", s, F.greatest(k, F.lit(0))))
 
 
 def reverse(e: Call, a: list[Column], param: str) -> Column:
@@ -169,19 +171,14 @@ def reverse(e: Call, a: list[Column], param: str) -> Column:
 
 
 def initcap(e: Call, a: list[Column], param: str) -> Column:
-    """PostgreSQL's initcap: upper-case a character unless it follows a letter or digit (Spark's: a space)."""
-    s = a[0]
-    chars = F.split(s, "(?!$)")  # one element per character (Java splits between UTF-16 units)
+    """PostgreSQL's initcap: a letter is upper-cased unless it follows a letter or digit.
 
-    def case(c: Column, i: Column) -> Column:
-        up, lo = F.upper(c), F.lower(c)
-        up = F.when(F.length(up) == 1, up).otherwise(c)  # (as Arrow: a one-to-many mapping keeps the character)
-        lo = F.when(F.length(lo) == 1, lo).otherwise(c)
-        after_alnum = (i > 0) & F.element_at(chars, i).rlike(r"^[\p{L}\p{N}]$")
-        return F.when(after_alnum, lo).otherwise(up)
-
-    return F.when(s.isNull(), F.lit(None).cast("string")).otherwise(
-        F.array_join(F.transform(chars, lambda c, i: case(c, i)), ""))
+    Spark's initcap starts words after spaces only, so a space is put after every character
+    that is not a letter or digit, Spark's initcap runs, and the added spaces are removed (each
+    such character, original spaces included, is followed by exactly one added space).
+    """
+    spaced = F.regexp_replace(a[0], r"([^\p{L}\p{N}])", "$1 ")
+    return F.regexp_replace(F.initcap(spaced), r"([^\p{L}\p{N}]) ", "$1")
 
 
 def md5(e: Call, a: list[Column], param: str) -> Column:
@@ -209,27 +206,10 @@ def regexp_replace(e: Call, a: list[Column], param: str) -> Column:
 # dates, timestamps, intervals (integer formulas shared with arrow_functions)
 # ---------------------------------------------------------------------------
 
-def _days_from_civil(y: Column, m: Column, d: Column) -> Column:
-    y = y - F.when(m <= 2, _lit_long(1)).otherwise(_lit_long(0))
-    era = _floordiv(y, 400)
-    yoe = y - era * 400
-    mp = F.pmod(m + 9, _lit_long(12))
-    doy = _div(153 * mp + 2, 5) + d - 1
-    doe = yoe * 365 + _div(yoe, 4) - _div(yoe, 100) + doy
-    return era * 146097 + doe - 719468
-
-
-def _civil_from_days(z: Column) -> tuple[Column, Column, Column]:
-    z = z + 719468
-    era = _floordiv(z, 146097)
-    doe = z - era * 146097
-    yoe = _div(doe - _div(doe, 1460) + _div(doe, 36524) - _div(doe, 146096), 365)
-    y = yoe + era * 400
-    doy = doe - (yoe * 365 + _div(yoe, 4) - _div(yoe, 100))
-    mp = _div(doy * 5 + 2, 153)
-    d = doy - _div(mp * 153 + 2, 5) + 1
-    m = F.when(mp < 10, mp + 3).otherwise(mp - 9)
-    return y + F.when(m <= 2, _lit_long(1)).otherwise(_lit_long(0)), m, d
+def _civil(day: Column) -> tuple[Column, Column, Column]:
+    """(year, month, day) of a day count since 1970-01-01 (Spark's dates are proleptic Gregorian)."""
+    date = F.date_from_unix_date(day.cast("int"))
+    return F.year(date).cast("long"), F.month(date).cast("long"), F.dayofmonth(date).cast("long")
 
 
 def _days_in_month(y: Column, m: Column) -> Column:
@@ -242,15 +222,15 @@ def _days_in_month(y: Column, m: Column) -> Column:
 def make_date(e: Call, a: list[Column], param: str) -> Column:
     y, m, d = (c.cast("long") for c in a)
     astro = F.when(y < 0, y + 1).otherwise(y)
-    days = _days_from_civil(astro, m, d)
     shown = F.concat(y.cast("string"), F.lit("-"), F.lpad(m.cast("string"), 2, "0"), F.lit("-"),
                      F.lpad(d.cast("string"), 2, "0"))
     bad = (y == 0) | (m < 1) | (m > 12) | (d < 1) | (d > _days_in_month(astro, m))
+    # PostgreSQL's dates: 4713-11-24 BC (astronomical -4712) .. 5874897-12-31
+    early = (astro < -4712) | ((astro == -4712) & ((m < 11) | ((m == 11) & (d < 24))))
     return (F.when(y.isNull() | m.isNull() | d.isNull(), F.lit(None).cast("date"))
             .when(bad, _raise(F.concat(F.lit("date field value out of range: "), shown), "date"))
-            .when((days < DATE_MIN_DAYS) | (days > DATE_MAX_DAYS),
-                  _raise(F.concat(F.lit("date out of range: "), shown), "date"))
-            .otherwise(F.date_from_unix_date(days.cast("int"))))
+            .when(early | (astro > 5874897), _raise(F.concat(F.lit("date out of range: "), shown), "date"))
+            .otherwise(F.make_date(astro.cast("int"), m.cast("int"), d.cast("int"))))
 
 
 def _micros(x: Column, kind: str) -> Column:
@@ -269,55 +249,42 @@ def _from_micros(us: Column, kind: str) -> Column:
 
 
 def add_interval(e: Call, a: list[Column], param: str) -> Column:
+    """Months first (Spark's add_months clamps the day to the month's end, as PostgreSQL), then days, then µs."""
     ts, months, days, micros = a
     us = _micros(ts, e.args[0].type.kind)
     day = _floordiv(us, _DAY_US)
     tod = us - day * _DAY_US
-    y, m, d = _civil_from_days(day)
-    total = y * 12 + (m - 1) + months
-    y2, m2 = _floordiv(total, 12), F.pmod(total, _lit_long(12)) + 1
-    d2 = F.least(d, _days_in_month(y2, m2))
+    moved = F.unix_date(F.add_months(F.date_from_unix_date(day.cast("int")), months.cast("int"))).cast("long")
     big = (F.abs(months) > 3_000_000) | (F.abs(days) > 110_000_000) | (F.abs(micros) > _lit_long(2**62))
-    out = (_days_from_civil(y2, m2, d2) + days) * _DAY_US + tod + micros
-    kind = e.type.kind
-    return (F.when(big, _raise("timestamp out of range", e.type.spark().simpleString()))
-            .when((out < _lit_long(_TS_MIN_US)) | (out >= _lit_long(_TS_END_US)),
-                  _raise("timestamp out of range", e.type.spark().simpleString()))
-            .otherwise(_from_micros(out, kind)))
+    out = (moved + days) * _DAY_US + tod + micros
+    spark_type = e.type.spark().simpleString()
+    return (F.when(big, _raise("timestamp out of range", spark_type))
+            .when(out < _lit_long(_TS_MIN_US), _raise("timestamp out of range", spark_type))
+            .otherwise(_from_micros(out, e.type.kind)))
 
 
 def age(e: Call, a: list[Column], part: str) -> Column:
-    """PostgreSQL's timestamp_age, as arrow_functions.age_parts."""
+    """PostgreSQL's timestamp_age, in the closed form of arrow_functions.age_parts."""
     kind = e.args[0].type.kind
     a_us, b_us = _micros(a[0], kind), _micros(a[1], kind)
-    neg = a_us < b_us
-    sign = F.when(neg, _lit_long(-1)).otherwise(_lit_long(1))
+    sign = F.when(a_us < b_us, _lit_long(-1)).otherwise(_lit_long(1))
 
     def fields(us: Column):
         day = _floordiv(us, _DAY_US)
-        y, m, d = _civil_from_days(day)
+        y, m, d = _civil(day)
         return y, m, d, us - day * _DAY_US
 
     y1, m1, d1, t1 = fields(a_us)
     y2, m2, d2, t2 = fields(b_us)
-    tod = (t1 - t2) * sign
-    mday = (d1 - d2) * sign
-    mon = (m1 - m2) * sign
-    year = (y1 - y2) * sign
-    borrow = F.when(tod < 0, _lit_long(1)).otherwise(_lit_long(0))
-    tod = tod + borrow * _DAY_US
-    mday = mday - borrow
-    dim = _days_in_month(F.when(neg, y1).otherwise(y2), F.when(neg, m1).otherwise(m2))
-    for _ in range(2):
-        short = F.when(mday < 0, _lit_long(1)).otherwise(_lit_long(0))
-        mday = mday + short * dim
-        mon = mon - short
-    for _ in range(2):
-        short = F.when(mon < 0, _lit_long(1)).otherwise(_lit_long(0))
-        mon = mon + short * 12
-        year = year - short
-    out = {"months": (year * 12 + mon) * sign, "days": mday * sign, "micros": tod * sign}[part]
-    return out.cast("long")
+    borrow = F.when((t1 - t2) * sign < 0, _lit_long(1)).otherwise(_lit_long(0))
+    if part == "micros":
+        return ((t1 - t2) + sign * borrow * _DAY_US).cast("long")
+    mday = (d1 - d2) * sign - borrow
+    dim = _days_in_month(F.when(a_us < b_us, y1).otherwise(y2), F.when(a_us < b_us, m1).otherwise(m2))
+    k = F.when(mday < 0, F.when(mday + dim < 0, _lit_long(2)).otherwise(_lit_long(1))).otherwise(_lit_long(0))
+    if part == "months":
+        return ((y1 - y2) * 12 + (m1 - m2) - sign * k).cast("long")
+    return ((mday + k * dim) * sign).cast("long")
 
 
 LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
