@@ -142,6 +142,16 @@ class FunctionBinding:
         return self._float_fn(node, "log", "log10")
 
     def visit_Pow(self, node: exp.Pow) -> Expr:
+        # PostgreSQL picks power(float8, float8) when an argument is a float (a numeric one is cast),
+        # power(numeric, numeric) when one is numeric and none a float, float8 for integers.
+        base, expo = self.bind(node.this), self.bind(node.expression)
+        if base.type.is_float or expo.type.is_float:
+            args = []
+            for arg in (base, expo):
+                if not (arg.type.is_numeric or arg.type.kind == "null"):
+                    raise self.type_error(node, f"function power({base.type}, {expo.type}) does not exist")
+                args.append(self.coerce(arg, ty.FLOAT8))
+            return Call(ty.FLOAT8, "power", tuple(args))
         base = self._float_arg(node, node.this, "power")
         expo = self._float_arg(node, node.expression, "power")
         return Call(ty.FLOAT8, "power", (base, expo))
