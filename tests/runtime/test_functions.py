@@ -323,6 +323,7 @@ def test_nondeterministic_functions_are_refused_with_the_reason(call: str, keywo
     ("SELECT o_date - o_date::timestamp AS gap FROM orders", "interval-valued output column"),
     ("SELECT age(o_date, o_date) AS a FROM orders", "interval-valued output column"),
     ("SELECT INTERVAL '1 day' * o_id AS i FROM orders", "interval-valued output column"),
+    ("SELECT COUNT(*) AS n FROM orders GROUP BY o_date - o_date::timestamp", "GROUP BY an interval"),
     ("SELECT regexp_replace(note, '(a)\\1', 'x') FROM orders", "escape \\1"),
     ("SELECT regexp_replace(note, '[[:alpha:]]', 'x') FROM orders", "POSIX class"),
     ("SELECT regexp_replace(note, 'a(?=b)', 'x') FROM orders", "look-around"),

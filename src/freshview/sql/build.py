@@ -198,6 +198,8 @@ class QueryBuilder:
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY")
             for g in group_node.expressions:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
+                if group_exprs[-1].type.kind == "interval" and not isinstance(group_exprs[-1], ColumnRef):
+                    raise self.unsupported(g, "GROUP BY an interval-valued expression")
         having_node = node.args.get("having")
         having: Expr | None = None
         if having_node is not None:

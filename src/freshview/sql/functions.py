@@ -430,6 +430,8 @@ class FunctionBinding:
         spans = []
         for side in (left, right):
             parts = _parts(side) if side.type.kind == "interval" else None
+            if parts is None and side.type.kind == "interval":
+                raise self.unsupported(node, "comparing an interval column")
             if parts is None:
                 raise self.type_error(node, f"cannot compare {left.type} with {right.type}")
             spans.append(_span_us(parts))
