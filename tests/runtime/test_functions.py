@@ -365,3 +365,21 @@ def test_intervals_inside_expressions_bind() -> None:
     types = dict(p.columns)
     assert types["due"] == SqlType("timestamp") and types["m"] == SqlType("timestamp")
     assert types["e"].kind == "numeric"
+
+
+@pytest.mark.parametrize("sql", [
+    "sqrt(2)", "power(2, c0)", "sign(-2.0::float8)", "make_date(2020, 1, 2)", "left('abc', 2)", "right(c1, -1)",
+    "exp(1)", "date '2020-01-31' + interval '1 month'", "c2 + c0 * interval '1 day'",
+    "extract(year from age(timestamp '2020-01-01', c2))", "replace(c1, 'b', 'x')", "split_part('a,b', ',', c0)",
+    "lpad(c1, 3, 'xy')", "initcap('ab cd')", "concat_ws(',', c1, NULL)", "to_char(c2, 'YYYY-MM-DD HH24:MI:SS')",
+    "regexp_replace(c1, 'b', 'X')", "strpos('abc', c1)", "octet_length('é')", "repeat(c1, 2)", "md5('a')",
+    "trunc(2.567, 2)", "c0 + 0 < sqrt(4)", "c1 IS DISTINCT FROM 'x'",
+])
+def test_constant_and_empty_batches_have_one_value_per_row(sql: str) -> None:
+    """All-constant calls evaluate once (a scalar, broadcast); an empty batch gives an empty result."""
+    types = [I, T_, TS]
+    expr = bind(sql, types)
+    for rows in ([], [(1, "abc", dt.datetime(2021, 5, 6, 7, 8, 9))]):
+        table = table_of([(t, [r[i] for r in rows]) for i, t in enumerate(types)])
+        out = ev.evaluate(expr, table)
+        assert len(out) == len(rows) and out.type == expr.type.arrow

@@ -55,7 +55,7 @@ def _scalar_out(fn: Callable[..., Datum], *args: Datum) -> Datum:
 
 def _f8(ev, e) -> tuple[np.ndarray, np.ndarray]:
     (x,) = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     return A._np(A._as(x, e.args[0].type), n, 0.0).astype(np.float64), A._valid_mask(x, n)
 
 
@@ -66,6 +66,11 @@ def _out_f8(values: np.ndarray, valid: np.ndarray, scalar: bool) -> Datum:
 
 def _all_scalar(ev, e) -> bool:
     return all(isinstance(a, A.Literal) for a in e.args)
+
+
+def _rows(ev, e) -> int:
+    """Rows to compute: one for an all-constant call (its scalar result), else the batch's."""
+    return 1 if _all_scalar(ev, e) else ev.n
 
 
 def _range_checks(result: np.ndarray, finite_in: np.ndarray, nonzero_in: np.ndarray) -> None:
@@ -116,7 +121,7 @@ def op_log10(ev, e) -> Datum:
 
 def op_power(ev, e) -> Datum:
     a, b = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     valid = A._valid_mask(a, n) & A._valid_mask(b, n)
     x = np.where(valid, A._np(a, n, 1.0), 1.0).astype(np.float64)
     y = np.where(valid, A._np(b, n, 1.0), 1.0).astype(np.float64)
@@ -156,7 +161,8 @@ def op_sign(ev, e) -> Datum:
         pos = pc.if_else(pc.greater(x, zero), 1, pc.if_else(pc.less(x, zero), -1, 0))
         p, s = e.type.decimal_precision_scale
         return A._to_decimal(A._as_type(pos, pa.int64()), p, s)
-    values, valid = A._np(x, ev.n, 0.0), A._valid_mask(x, ev.n)
+    n = 1 if A._is_scalar(x) else ev.n
+    values, valid = A._np(x, n, 0.0), A._valid_mask(x, n)
     out = np.where(values > 0, 1.0, np.where(values < 0, -1.0, 0.0))  # NaN: 0, as PostgreSQL's C comparisons
     return _out_f8(out, valid, A._is_scalar(x))
 
@@ -280,8 +286,8 @@ def _lengths(s: Datum, n: int) -> np.ndarray:
 
 def _left_right(ev, e, left: bool) -> Datum:
     s, k = ev.strict_args(e.args)
-    n = ev.n
     scalar = _literal_args([s, k])
+    n = 1 if scalar else ev.n
     arr = A._broadcast(s, n, pa.string())
     valid = A._valid_mask(arr, n) & A._valid_mask(k, n)
     length = _lengths(arr, n)
@@ -438,7 +444,7 @@ def _civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def op_make_date(ev, e) -> Datum:
     y, m, d = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     valid = A._valid_mask(y, n) & A._valid_mask(m, n) & A._valid_mask(d, n)
     yy, mm, dd = (A._np(v, n, 1).astype(np.int64) for v in (y, m, d))
     yy, mm, dd = np.where(valid, yy, 1), np.where(valid, mm, 1), np.where(valid, dd, 1)
@@ -465,14 +471,14 @@ def _micros(d: Datum, kind: str, n: int) -> np.ndarray:
 
 def op_epoch_us(ev, e) -> Datum:
     (x,) = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     out = A._from_np(_micros(x, e.args[0].type.kind, n), A._valid_mask(x, n), pa.int64())
     return out[0] if _all_scalar(ev, e) else out
 
 
 def op_add_interval(ev, e) -> Datum:
     ts, months, days, micros = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     valid = A._valid_mask(ts, n)
     for part in (months, days, micros):
         valid = valid & A._valid_mask(part, n)
@@ -524,7 +530,7 @@ def age_parts(a_us: np.ndarray, b_us: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def op_age(ev, e, part: str) -> Datum:
     a, b = ev.strict_args(e.args)
-    n = ev.n
+    n = _rows(ev, e)
     valid = A._valid_mask(a, n) & A._valid_mask(b, n)
     kind = e.args[0].type.kind
     months, days, micros = age_parts(_micros(a, kind, n), _micros(b, kind, n))
