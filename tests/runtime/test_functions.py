@@ -383,3 +383,30 @@ def test_constant_and_empty_batches_have_one_value_per_row(sql: str) -> None:
         table = table_of([(t, [r[i] for r in rows]) for i, t in enumerate(types)])
         out = ev.evaluate(expr, table)
         assert len(out) == len(rows) and out.type == expr.type.arrow
+
+
+_RANDOM_EXPRS = [
+    "sqrt(c7)", "sqrt(abs(c8))", "cbrt(c7)", "exp(c8)", "ln(c7)", "log(abs(c8) + 1)", "power(c8, c2)",
+    "power(c7, c8)", "power(c6, 2)", "sign(c7)", "sign(c4)", "trunc(c7)", "trunc(c4, 2)", "trunc(c5, -1)",
+    "replace(c9, 'a', 'é')", "split_part(c9, ' ', c2)", "split_part(c9, 'a', -1)", "strpos(c9, 'a')",
+    "left(c9, c2)", "right(c9, c2)", "lpad(c9, c2, 'xy')", "rpad(c9, 4, c9)", "repeat(c9, c2 % 4)",
+    "reverse(c9)", "initcap(c9)", "md5(c9)", "starts_with(c9, 'a')", "octet_length(c9)",
+    "concat_ws(c9, c0, c15, c16)", "regexp_replace(c9, '[a-c]', '<\\&>', 'g')", "regexp_replace(c9, '(.)(.)', '\\2\\1')",
+    "make_date(2000 + c2, 1 + abs(c2) % 12, 28)", "make_date(c0, c2, c2)", "c16 + c2 * interval '1 month'",
+    "c17 - c2 * interval '3 hours'", "c18 + (c2 || ' months')::interval", "extract(epoch from c17 - c16)",
+    "extract(day from age(c17, c16))", "extract(month from age(c16, c17))", "c17 - c16 < interval '1 day'",
+    "to_char(c17, 'YYYY-MM-DD HH12:MI:SS.US AM Dy Mon')", "to_char(c16, 'FMDay FMMonth DDD IW Q')",
+    "date_part('dow', c16)", "date_part('epoch', c18)", "c15 IS NOT TRUE", "c0 IS DISTINCT FROM c2",
+    "CASE WHEN c7 >= 0 THEN sqrt(c7) END", "coalesce(ln(nullif(c2, 0)), -1)",
+]
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_arrow_and_spark_agree_on_random_rows(spark: Any, seed: int) -> None:
+    """The functions over random columns of every type (NULLs, NaN, infinities, extreme dates): the
+    two executors give the same values, or both raise."""
+    from tests.runtime.test_expressions_arrow import COLUMN_TYPES, compare_with_spark, random_table
+
+    exprs = [bind(sql, COLUMN_TYPES) for sql in _RANDOM_EXPRS]
+    problems = compare_with_spark(spark, random_table(seed), exprs)
+    assert not problems, "\n".join(problems)
