@@ -407,7 +407,7 @@ class FunctionBinding:
             if parts is not None and k.type.kind == "null":
                 return _make_interval(*[Literal(ty.INT8, None)] * 3)
             raise self.unsupported(node, "an interval multiplied by a non-integer")
-        if lk == "interval" and isinstance(left, Literal) is False and _parts(left) is None:
+        if any(side.type.kind == "interval" and _parts(side) is None for side in (left, right)):
             raise self.unsupported(node, "arithmetic on an interval column")
         raise self.unsupported(node, f"operator {op} on {left.type} and {right.type}")
 
