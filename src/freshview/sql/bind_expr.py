@@ -21,6 +21,7 @@ from freshview.plan.expr import AggCall, Call, Case, Cast, ColumnRef, Expr, Lite
 from freshview.schema import SqlType, parse_type
 from freshview.sql import typing as ty
 from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
+from freshview.sql.functions import FunctionBinding, is_date_part
 from freshview.sql.parse import locate
 
 AGG_BASE = 1_000_000  # placeholder column indices for aggregate results
@@ -71,7 +72,7 @@ _TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
                 "month", "quarter", "year", "decade", "century", "millennium"}
 
 
-class ExprBinder(AggregateVisits):
+class ExprBinder(AggregateVisits, FunctionBinding):
     def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
                  context: str = "expression") -> None:
         self.scope = scope
@@ -179,6 +180,8 @@ class ExprBinder(AggregateVisits):
     def comparison(self, node: exp.Expression, op: str) -> Expr:
         left, right = self.bind(node.left), self.bind(node.right)
         left, right = _midnight_as_date(left, right), _midnight_as_date(right, left)
+        if "interval" in (left.type.kind, right.type.kind):
+            return self.interval_comparison(node, op, left, right)
         target = self._comparable(node, left, right)
         return Call(ty.BOOL, op, (self.coerce(left, target), self.coerce(right, target)))
 
@@ -197,6 +200,9 @@ class ExprBinder(AggregateVisits):
         left, right = self.bind(node.left), self.bind(node.right)
         if "interval" in (left.type.kind, right.type.kind):
             return self._interval_arithmetic(node, op, left, right)
+        if op == "-" and left.type.is_temporal and right.type.is_temporal and \
+                (left.type.kind, right.type.kind) != ("date", "date"):
+            return self.timestamp_difference(node, left, right)
         if isinstance(right, Literal) and right.type.kind == "text" and left.type.is_temporal:
             raise self.unsupported(node, "date/time arithmetic with a string operand")
         result = ty.arithmetic_type(op, left.type, right.type)
@@ -237,8 +243,7 @@ class ExprBinder(AggregateVisits):
             left, right = right, left
         if (op not in "+-" or right.type.kind != "interval" or not left.type.is_temporal
                 or not isinstance(left, Literal) or not isinstance(right, Literal)):
-            raise self.unsupported(
-                node, "interval arithmetic on columns (only constant date/timestamp ± interval is folded)")
+            return self.interval_arithmetic(node, op, left, right)
         if left.value is None or right.value is None:
             result_type = left.type if left.type.kind != "date" else SqlType("timestamp")
             return Literal(result_type, None)
@@ -274,7 +279,7 @@ class ExprBinder(AggregateVisits):
 
     def visit_Is(self, node: exp.Is) -> Expr:
         if not isinstance(node.expression, exp.Null):
-            raise self.unsupported(node, "IS TRUE / IS FALSE / IS DISTINCT FROM")
+            return self.boolean_test(node)
         return Call(ty.BOOL, "is_null", (self.bind(node.this),))
 
     def visit_DPipe(self, node: exp.DPipe) -> Expr:
@@ -420,13 +425,16 @@ class ExprBinder(AggregateVisits):
 
     def visit_Concat(self, node: exp.Concat) -> Expr:
         # PostgreSQL's concat() skips NULL arguments (unlike ||).
-        args = tuple(self._to_text(self.bind(e)) for e in node.expressions)
+        args = tuple(self.output_text(self.bind(e)) for e in node.expressions)
         return Call(ty.TEXT, "concat", args)
 
     def visit_Anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
         if name == "every":
             return self._agg(node, "bool_and")
+        bound = self.bind_anonymous(node, name)
+        if bound is not None:
+            return bound
         args = [self.bind(a) for a in node.expressions]
         if name in ("btrim", "ltrim", "rtrim") and 1 <= len(args) <= 2:
             return Call(ty.TEXT, {"btrim": "trim"}.get(name, name), tuple(self._to_text(a) for a in args))
@@ -479,7 +487,7 @@ class ExprBinder(AggregateVisits):
         except Exception:
             raise self.unsupported(node, f"CAST to {target_text}") from None
         if target.kind == "interval":
-            raise self.unsupported(node, "intervals")
+            return self.cast_to_interval(node, node.this)
         return self.coerce(arg, target) if not isinstance(arg, Literal) else self._cast_literal(node, arg, target)
 
     def _cast_literal(self, node: exp.Expression, arg: Literal, target: SqlType) -> Expr:
@@ -496,12 +504,11 @@ class ExprBinder(AggregateVisits):
         if field_name not in _EXTRACT_FIELDS:
             raise self.unsupported(node, f"EXTRACT({field_name.upper()})")
         arg = self.bind(node.expression)
-        if not arg.type.is_temporal:
+        if not (arg.type.is_temporal or arg.type.kind == "interval"):
             raise self.type_error(node, f"EXTRACT needs a date or timestamp, not {arg.type}")
-        if arg.type.kind == "date" and field_name in ("hour", "minute", "second", "milliseconds", "microseconds"):
-            raise self.type_error(node, f'unit "{field_name}" not supported for type date')
-        scale = 6 if field_name in ("second", "epoch", "milliseconds") else 0
-        return Call(SqlType.numeric(None, scale), f"extract:{field_name}", (arg,))
+        if is_date_part(node, self.sql):
+            return self.date_part(node, field_name, arg)
+        return self.extract_field(node, field_name, arg)
 
     def _trunc(self, node: exp.Expression, unit_node: exp.Expression | None, arg_node: exp.Expression) -> Expr:
         unit = unit_node.name.lower() if unit_node is not None else ""

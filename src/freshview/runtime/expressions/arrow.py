@@ -1650,3 +1650,10 @@ _OPS: dict[str, Callable[..., Datum]] = {
     "floor": _Evaluator.op_floor, "ceil": _Evaluator.op_ceil,
     "extract": _Evaluator.op_extract, "date_trunc": _Evaluator.op_date_trunc,
 }
+
+
+# PostgreSQL's scalar functions (sqrt, replace, make_date, ...) live in their own module.
+from freshview.runtime.expressions import arrow_functions as _functions  # noqa: E402
+
+_OPS.update(_functions.OPS)
+_SAFE_OPS = _SAFE_OPS | _functions.SAFE_OPS

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from freshview.errors import FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.runtime.expressions import pgtext
+from freshview.runtime.expressions import pgtext, spark_functions
 from freshview.schema import SqlType
 from freshview.sql.typing import common_type
 
@@ -171,6 +171,10 @@ class _Lowering:
                 return start.cast("timestamp").cast(e.type.spark())
             out = F.date_trunc(_TRUNC[unit], source)
             return out.cast(e.type.spark())
+        name, _, param = op.partition(":")
+        function = spark_functions.LOWER.get(name)  # PostgreSQL's scalar functions (sqrt, replace, ...)
+        if function is not None:
+            return function(e, args, param)
         raise FreshviewError(f"internal: no Spark lowering for {op}")
 
 
