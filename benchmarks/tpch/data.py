@@ -33,17 +33,20 @@ COLUMNS = {
     "lineitem": ["l_orderkey", "l_linenumber", "l_partkey", "l_suppkey", "l_quantity", "l_extendedprice",
                  "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate",
                  "l_receiptdate", "l_shipinstruct", "l_shipmode"],
-    "orders": ["o_orderkey", "o_custkey", "o_orderdate", "o_orderpriority", "o_shippriority"],
+    "orders": ["o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority",
+               "o_shippriority", "o_comment"],
     "customer": ["c_custkey", "c_name", "c_address", "c_nationkey", "c_phone", "c_acctbal", "c_mktsegment",
                  "c_comment"],
-    "supplier": ["s_suppkey", "s_nationkey"],
-    "part": ["p_partkey", "p_brand", "p_type", "p_size", "p_container"],
+    "supplier": ["s_suppkey", "s_name", "s_address", "s_nationkey", "s_phone", "s_acctbal", "s_comment"],
+    "part": ["p_partkey", "p_name", "p_mfgr", "p_brand", "p_type", "p_size", "p_container"],
+    "partsupp": ["ps_partkey", "ps_suppkey", "ps_availqty", "ps_supplycost"],
     "nation": ["n_nationkey", "n_name", "n_regionkey"],
     "region": ["r_regionkey", "r_name"],
 }
 PRIMARY_KEYS = {
     "lineitem": ["l_orderkey", "l_linenumber"], "orders": ["o_orderkey"], "customer": ["c_custkey"],
-    "supplier": ["s_suppkey"], "part": ["p_partkey"], "nation": ["n_nationkey"], "region": ["r_regionkey"],
+    "supplier": ["s_suppkey"], "part": ["p_partkey"], "partsupp": ["ps_partkey", "ps_suppkey"],
+    "nation": ["n_nationkey"], "region": ["r_regionkey"],
 }
 WEIGHT = "_weight"
 

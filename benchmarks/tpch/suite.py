@@ -202,7 +202,10 @@ def _spark_recompute(spark: Any, tables: Tables, views: dict[str, str], director
         pq.write_table(table, directory / f"{name}.parquet")
         spark.read.parquet(str(directory / f"{name}.parquet")).createOrReplaceTempView(name)
     times, results = {}, {}
-    for name, sql in views.items():
+    import sqlglot
+
+    for name, text in views.items():
+        sql = sqlglot.transpile(text, read="postgres", write="spark")[0]
         results[name] = spark.sql(sql).toArrow()  # warm-up, and the result to compare with
         runs = []
         for _ in range(repeats):
