@@ -34,7 +34,7 @@ from psycopg import sql
 
 from freshview.connectors.postgres.types import UnsupportedTypeError, to_pg_text
 from freshview.plan import nodes as pn
-from freshview.plan.expr import AggCall, Call, ColumnRef, Expr, Literal
+from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
 
 COUNT_COLUMN = "_fv_count"
@@ -49,77 +49,10 @@ class ResultShape:
 
 
 def result_shape(plan: pn.Node) -> ResultShape:
-    """The result table's columns and key, derived from the view's plan."""
+    """The result table's columns (PostgreSQL types) and key (``plan.shape``'s analysis of the view)."""
     columns = tuple((name, t.pg) for name, t in plan.columns)
-    names = [n for n, _ in columns]
-    group = _group_columns(plan)
-    if group is not None:
-        key, counted = tuple(names[i] for i in group), False
-    elif isinstance(plan, pn.Distinct):
-        key, counted = tuple(names), False
-    else:
-        key, counted = tuple(names), True
-    nullable = any(nullable_columns(plan)[names.index(k)] for k in key)
-    return ResultShape(columns, key, counted, nullable)
-
-
-def _group_columns(plan: pn.Node) -> tuple[int, ...] | None:
-    """Output positions of the GROUP BY columns, if every one of them is an output column."""
-    node, mapping = plan, None  # mapping: aggregate output index -> view output index
-    while True:
-        if isinstance(node, pn.Filter):
-            node = node.input
-        elif isinstance(node, pn.Project):
-            inner = {e.index: i for i, e in enumerate(node.exprs) if isinstance(e, ColumnRef)}
-            mapping = inner if mapping is None else {k: mapping[v] for k, v in inner.items() if v in mapping}
-            node = node.input
-        else:
-            break
-    if not isinstance(node, pn.Aggregate):
-        return None
-    positions = []
-    for g in range(len(node.group)):
-        pos = g if mapping is None else mapping.get(g)
-        if pos is None:
-            return None
-        positions.append(pos)
-    return tuple(positions)
-
-
-def nullable_columns(node: pn.Node) -> list[bool]:
-    """Which output columns can hold NULL (conservative: True when unsure)."""
-    if isinstance(node, pn.Scan):
-        return [True] * len(node.columns)  # sources declare nullability loosely; be safe
-    if isinstance(node, (pn.Filter, pn.Distinct)):
-        return nullable_columns(node.input)
-    if isinstance(node, pn.Project):
-        inner = nullable_columns(node.input)
-        return [_nullable(e, inner) for e in node.exprs]
-    if isinstance(node, pn.Join):
-        return nullable_columns(node.left) + nullable_columns(node.right)
-    if isinstance(node, pn.Aggregate):
-        inner = nullable_columns(node.input)
-        return [_nullable(g, inner) for g in node.group] + [_agg_nullable(a) for a in node.aggs]
-    if isinstance(node, pn.UnionAll):
-        parts = [nullable_columns(p) for p in node.parts]
-        return [any(col) for col in zip(*parts)]
-    return [True] * len(node.columns)
-
-
-def _nullable(e: Expr, inputs: list[bool]) -> bool:
-    if isinstance(e, ColumnRef):
-        return inputs[e.index]
-    if isinstance(e, Literal):
-        return e.value is None
-    if isinstance(e, Call) and e.op == "coalesce":
-        return all(_nullable(a, inputs) for a in e.args)
-    if isinstance(e, Call) and e.op in ("is_null", "concat"):
-        return False
-    return True
-
-
-def _agg_nullable(a: AggCall) -> bool:
-    return a.func not in ("count", "count_star")
+    rk = result_key(plan)
+    return ResultShape(columns, tuple(columns[i][0] for i in rk.key), rk.counted, rk.nullable)
 
 
 class ResultTable:
