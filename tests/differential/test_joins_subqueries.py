@@ -127,7 +127,7 @@ TPCH = {
                   "c_acctbal": [Decimal(v) for v in ("-5.00", "10.00", "20.00", "90.00")]}),
     "orders": ("o_orderkey BIGINT, o_custkey BIGINT, o_orderstatus TEXT, o_orderdate DATE, o_orderpriority TEXT, "
                "o_comment TEXT", ["o_orderkey"],
-               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "F", "O"], "o_orderdate": _D, "o_orderpriority": ["1-URGENT", "5-LOW"],
+               {"o_orderkey": _K, "o_custkey": _K, "o_orderstatus": ["F", "F", "O"], "o_orderdate": _D[:5], "o_orderpriority": ["1-URGENT", "5-LOW"],
                 "o_comment": ["special requests", "fine", "nothing special"]}),
     "lineitem": ("l_orderkey BIGINT, l_linenumber INT, l_partkey BIGINT, l_suppkey BIGINT, l_quantity NUMERIC(15,2), "
                  "l_extendedprice NUMERIC(15,2), l_shipdate DATE, l_commitdate DATE, l_receiptdate DATE",
