@@ -8,7 +8,6 @@ under every executor.
 
 from __future__ import annotations
 
-
 from tests.support.differential import run_differential
 
 _small = [0, 1, 2, 3, 4]
