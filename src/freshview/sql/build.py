@@ -26,11 +26,10 @@ from freshview.plan import nodes as pn
 from freshview.plan.expr import (
     Call, ColumnRef, Expr, columns_used, conjoin, conjuncts, remap_columns,
 )
-from freshview.schema import SqlType
 from freshview.sql import typing as ty
 from freshview.sql import ctes
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
-from freshview.sql.join_tree import Step, build_join_tree, join_kinds
+from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds
 from freshview.sql.parse import locate, parse_query
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
@@ -412,12 +411,12 @@ class QueryBuilder:
                 if not r <= joined | {k} or k not in r:
                     still.append(c)
                     continue
-                split = _equi_split(c, rels, joined, k)
+                split = equi_split(c, rels, joined, k)
                 if split is not None:
                     le, re_ = split
                     t = ty.common_type(le.type, re_.type) or le.type
-                    lkeys.append(_cast(remap_columns(le, left_map), t))
-                    rkeys.append(_cast(remap_columns(re_, right_map), t))
+                    lkeys.append(ty.cast_to(remap_columns(le, left_map), t))
+                    rkeys.append(ty.cast_to(remap_columns(re_, right_map), t))
                 else:
                     residual.append(c)
             pending = still
@@ -462,26 +461,7 @@ def _disjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
-def _cast(e: Expr, t: SqlType) -> Expr:
-    from freshview.plan.expr import Cast, Literal
 
-    if e.type == t:
-        return e
-    if isinstance(e, Literal) and e.value is None:
-        return Literal(t, None)
-    return Cast(t, e)
-
-
-def _equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:
-    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
-        return None
-    a, b = c.args
-    ra, rb = rels(a), rels(b)
-    if ra and rb and ra <= joined and rb == {k}:
-        return a, b
-    if ra and rb and rb <= joined and ra == {k}:
-        return b, a
-    return None
 
 
 def _agg_refs(e: Expr) -> set[int]:

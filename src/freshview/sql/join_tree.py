@@ -29,7 +29,6 @@ from typing import Callable
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
 from freshview.plan.rewrite import joins
-from freshview.schema import SqlType
 from freshview.sql import typing as ty
 
 NO_COLUMNS = ("semi", "anti", "not_in")
@@ -139,12 +138,12 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
         rkeys: list[Expr] = []
         residual: list[Expr] = []
         for c in at_step[k]:
-            split = _equi_split(c, rels, joined, k)
+            split = equi_split(c, rels, joined, k)
             if split is not None:
                 le, re_ = split
                 t = ty.common_type(le.type, re_.type) or le.type
-                lkeys.append(_cast(over(wide_cols)(le), t))
-                rkeys.append(_cast(over(right_cols)(re_), t))
+                lkeys.append(ty.cast_to(over(wide_cols)(le), t))
+                rkeys.append(ty.cast_to(over(right_cols)(re_), t))
             else:
                 residual.append(over(wide_cols + right_cols)(c))
         res = conjoin(residual)
@@ -177,17 +176,8 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
     return plan, {w: j for j, w in enumerate(wide_cols)}
 
 
-def _cast(e: Expr, t: SqlType) -> Expr:
-    from freshview.plan.expr import Cast, Literal
 
-    if e.type == t:
-        return e
-    if isinstance(e, Literal) and e.value is None:
-        return Literal(t, None)
-    return Cast(t, e)
-
-
-def _equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:
+def equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:
     if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
         return None
     a, b = c.args

@@ -112,11 +112,10 @@ def recursive_cte(qb: "QueryBuilder", cte: exp.CTE, name: str) -> pn.Node:
 
 
 def _cast_to(plan: pn.Node, types: tuple) -> pn.Node:
-    from freshview.sql.build import _cast
 
     if tuple(t for _, t in plan.columns) == types:
         return plan
-    exprs = tuple(_cast(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(plan.columns, types)))
+    exprs = tuple(ty.cast_to(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(plan.columns, types)))
     return pn.Project(plan, exprs, tuple(n for n, _ in plan.columns))
 
 

@@ -80,14 +80,13 @@ def align(qb: "QueryBuilder", node: exp.Expression, op: str, plans: list[pn.Node
                                locate(node, qb.sql, op.split()[0]), qb.sql)
             t = nt
         types.append(ty.TEXT if t.kind == "null" else t)
-    from freshview.sql.build import _cast
 
     aligned = []
     for p in plans:
         if all(ct == t for (_, ct), t in zip(p.columns, types)):
             aligned.append(p)
             continue
-        exprs = tuple(_cast(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(p.columns, types)))
+        exprs = tuple(ty.cast_to(ColumnRef(ct, i, n), t) for i, ((n, ct), t) in enumerate(zip(p.columns, types)))
         aligned.append(pn.Project(p, exprs, tuple(n for n, _ in p.columns)))
     return aligned
 

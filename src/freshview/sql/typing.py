@@ -8,6 +8,7 @@ numeric, COUNT is bigint.
 
 from __future__ import annotations
 
+from freshview.plan.expr import Cast, Expr, Literal
 from freshview.schema import AVG_MIN_SCALE, MAX_DECIMAL_PRECISION, SqlType
 
 INT_RANK = {"int2": 0, "int4": 1, "int8": 2}
@@ -106,3 +107,12 @@ def avg_type(arg: SqlType) -> SqlType | None:
     if arg.is_float:
         return FLOAT8
     return None
+
+
+def cast_to(e: Expr, t: SqlType) -> Expr:
+    """``e`` as type ``t``: itself when it has that type, a NULL of type ``t`` for a NULL literal, else a Cast."""
+    if e.type == t:
+        return e
+    if isinstance(e, Literal) and e.value is None:
+        return Literal(t, None)
+    return Cast(t, e)

@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
-from freshview.plan.expr import Cast, ColumnRef, Expr, Literal, columns_used
+from freshview.plan.expr import Cast, ColumnRef, Expr, columns_used
 from freshview.schema import SqlType
 from freshview.sql import typing as ty
 from freshview.sql.parse import locate
@@ -129,7 +129,7 @@ class WindowCollector:
                 raise SqlError(f"{name} types {arg.type} and {dflt.type} cannot be matched",
                                locate(default, sql), sql)
             t = ty.TEXT if t.kind == "null" else t
-            return WindowCall(name, t, _cast(arg, t), partition, order, frame, n=n, default=_cast(dflt, t))
+            return WindowCall(name, t, ty.cast_to(arg, t), partition, order, frame, n=n, default=ty.cast_to(dflt, t))
         for cls, name in _VALUE.items():
             if isinstance(fn, cls):
                 arg = inner.bind(fn.this)
@@ -163,7 +163,7 @@ class WindowCollector:
         else:
             result = None if arg.type.kind == "bool" else arg.type
             if arg.type.kind == "null":
-                arg, result = _cast(arg, ty.TEXT), ty.TEXT
+                arg, result = ty.cast_to(arg, ty.TEXT), ty.TEXT
         if result is None:
             raise SqlError(f"function {name}({arg.type}) does not exist", locate(fn, sql), sql)
         return WindowCall(name, result, arg, partition, order, frame)
@@ -269,13 +269,6 @@ def constant_int(node: exp.Expression | None, sql: str, what: str) -> int | None
         return -int(inner.this) if negative else int(inner.this)
     raise _unsupported(node, sql, f"{what} other than an integer constant")
 
-
-def _cast(e: Expr, t: SqlType) -> Expr:
-    if e.type == t:
-        return e
-    if isinstance(e, Literal) and e.value is None:
-        return Literal(t, None)
-    return Cast(t, e)
 
 
 # ---------------------------------------------------------------------- top-k clauses
