@@ -52,6 +52,8 @@ def test_aggregates_in_having_and_expressions():
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY f) FROM orders", UnsupportedSqlError,
      "ordered-set aggregate", None),
     ("SELECT array_agg(o_id) FROM orders", UnsupportedSqlError, "array_agg", 8),
+    ("SELECT max(o_id * INTERVAL '1 day') FROM orders", UnsupportedSqlError,
+     "max() of an interval", 12),
     ("SELECT array_agg(o_id ORDER BY o_id) FROM orders", UnsupportedSqlError, "array_agg", 8),
     ("SELECT string_agg(note, note) FROM orders", UnsupportedSqlError, "non-constant delimiter", 25),
     ("SELECT string_agg(DISTINCT note, ',' ORDER BY o_id) FROM orders", SqlError,

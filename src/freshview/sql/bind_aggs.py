@@ -116,6 +116,8 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if arg_node is None:
         raise b.type_error(node, f"function {name}() needs an argument")
     arg = inner.bind(arg_node)
+    if arg.type.kind == "interval":  # intervals live inside expressions only (sql.functions)
+        raise b.unsupported(arg_node, f"{name}() of an interval")
 
     if func == "count":
         return b.aggs.add(AggCall("count", filtered(arg), ty.INT8, distinct))
