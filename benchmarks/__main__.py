@@ -32,7 +32,7 @@ def main() -> None:
     run.add_argument("--fraction", type=float, default=0.001,
                      help="share of lineitem inserted, deleted and updated per step (0.001 = 0.1%%; tpch only)")
     run.add_argument("--repeats", type=int, default=3, help="timed recomputes/refreshes per view (median; tpch only)")
-    run.add_argument("--views", default="all", help="comma-separated: q1,q3,q5,q6,q10,q12,q14,q19,jfa (tpch only)")
+    run.add_argument("--views", default="all", help="comma-separated view names (q1..q22, jfa) or all (tpch only)")
     run.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL REFRESH")
     run.add_argument("--write-doc", action="store_true", help="replace the suite's section of docs/benchmarks.md")
     run.add_argument("--workdir", type=Path, default=None, help="state and Parquet files (default: temporary)")
