@@ -921,8 +921,8 @@ def pg_conn(pg: str) -> Any:
     conn.close()
 
 
-@pytest.mark.parametrize("case", PG_CASES, ids=repr)
-def test_matches_postgresql(case: PgCase, pg_conn: Any) -> None:
+def check_arrow_against_postgresql(case: PgCase, pg_conn: Any) -> None:
+    """The Arrow evaluator gives PostgreSQL's values for ``case`` (or raises PostgreSQL's error message)."""
     expected = _pg_query(pg_conn, case)
     expr = bind(case.sql, case.types)
     table = table_of([(t, [row[i] for row in case.rows]) for i, t in enumerate(case.types)])
@@ -940,6 +940,11 @@ def test_matches_postgresql(case: PgCase, pg_conn: Any) -> None:
     got = out.to_pylist()
     bad = [(row, g, e) for row, g, e in zip(case.rows, got, expected) if not _pg_equal(g, e, case.approx, expr.type)]
     assert not bad, f"{case.sql}: (input, ours, PostgreSQL) = {bad}"
+
+
+@pytest.mark.parametrize("case", PG_CASES, ids=repr)
+def test_matches_postgresql(case: PgCase, pg_conn: Any) -> None:
+    check_arrow_against_postgresql(case, pg_conn)
 
 
 def test_spark_lowering_matches_postgresql(spark: Any, pg_conn: Any) -> None:

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from freshview.errors import ExecutionError, SqlTypeError, UnsupportedSqlError
+from freshview.errors import SqlTypeError, UnsupportedSqlError
 from freshview.plan.expr import remap_columns
 from freshview.runtime.expressions import arrow as ev
 from freshview.schema import SqlType
 from tests.runtime.test_expressions_arrow import (  # noqa: F401  (pg_conn is a fixture)
     BOOL, DATE, FLOAT4, FLOAT8, INT2, INT4, INT8, NUM, NUM2, TEXT, TS, TSTZ, UTC, PgCase, _pg_equal, _pg_query,
-    bind, pg_conn, spark_values, table_of,
+    bind, check_arrow_against_postgresql, pg_conn, spark_values, table_of,
 )
 
 I, B, N, F_, T_ = INT4, INT8, NUM, FLOAT8, TEXT
@@ -198,23 +198,7 @@ def _id(case: PgCase) -> str:
 
 @pytest.mark.parametrize("case", PG_CASES, ids=_id)
 def test_arrow_matches_postgresql(case: PgCase, pg_conn: Any) -> None:
-    expected = _pg_query(pg_conn, case)
-    expr = bind(case.sql, case.types)
-    table = table_of([(t, [row[i] for row in case.rows]) for i, t in enumerate(case.types)])
-    if isinstance(expected, Exception) or case.error:
-        assert isinstance(expected, Exception), f"PostgreSQL did not raise for {case}: {expected}"
-        message = expected.diag.message_primary
-        if case.error:
-            assert message == case.error, f"PostgreSQL says {message!r}"
-        with pytest.raises(ExecutionError) as info:
-            ev.evaluate(expr, table)
-        assert str(info.value) == message
-        return
-    out = ev.evaluate(expr, table)
-    assert out.type == expr.type.arrow
-    got = out.to_pylist()
-    bad = [(row, g, e) for row, g, e in zip(case.rows, got, expected) if not _pg_equal(g, e, case.approx, expr.type)]
-    assert not bad, f"{case.sql}: (input, ours, PostgreSQL) = {bad}"
+    check_arrow_against_postgresql(case, pg_conn)
 
 
 def test_spark_matches_postgresql(spark: Any, pg_conn: Any) -> None:
