@@ -82,7 +82,7 @@ class CircuitRunner:
 
     def visit_Negate(self, op: Operator, node: pn.Negate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
-        return negate_delta(k, node, d) if d is not None else None
+        return negate_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
     def visit_Reweight(self, op: Operator, node: pn.Reweight, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
         return reweight_delta(k, node, d, self._memo_of(k, op)) if d is not None else None

@@ -67,8 +67,6 @@ class Kernels(Protocol):
     def union(self, rels: Sequence[Rel], schema: pa.Schema) -> Rel:
         """All rows of all ``rels`` (weights add on consolidation)."""
 
-    def negate(self, rel: Rel) -> Rel:
-        """The same rows, each weight times −1."""
     def reweight(self, rel: Rel, weight: Expr, memo: dict) -> Rel:
         """Each row with its weight multiplied by ``weight`` (a non-NULL integer expression over the
         row); rows whose weight becomes 0 are dropped."""

@@ -50,12 +50,6 @@ class ArrowKernels:
     def union(self, rels: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
         return pa.concat_tables([conform(r, schema) for r in rels])
 
-    def negate(self, rel: pa.Table) -> pa.Table:
-        try:
-            weight = pc.negate_checked(rel.column(WEIGHT))
-        except pa.ArrowInvalid:
-            raise ExecutionError("bigint out of range (a row's multiplicity)") from None
-        return rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, weight)
     def reweight(self, rel: pa.Table, weight: Expr, memo: dict) -> pa.Table:
         if rel.num_rows == 0:
             return rel

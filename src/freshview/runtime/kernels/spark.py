@@ -63,18 +63,11 @@ class SparkKernels:
             out = out.unionByName(f)
         return Delta(schema, out, None, self.spark)
 
-    def negate(self, rel: Delta) -> Delta:
-        if rel.df is None:  # a change already in Arrow: negate it there, no Spark job
-            return Delta.of_arrow(self._negated(rel.arrow), self.spark)
-        cols = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [(-F.col(WEIGHT)).cast("long").alias(WEIGHT)]
-        return Delta(rel.schema, rel.frame().select(*cols), None, self.spark)
-
-    @staticmethod
-    def _negated(table: pa.Table) -> pa.Table:
-        from freshview.runtime.kernels.arrow import ArrowKernels
-
-        return ArrowKernels().negate(table)
     def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
+        if rel.df is None:  # a change already in Arrow: reweighted there, no Spark job
+            from freshview.runtime.kernels.arrow import ArrowKernels
+
+            return Delta.of_arrow(ArrowKernels().reweight(rel.arrow, weight, memo), self.spark)
         cols = memo.get("reweight")
         if cols is None:
             factor = F.coalesce(lower(weight, column).cast("long"), F.lit(0))
@@ -206,10 +199,6 @@ class BulkKernels(SparkKernels):
             return self.of_arrow(self._local.arrow(self._local.project(rel.arrow, exprs, schema, memo)))
         return super().project(rel, exprs, schema, memo)
 
-    def negate(self, rel: Delta) -> Delta:
-        if rel.df is None:  # a consolidated table stays consolidated when negated
-            return self.of_arrow(self._local.negate(rel.arrow))
-        return super().negate(rel)
     def reweight(self, rel: Delta, weight: Expr, memo: dict) -> Delta:
         if rel.df is None:  # a table on the driver: reweighted in place, no round trip
             return self.of_arrow(self._local.reweight(rel.arrow, weight, memo))

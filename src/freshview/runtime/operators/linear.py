@@ -11,8 +11,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from freshview.plan import nodes as pn
+from freshview.plan.expr import Literal
 from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.relation import arrow_schema
+from freshview.schema import SqlType
+
+_MINUS_ONE = Literal(SqlType("int8"), -1)
 
 
 def filter_delta(k: Kernels, node: pn.Filter, d: Rel, memo: dict) -> Rel:
@@ -27,6 +31,6 @@ def union_delta(k: Kernels, node: pn.UnionAll, parts: Sequence[Rel]) -> Rel:
     return k.union(parts, arrow_schema(node.columns))
 
 
-def negate_delta(k: Kernels, node: pn.Negate, d: Rel) -> Rel:
-    """Δ(−R) = −ΔR."""
-    return k.negate(d)
+def negate_delta(k: Kernels, node: pn.Negate, d: Rel, memo: dict) -> Rel:
+    """Δ(−R) = −ΔR: the reweighting by −1 (``Kernels.reweight``)."""
+    return k.reweight(d, _MINUS_ONE, memo)
