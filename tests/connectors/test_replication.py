@@ -20,6 +20,11 @@ def db(pg):
         c.execute("DROP PUBLICATION IF EXISTS fv_rep_pub")
         c.execute("CREATE PUBLICATION fv_rep_pub FOR TABLE fv_rep")
         yield c
+        # A closed replication connection's walsender exits asynchronously: drop the slot once it is released.
+        deadline = time.monotonic() + 10.0
+        while c.execute("SELECT active FROM pg_replication_slots WHERE slot_name = 'fv_rep_slot'").fetchone() == (True,) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
         c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'fv_rep_slot'")
         c.execute("DROP PUBLICATION fv_rep_pub")
         c.execute("DROP TABLE fv_rep")
