@@ -5,6 +5,8 @@ neither (the Spark JVM costs ~7 s, PostgreSQL ~2 s, once per run).
 
 * ``spark``     -- session-scoped ``freshview.runtime.spark.get_session()``.
 * ``pg``        -- session-scoped DSN of a throwaway PostgreSQL server.
+* ``mariadb``   -- session-scoped throwaway MariaDB server (pymysql connect args).
+* ``mysql_database`` -- a fresh database on it (connect args with ``database``).
 * ``database``  -- a fresh database on that server with the freshview schema.
 * ``oracle``    -- a ``PgOracle`` in a fresh schema, dropped after the test.
 * ``make_flow`` -- factory ``make_flow(**kwargs) -> IncrementalFlow`` on the
@@ -49,6 +51,24 @@ def spark() -> Iterator[Any]:
 def pg() -> Iterator[str]:
     with postgres_dsn() as dsn:
         yield dsn
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[dict]:
+    """Session-scoped throwaway MariaDB server: ``pymysql.connect`` keyword arguments (root)."""
+    from tests.support.mariadb import mariadb_server
+
+    with mariadb_server() as server:
+        yield server
+
+
+@pytest.fixture
+def mysql_database(mariadb: dict) -> Iterator[dict]:
+    """A fresh empty database on the session's MariaDB (dropped afterwards): connect args with it."""
+    from tests.support.mariadb import fresh_mysql_database
+
+    with fresh_mysql_database(mariadb) as args:
+        yield args
 
 
 @pytest.fixture
