@@ -10,19 +10,27 @@ core nodes (``plan.rewrite.joins``):
 * ``x IN (S)``: a semi-join on x = S's column plus the correlation;
   ``x NOT IN (S)``: PostgreSQL's three-valued NOT IN (a NULL in S, or a NULL
   x over a non-empty S, makes it NULL, so the row is dropped).
+* EXISTS / IN anywhere else (under OR, NOT, CASE, in the SELECT list): a
+  *mark join* item (``plan.rewrite.mark_join``), built like the semi-join but
+  adding one column, the predicate's TRUE / NULL / FALSE, which the
+  expression around it reads.
 * a scalar subquery ``(S)`` in WHERE or SELECT: uncorrelated, an aggregate
   without GROUP BY (exactly one row) cross-joined; correlated by equalities,
   S grouped by its correlation columns and LEFT-joined on them, a row without
   a group taking the value S has over no rows (COUNT gives 0: the "count bug").
-  In the SELECT list or HAVING of an aggregating query an uncorrelated
-  scalar subquery is joined after the aggregation.
+  When S's value uses outer columns (``SELECT COUNT(*) * o.x``), S outputs
+  its aggregates and the value is computed around them over the joined row.
+  In the SELECT list or HAVING of an aggregating query S is joined after the
+  aggregation (``join_after_aggregate``), correlated S on GROUP BY columns.
 
-Correlation means a column of S's WHERE that S's own FROM items do not have
-but the outer query's do (S's own shadow the outer ones).  What is not one of
-these shapes is refused with its position: subqueries under OR, NOT or CASE,
-correlation outside S's WHERE or below S, a correlated S with GROUP BY,
-HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a scalar
-subquery, a scalar subquery that may return several rows.
+Correlation means a column of S's WHERE (or of a scalar S's SELECT list) that
+S's own FROM items do not have but the outer query's do (S's own shadow the
+outer ones).  What is not one of these shapes is refused with its position:
+IN/EXISTS in an outer join's ON or in an aggregating query's SELECT list or
+HAVING, correlation outside S's WHERE or below S, a correlated S with GROUP
+BY, HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a
+scalar subquery, a correlation on a column that is not grouped, an aggregate
+of outer columns, a scalar subquery that may return several rows.
 """
 
 from __future__ import annotations
