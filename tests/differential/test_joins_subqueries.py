@@ -99,5 +99,59 @@ def test_views_over_outer_joins_and_subqueries(make_flow, oracle):
         ("over_view", "SELECT a_k FROM counts WHERE n > (SELECT AVG(n) FROM counts)"),
     ], seed=36)
 
+# Tables sharing column names, for USING and NATURAL joins (u_k/k and v also in both).
+U = ("u_id INT, k INT, v INT, u_s TEXT", ["u_id"], {"k": _small, "v": _small})
+W = ("w_id INT, k INT, v INT, w_t TEXT", ["w_id"], {"k": _small, "v": _small})
+X = ("k INT, x_w INT", [], {"k": _small, "x_w": _small})  # no key: duplicates
+
+
+def test_using_and_natural_joins(make_flow, oracle):
+    _run(make_flow, oracle, {"u": U, "w": W, "x": X}, [
+        ("us_in", "SELECT * FROM u JOIN x USING (k)"),
+        ("us_left", "SELECT * FROM u LEFT JOIN w USING (k, v)"),
+        ("us_right", "SELECT k, u.k AS uk, w.k AS wk, u_id, w_id FROM u RIGHT JOIN w USING (k)"),
+        ("us_full", "SELECT * FROM u FULL OUTER JOIN w USING (v, k) WHERE k IS NULL OR k <> 2"),
+        ("us_full_grp", "SELECT k, COUNT(*) AS n, COUNT(u_id) AS nu, SUM(w.v) AS sv FROM u FULL JOIN w "
+                        "USING (k) GROUP BY k"),
+        ("nat_in", "SELECT * FROM u NATURAL JOIN w"),
+        ("nat_full", "SELECT * FROM w NATURAL FULL JOIN x"),
+        ("us_chain", "SELECT * FROM u FULL JOIN x USING (k) LEFT JOIN w USING (k, v)"),
+        ("us_comma", "SELECT u_id, u.k AS uk, x.k AS xk, x_w, w_id FROM w, u JOIN x USING (k) WHERE w.v = u.v"),
+        ("us_on", "SELECT k, u_id, w_id, x_w FROM u LEFT JOIN w USING (k) JOIN x AS x2 (xk, x_w) "
+                  "ON x2.x_w = w.v OR xk = k"),
+    ], seed=37)
+
+
+def test_subqueries_as_values(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
+        ("or_in", "SELECT a_id FROM a WHERE a_v = 1 OR a_k IN (SELECT b_v FROM b WHERE b_t <> 'a')"),
+        ("or_ex", "SELECT a_id, a_v FROM a WHERE a_v > 3 OR EXISTS (SELECT 1 FROM b WHERE b_k = a_k AND b_v > 1)"),
+        ("not_and", "SELECT a_id FROM a WHERE NOT (a_v IN (SELECT c_w FROM c WHERE c_k = a_k) AND a_k > 1)"),
+        ("sel_in", "SELECT a_id, a_v IN (SELECT c_w FROM c) AS m, a_k NOT IN (SELECT b_v FROM b) AS n FROM a"),
+        ("sel_ex", "SELECT a_id, EXISTS (SELECT 1 FROM b WHERE b_k = a_k AND b_v <> a_v) AS e, "
+                   "NOT EXISTS (SELECT 1 FROM c WHERE c_w = 4) AS f FROM a"),
+        ("case_in", "SELECT a_id, CASE WHEN a_k IN (SELECT b_k FROM b WHERE b_v = a_v) THEN 'y' "
+                    "WHEN a_v IN (SELECT c_k FROM c) IS NULL THEN 'u' ELSE 'n' END AS c FROM a"),
+        ("or_grp", "SELECT a_k, COUNT(*) AS n FROM a WHERE a_v IS NULL OR a_v IN (SELECT c_w FROM c "
+                   "WHERE c_k = a_k) OR NOT EXISTS (SELECT 1 FROM b WHERE b_v = a_v) GROUP BY a_k"),
+        ("or_join", "SELECT a_id, b_id FROM a JOIN b ON a_k = b_k WHERE b_v < 2 OR a_v IN (SELECT c_w FROM c "
+                    "WHERE c_k = b_v)"),
+    ], seed=38)
+
+
+def test_correlated_scalars_after_aggregation(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
+        ("having_corr", "SELECT a_k, SUM(a_v) AS s FROM a GROUP BY a_k "
+                        "HAVING SUM(a_v) > (SELECT 0.5 * SUM(b_v) FROM b WHERE b_k = a_k)"),
+        ("sel_corr", "SELECT a_k, COUNT(*) AS n, (SELECT COUNT(*) FROM c WHERE c_k = a_k) AS m FROM a "
+                     "GROUP BY a_k"),
+        ("sel_corr_expr", "SELECT a_k, a_v, SUM(a_id) - (SELECT MAX(b_v) FROM b WHERE b_k = a_k AND "
+                          "b_v = a_v) AS d FROM a GROUP BY a_k, a_v"),
+        ("value_outer", "SELECT a_id, (SELECT COUNT(*) * a_v FROM c WHERE c_k = a_k) AS p FROM a"),
+        ("value_outer_agg", "SELECT a_k, (SELECT SUM(b_v) + a_k FROM b WHERE b_k = a_k) AS q FROM a "
+                            "GROUP BY a_k"),
+    ], seed=39)
+
+
 # The TPC-H queries that use these constructs (Q2, Q4, Q13, Q16-Q18, Q20-Q22) run unmodified in
 # tests/differential/test_tpch.py.

@@ -39,6 +39,8 @@ class ScopeColumn:
 class Scope:
     columns: list[ScopeColumn] = field(default_factory=list)
     aliases: dict[str, SqlType] = field(default_factory=dict)  # SELECT aliases usable in GROUP BY
+    merged: dict[str, Expr] = field(default_factory=dict)  # JOIN USING: unqualified name -> merged column
+    hidden: set[int] = field(default_factory=set)  # JOIN USING: columns an unqualified name no longer reaches
 
     def resolve(self, name: str, qualifier: str | None) -> list[ScopeColumn]:
         return [
@@ -80,6 +82,7 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         self.aggs = aggs
         self.context = context
         self.subquery: Callable[[exp.Subquery], Expr] | None = None  # set by the query builder
+        self.mark: Callable[[exp.Expression], Expr] | None = None  # IN/EXISTS (subquery) as a value, too
 
     # ------------------------------------------------------------------ helpers
     def unsupported(self, node: exp.Expression, what: str, keyword: str | None = None) -> UnsupportedSqlError:
@@ -131,6 +134,12 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         if isinstance(node.this, exp.Star):
             raise self.unsupported(node, "'*' inside an expression")
         found = self.scope.resolve(name, qualifier)
+        if qualifier is None and (self.scope.merged or self.scope.hidden):  # JOIN ... USING (sql.join_tree)
+            found = [c for c in found if c.index not in self.scope.hidden]
+            if name in self.scope.merged:
+                if not found:
+                    return self.scope.merged[name]
+                found = [ScopeColumn("USING", name, self.scope.merged[name].type, -1)] + found
         if not found:
             known = ", ".join(sorted({c.name for c in self.scope.columns})) or "none"
             target = f"{qualifier}.{name}" if qualifier else name
@@ -291,8 +300,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
 
     def visit_In(self, node: exp.In) -> Expr:
         if node.args.get("query") is not None:
-            raise self.unsupported(node, "IN (subquery) other than as a WHERE conjunct "
-                                         "(under OR, NOT, CASE, ON, HAVING ...)", "IN")
+            if self.mark is not None:  # the query builder decorrelates it into a mark join (``sql.subqueries``)
+                return self.mark(node)
+            raise self.unsupported(node, f"IN (subquery) in {self.context}", "IN")
         if node.args.get("unnest") or node.args.get("field"):
             raise self.unsupported(node, "IN over an array", "IN")
         arg = self.bind(node.this)
@@ -563,8 +573,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         raise self.unsupported(node, f"a scalar subquery in {self.context}", "(")
 
     def visit_Exists(self, node: exp.Exists) -> Expr:
-        raise self.unsupported(node, "EXISTS (subquery) other than as a WHERE conjunct "
-                                     "(under OR, NOT, CASE, ON, HAVING ...)", "EXISTS")
+        if self.mark is not None:
+            return self.mark(node)
+        raise self.unsupported(node, f"EXISTS (subquery) in {self.context}", "EXISTS")
 
     def visit_Select(self, node: exp.Select) -> Expr:
         raise self.unsupported(node, "subquery in an expression", "SELECT")

@@ -29,7 +29,7 @@ from freshview.plan.expr import (
 from freshview.sql import typing as ty
 from freshview.sql import ctes
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
-from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds
+from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds, resolve_using, starts_group
 from freshview.sql.parse import locate, parse_query
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
@@ -112,6 +112,10 @@ class QueryBuilder:
             for it in items for i, (name, t) in enumerate(it.node.columns)
         ])
 
+        using = resolve_using(items, node, self.sql)  # JOIN ... USING / NATURAL JOIN (sql.join_tree)
+        if using is not None:
+            scope.merged, scope.hidden = using.merged, using.hidden
+
         # Conditions: ON clauses and WHERE; with inner joins only, one conjunctive pool.
         kinds = join_kinds(node)
         outer = any(k != "inner" for k in kinds)
@@ -135,6 +139,7 @@ class QueryBuilder:
                 cond_nodes.append(node.args["where"].this)
         binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions")
         binder.subquery = lambda n: subs.scalar(n, aggregated=False)
+        binder.mark = lambda n: subs.mark(n, aggregated=False)
         conds: list[Expr] = []
         for c in cond_nodes:
             e = binder.bind(c)
@@ -145,8 +150,7 @@ class QueryBuilder:
             subs.predicate(c)
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
         steps = [Step(k) for k in kinds]
-        commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or [])
-                        if not (join.args.get("side") or join.args.get("kind") or join.args.get("on"))]
+        commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or []) if starts_group(join)]
         for k, on in on_nodes:
             last_comma = max(c for c in commas if c < k)
             if kinds[k] in ("right", "full") and last_comma > 0:  # a, b RIGHT JOIN c is a × (b ⟖ c)
@@ -159,12 +163,18 @@ class QueryBuilder:
             if e.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of JOIN/ON must be boolean, not {e.type}", locate(on, self.sql), self.sql)
             steps[k].on = conjuncts(factor_common_conjuncts(e))
+        for k, eqs in (using.on.items() if using is not None else ()):
+            if outer:
+                steps[k].on = eqs
+            else:
+                conds += eqs
 
         # SELECT list, with * expanded.
         aggs = AggCollector()
         select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
         windows = select_binder.windows = window.WindowCollector(self.sql)
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
+        select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
         star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
         out_exprs: list[Expr] = []
         out_names: list[str] = []
@@ -172,13 +182,16 @@ class QueryBuilder:
         for sel in node.expressions:
             if isinstance(sel, exp.Star) or (isinstance(sel, exp.Column) and isinstance(sel.this, exp.Star)):
                 qualifier = sel.table if isinstance(sel, exp.Column) else None
-                cols = [c for c in star_columns if qualifier is None or c.relation == qualifier]
+                cols = [(c.name, ColumnRef(c.type, c.index, c.name)) for c in star_columns
+                         if qualifier is None or c.relation == qualifier]
                 if qualifier and not cols:
                     raise UnknownColumnError(f"unknown table or alias {qualifier!r} in {qualifier}.*",
                                              locate(sel, self.sql), self.sql)
-                for c in cols:
-                    out_exprs.append(ColumnRef(c.type, c.index, c.name))
-                    out_names.append(c.name)
+                if qualifier is None and using is not None:
+                    cols = using.star
+                for name, e in cols:
+                    out_exprs.append(e)
+                    out_names.append(name)
                     out_origins.append(sel)
                 continue
             out_exprs.append(select_binder.bind(sel))
@@ -243,8 +256,7 @@ class QueryBuilder:
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
-            for sq in subs.post_aggregate:  # uncorrelated scalar subqueries of SELECT/HAVING: one row each
-                plan = pn.Join(plan, sq, (), ())
+            plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
             out_final_exprs = [subs.after_aggregate(e, len(group_exprs), len(agg_node.columns))
                                for e in out_final_exprs]
             if having is not None:
@@ -294,9 +306,7 @@ class QueryBuilder:
             kind = (join.args.get("kind") or "").upper()
             if kind not in ("", "INNER", "CROSS", "OUTER"):
                 raise self.unsupported(join, f"{kind} JOIN", kind)
-            if join.args.get("using"):
-                raise self.unsupported(join, "JOIN ... USING (write the condition with ON)", "USING")
-            if join.args.get("method"):
+            if join.args.get("method") and join.args["method"].upper() != "NATURAL":
                 raise self.unsupported(join, f"{join.args['method']} JOIN", str(join.args["method"]))
             raw.append(join.this)
         items: list[FromItem] = []

@@ -4,8 +4,11 @@ FROM items are joined left-deep in order, each step by its kind: ``inner``
 (a comma item, [INNER|CROSS] JOIN, an uncorrelated scalar subquery),
 ``left`` / ``right`` / ``full`` (outer joins; also a correlated scalar
 subquery, a left join), ``semi`` / ``anti`` / ``not_in`` (EXISTS, IN and
-their negations; these add no columns).  Outer and semi kinds are lowered
-by ``plan.rewrite.joins``.
+their negations; these add no columns), ``mark_exists`` / ``mark_in``
+(EXISTS / IN used as a value: they add one column, the predicate's value;
+the item's last column is that mark, its others the subquery's).  Outer and
+semi kinds are lowered by ``plan.rewrite.joins``, mark kinds by
+``plan.rewrite.mark_join``.
 
 Where each condition goes (PostgreSQL semantics):
 
@@ -19,6 +22,16 @@ Where each condition goes (PostgreSQL semantics):
   after all joins); it is pushed below a step only where that cannot change
   its result: onto an item that is not null-supplied by its own join, or as a
   key of an inner join.
+
+``JOIN … USING (c, …)`` and ``NATURAL JOIN`` (``resolve_using``) are joins
+on ``left.c = right.c`` whose USING columns appear once, as PostgreSQL
+merges them: the left's value for INNER and LEFT, the right's for RIGHT,
+``COALESCE(left.c, right.c)`` for FULL (each cast to the two sides' common
+type).  An unqualified ``c`` means the merged column, ``l.c`` / ``r.c`` still
+name the sides, and ``SELECT *`` lists the USING columns first, then the rest
+of the left, then the rest of the right.  The merge is a projection over the
+join the kind already lowers to, so it adds no delta rule: the merged column
+is an expression over columns whose changes the join already carries.
 """
 
 from __future__ import annotations
@@ -27,11 +40,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from freshview.plan import nodes as pn
+from sqlglot import exp
+
+from freshview.errors import SqlError
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
-from freshview.plan.rewrite import joins
+from freshview.plan.rewrite import joins, mark_join
 from freshview.sql import typing as ty
+from freshview.sql.parse import locate
 
 NO_COLUMNS = ("semi", "anti", "not_in")
+MARKS = ("mark_exists", "mark_in")
 
 
 @dataclass
@@ -41,7 +59,7 @@ class Step:
     kind: str = "inner"
     on: list[Expr] = field(default_factory=list)
     pad: tuple[Expr, ...] | None = None  # left: the right side's values on an unmatched row
-    not_in: tuple[Expr, Expr] | None = None  # not_in: (x over the left, y over this item)
+    not_in: tuple[Expr, Expr] | None = None  # not_in, mark_in: (x over the left, y over this item)
 
 
 def join_kinds(node) -> list[str]:
@@ -52,6 +70,84 @@ def join_kinds(node) -> list[str]:
         side = (join.args.get("side") or "").lower()
         kinds.append(side if side in ("left", "right", "full") else "inner")
     return kinds
+
+
+@dataclass
+class Using:
+    """The USING / NATURAL joins of one FROM clause, resolved over the wide row."""
+
+    on: dict[int, list[Expr]] = field(default_factory=dict)  # FROM item k -> its join's equalities
+    merged: dict[str, Expr] = field(default_factory=dict)  # unqualified name -> the merged column
+    hidden: set[int] = field(default_factory=set)  # wide columns an unqualified name no longer reaches
+    star: list[tuple[str, Expr]] = field(default_factory=list)  # SELECT * in PostgreSQL's order
+
+
+def starts_group(join: exp.Join) -> bool:
+    """A comma-separated FROM item (no join keyword of its own): it starts a new join group."""
+    return not any(join.args.get(k) for k in ("side", "kind", "on", "using", "method"))
+
+
+def resolve_using(items, node: exp.Select, sql: str) -> Using | None:
+    """The USING / NATURAL joins of ``node`` (``items``: its FROM items, wide offsets), or None if it has none."""
+    joins_ast = node.args.get("joins") or []
+    if not any(j.args.get("using") or (j.args.get("method") or "").upper() == "NATURAL" for j in joins_ast):
+        return None
+    first_join = len(items) - len(joins_ast)
+    out = Using()
+    groups: list[list[tuple[str, Expr, bool]]] = []  # per join group: visible (name, expr, merged?)
+
+    def item_columns(k: int) -> list[tuple[str, Expr, bool]]:
+        it = items[k]
+        return [(n, ColumnRef(t, it.offset + i, n), False) for i, (n, t) in enumerate(it.node.columns)]
+
+    for k in range(len(items)):
+        join = joins_ast[k - first_join] if k >= first_join else None
+        if join is None or starts_group(join):
+            groups.append(item_columns(k))
+            continue
+        left, right = groups[-1], item_columns(k)
+        natural = (join.args.get("method") or "").upper() == "NATURAL"
+        if natural:
+            right_names = {n for n, _, _ in right}
+            names = [(n, join) for n, _, _ in left if n in right_names]
+        else:
+            names = [(ident.name, ident) for ident in join.args.get("using") or []]
+        side = (join.args.get("side") or "").lower()
+        merged: list[tuple[str, Expr, bool]] = []
+        for i, (name, where) in enumerate(names):
+            keyword = "NATURAL" if natural else None
+            if name in [n for n, _ in names[:i]]:
+                raise SqlError(f"column name {name!r} appears more than once in USING clause",
+                               locate(where, sql, keyword), sql)
+            ls = [e for n, e, _ in left if n == name]
+            rs = [e for n, e, _ in right if n == name]
+            for found, what in ((ls, "left"), (rs, "right")):
+                if not found:
+                    raise SqlError(f"column {name!r} specified in USING clause does not exist in {what} table",
+                                   locate(where, sql, keyword), sql)
+                if len(found) > 1:
+                    raise SqlError(f"common column name {name!r} appears more than once in {what} table",
+                                   locate(where, sql, keyword), sql)
+            le, re_ = ls[0], rs[0]
+            t = ty.common_type(le.type, re_.type)
+            if t is None:
+                raise SqlError(f"JOIN/USING types {le.type} and {re_.type} cannot be matched",
+                               locate(where, sql, keyword), sql)
+            le, re_ = ty.cast_to(le, t), ty.cast_to(re_, t)
+            out.on.setdefault(k, []).append(Call(ty.BOOL, "=", (le, re_)))
+            value = {"right": re_, "full": Call(t, "coalesce", (le, re_))}.get(side, le)
+            merged.append((name, value, True))
+        used = {n for n, _ in names}
+        groups[-1] = merged + [c for c in left if c[0] not in used] + [c for c in right if c[0] not in used]
+        for _, e, _ in [c for c in left if c[0] in used] + [c for c in right if c[0] in used]:
+            if isinstance(e, ColumnRef):
+                out.hidden.add(e.index)
+    for group in groups:
+        for name, e, is_merged in group:
+            out.star.append((name, e))
+            if is_merged:
+                out.merged[name] = e
+    return out
 
 
 def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int]) -> tuple[pn.Node, dict[int, int]]:
@@ -76,7 +172,7 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
         kind = steps[k].kind
         for c in steps[k].on:
             r = rels(c)
-            if r == {k} and kind in ("inner", "left", "semi", "anti", "not_in"):
+            if r == {k} and kind in ("inner", "left", "semi", "anti", "not_in") + MARKS:
                 leaf_filters[k].append(c)
             elif r and max(r) < k and kind == "right":
                 before[k].append(c)
@@ -162,9 +258,18 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
             assert step.not_in is not None and res is None
             x, y = step.not_in
             plan = joins.not_in(plan, right, lk, rk, over(wide_cols)(x), over(right_cols)(y))
+        elif step.kind == "mark_exists":
+            plan = mark_join.exists_mark(plan, right, lk, rk, res)
+        elif step.kind == "mark_in":
+            assert step.not_in is not None
+            x, y = step.not_in
+            plan = mark_join.in_mark(plan, right, lk, rk, res, over(wide_cols)(x), over(right_cols)(y))
         else:
             raise ValueError(f"internal: join kind {step.kind!r}")
-        if step.kind not in NO_COLUMNS:
+        if step.kind in MARKS:  # one more column: the mark, the item's last
+            wide_cols = wide_cols + [items[k].offset + len(items[k].node.columns) - 1]
+            joined.add(k)
+        elif step.kind not in NO_COLUMNS:
             wide_cols = wide_cols + right_cols
             joined.add(k)
         if after[k]:
@@ -189,4 +294,4 @@ def equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | N
     return None
 
 
-__all__ = ["Step", "build_join_tree", "join_kinds"]
+__all__ = ["Step", "Using", "build_join_tree", "join_kinds", "resolve_using", "starts_group"]

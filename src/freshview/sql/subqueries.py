@@ -10,24 +10,32 @@ core nodes (``plan.rewrite.joins``):
 * ``x IN (S)``: a semi-join on x = S's column plus the correlation;
   ``x NOT IN (S)``: PostgreSQL's three-valued NOT IN (a NULL in S, or a NULL
   x over a non-empty S, makes it NULL, so the row is dropped).
+* EXISTS / IN anywhere else (under OR, NOT, CASE, in the SELECT list): a
+  *mark join* item (``plan.rewrite.mark_join``), built like the semi-join but
+  adding one column, the predicate's TRUE / NULL / FALSE, which the
+  expression around it reads.
 * a scalar subquery ``(S)`` in WHERE or SELECT: uncorrelated, an aggregate
   without GROUP BY (exactly one row) cross-joined; correlated by equalities,
   S grouped by its correlation columns and LEFT-joined on them, a row without
   a group taking the value S has over no rows (COUNT gives 0: the "count bug").
-  In the SELECT list or HAVING of an aggregating query an uncorrelated
-  scalar subquery is joined after the aggregation.
+  When S's value uses outer columns (``SELECT COUNT(*) * o.x``), S outputs
+  its aggregates and the value is computed around them over the joined row.
+  In the SELECT list or HAVING of an aggregating query S is joined after the
+  aggregation (``join_after_aggregate``), correlated S on GROUP BY columns.
 
-Correlation means a column of S's WHERE that S's own FROM items do not have
-but the outer query's do (S's own shadow the outer ones).  What is not one of
-these shapes is refused with its position: subqueries under OR, NOT or CASE,
-correlation outside S's WHERE or below S, a correlated S with GROUP BY,
-HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a scalar
-subquery, a scalar subquery that may return several rows.
+Correlation means a column of S's WHERE (or of a scalar S's SELECT list) that
+S's own FROM items do not have but the outer query's do (S's own shadow the
+outer ones).  What is not one of these shapes is refused with its position:
+IN/EXISTS in an outer join's ON or in an aggregating query's SELECT list or
+HAVING, correlation outside S's WHERE or below S, a correlated S with GROUP
+BY, HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a
+scalar subquery, a correlation on a column that is not grouped, an aggregate
+of outer columns, a scalar subquery that may return several rows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -35,8 +43,10 @@ from sqlglot import exp
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
-from freshview.plan.rewrite.joins import empty_value
-from freshview.sql.bind_expr import AGG_BASE, Scope, ScopeColumn
+from freshview.plan.rewrite.joins import empty_value, outer_join, refs
+from freshview.plan.rewrite.mark_join import MARK
+from freshview.sql import typing as ty
+from freshview.sql.bind_expr import AGG_BASE, ExprBinder, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
 
@@ -99,6 +109,17 @@ def _own_columns(node: exp.Expression):
             stack.append(child)
 
 
+@dataclass
+class PostAggregate:
+    """A scalar subquery of an aggregating query's SELECT list or HAVING, joined after the aggregation."""
+
+    plan: pn.Node  # its correlation keys, then its value (or its aggregates)
+    kind: str  # inner (uncorrelated: one row) | left
+    keys: tuple[tuple[Expr, int], ...]  # (outer expression over the FROM items, the plan's key column)
+    pad: tuple[Expr, ...] | None
+    origin: exp.Expression
+
+
 class Subqueries:
     """The subqueries of one SELECT, turned into FROM items as they are met."""
 
@@ -109,7 +130,7 @@ class Subqueries:
         self.scope = scope
         self.outer_width = sum(len(it.node.columns) for it in items)
         self.extra: list[SubqueryItem] = []
-        self.post_aggregate: list[pn.Node] = []  # scalar subqueries joined after the aggregation
+        self.post_aggregate: list[PostAggregate] = []  # scalar subqueries joined after the aggregation
 
     def unsupported(self, node, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return self.b.unsupported(node, what, keyword)
@@ -144,7 +165,23 @@ class Subqueries:
         query = query.this if isinstance(query, exp.Subquery) else query
         self._semi(query, "semi" if kind == "in" else "not_in", node.this, node)
 
-    def _semi(self, query: exp.Expression, kind: str, lhs: exp.Expression | None, origin: exp.Expression) -> None:
+    # ------------------------------------------------------------------ IN / EXISTS as values
+    def mark(self, node: exp.Expression, aggregated: bool) -> Expr:
+        """``EXISTS (S)`` or ``x IN (S)`` met while binding outside a WHERE conjunct: a mark-join item
+        (``plan.rewrite.mark_join``); returns its mark column, the predicate's three-valued result."""
+        if aggregated:
+            what = "EXISTS" if isinstance(node, exp.Exists) else "IN"
+            raise self.unsupported(node, f"{what} (subquery) in the SELECT list or HAVING of an aggregating "
+                                         "query", what)
+        if isinstance(node, exp.Exists):
+            item = self._semi(node.this, "mark_exists", None, node)
+        else:
+            query = node.args["query"]
+            item = self._semi(query.this if isinstance(query, exp.Subquery) else query, "mark_in", node.this, node)
+        return self._ref(item.alias, len(item.plan.columns) - 1)
+
+    def _semi(self, query: exp.Expression, kind: str, lhs: exp.Expression | None,
+              origin: exp.Expression) -> SubqueryItem:
         alias = self._new_alias()
         if isinstance(query, exp.Subquery):
             query = query.this
@@ -177,14 +214,18 @@ class Subqueries:
             rewritten.set("expressions", exprs)
             rewritten.set("distinct", None)
             plan = self.b.query(rewritten)
+        if kind in ("mark_exists", "mark_in"):  # the item's last column is the mark (sql.join_tree)
+            plan = pn.Project(plan, refs(plan.columns) + (Literal(ty.BOOL, None),),
+                              tuple(n for n, _ in plan.columns) + (MARK,))
         item = SubqueryItem(alias, plan, kind, on)
         if lhs is not None:
             eq = exp.EQ(this=lhs.copy(), expression=exp.column("__v", table=alias))
-            if kind == "not_in":
+            if kind in ("not_in", "mark_in"):
                 item.not_in = eq
             else:
                 item.on.append(eq)
         self._add(item)
+        return item
 
     # ------------------------------------------------------------------ scalar subqueries
     def scalar(self, node: exp.Subquery, aggregated: bool) -> Expr:
@@ -195,32 +236,99 @@ class Subqueries:
             raise self.unsupported(node, "a scalar subquery that is not a plain SELECT", "(")
         if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
             raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
-        corr, _local = self._correlated(query)
+        corr, _local = self._correlated(query, allow_select=True)
         one_row = (_has_aggregate(query) and query.args.get("group") is None
                    and query.args.get("having") is None)
         if not one_row:
             raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
                                          "(it may return several rows)", "(")
         alias = self._new_alias()
-        if not corr:
+        value = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
+        outer_in_value = any(self._is_outer(c, self._inner_scope) for c in _own_columns(value))
+        if not corr and not outer_in_value:
             plan = _rename(self.b.query(query), ("__v",))
-            if aggregated:
-                self.post_aggregate.append(plan)
-                return ColumnRef(plan.columns[0][1], POST_AGG_BASE + len(self.post_aggregate) - 1, "__v")
-            self._add(SubqueryItem(alias, plan, "inner"))
-            return self._ref(alias, 0)
-        if aggregated:
-            raise self.unsupported(node, "a correlated scalar subquery in the SELECT list or HAVING of an "
-                                         "aggregating query", "(")
-        rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
-        rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names]
-                      + [exp.alias_(query.expressions[0].copy(), "__v")])
-        rewritten.set("group", exp.Group(expressions=[e.copy() for _, e in names]))
+            return self._place(alias, plan, "inner", [], None, node, aggregated, None)
+        if corr:
+            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
+        else:
+            rewritten, on, names = query.copy(), [], []
+        outside = None
+        inside: list[tuple[str, exp.Expression]] = [("__v", value)]
+        if outer_in_value:  # S's aggregates computed per key, the value around them over the outer row
+            outside, inside = self._split_value(value, alias)
+        rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names + inside])
+        rewritten.set("group", exp.Group(expressions=[e.copy() for _, e in names]) if names else None)
         rewritten.set("distinct", None)
         plan = self.b.query(rewritten)
-        pad = self._empty_row(plan, node)
-        self._add(SubqueryItem(alias, plan, "left", on, pad))
-        return self._ref(alias, len(plan.columns) - 1)
+        pad = self._empty_row(plan, node, len(names)) if corr else None
+        return self._place(alias, plan, "left" if corr else "inner", on, pad, node, aggregated, outside)
+
+    def _split_value(self, value: exp.Expression, alias: str) -> tuple[exp.Expression, list[tuple[str, exp.Expression]]]:
+        """A scalar subquery's value that uses outer columns: each aggregate call becomes a column
+        ``alias.__aJ`` of the decorrelated subquery; returns that outer expression and the aggregates."""
+        inner = self._inner_scope
+        holder = exp.Paren(this=value.copy())
+        inside: list[tuple[str, exp.Expression]] = []
+
+        def visit(n: exp.Expression) -> None:
+            if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):
+                if any(self._is_outer(c, inner) for c in _own_columns(n)):
+                    raise self.unsupported(n, "an aggregate of outer columns inside a scalar subquery")
+                name = f"__a{len(inside)}"
+                inside.append((name, n.copy()))
+                n.replace(exp.column(name, table=alias))
+                return
+            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists, exp.Window)):
+                raise self.unsupported(n, "a subquery or window function in a scalar subquery's value that "
+                                          "uses outer columns")
+            if isinstance(n, exp.Column) and not self._is_outer(n, inner):
+                raise SqlError(f"column {n.sql(dialect='postgres')!r} must appear in the GROUP BY clause or be "
+                               "used in an aggregate function", locate(n, self.sql), self.sql)
+            for child in list(n.iter_expressions()):
+                visit(child)
+
+        visit(holder.this)
+        return holder, inside
+
+    def _place(self, alias: str, plan: pn.Node, kind: str, on: list[exp.Expression], pad: tuple[Expr, ...] | None,
+               node: exp.Expression, aggregated: bool, outside: exp.Expression | None) -> Expr:
+        """Join the decorrelated scalar subquery ``plan`` (keys, then its value or its aggregates) and return
+        the subquery's value: a FROM item, or (``aggregated``) joined after the aggregation on the GROUP BY
+        columns its correlation uses (``join_after_aggregate``), referred to by placeholder columns."""
+        if not aggregated:
+            self._add(SubqueryItem(alias, plan, kind, on, pad))
+            if outside is None:
+                return self._ref(alias, len(plan.columns) - 1)
+            return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value").bind(outside)
+        offset = sum(len(p.plan.columns) for p in self.post_aggregate)
+        binder = ExprBinder(self.scope, self.sql, None, "subquery conditions")
+        keys = tuple((binder.bind(eq.this), int(eq.expression.name[len("__k"):])) for eq in on)
+        self.post_aggregate.append(PostAggregate(plan, kind, keys, pad, node))
+        if outside is None:
+            return ColumnRef(plan.columns[-1][1], POST_AGG_BASE + offset + len(plan.columns) - 1, "__v")
+        scope = replace(self.scope, columns=list(self.scope.columns) + [
+            ScopeColumn(alias, n, t, POST_AGG_BASE + offset + j) for j, (n, t) in enumerate(plan.columns)])
+        return ExprBinder(scope, self.sql, None, "a scalar subquery's value").bind(outside)
+
+    def join_after_aggregate(self, plan: pn.Node, lift) -> pn.Node:
+        """The scalar subqueries of an aggregating query's SELECT list and HAVING, joined to its aggregate
+        ``plan`` in order: uncorrelated ones (one row) crossed, correlated ones LEFT-joined on the GROUP BY
+        columns their correlation uses (``lift`` puts an expression over the aggregate's output; it refuses
+        a correlation on a column that is not grouped), a key without a group padded as over no rows."""
+        for item in self.post_aggregate:
+            lkeys: list[Expr] = []
+            rkeys: list[Expr] = []
+            for e, j in item.keys:
+                le = lift.rewrite(e, item.origin)
+                re_: Expr = ColumnRef(item.plan.columns[j][1], j, item.plan.columns[j][0])
+                t = ty.common_type(le.type, re_.type) or le.type
+                lkeys.append(ty.cast_to(le, t))
+                rkeys.append(ty.cast_to(re_, t))
+            if item.kind == "inner":
+                plan = pn.Join(plan, item.plan, tuple(lkeys), tuple(rkeys))
+            else:
+                plan = outer_join("left", plan, item.plan, tuple(lkeys), tuple(rkeys), None, item.pad)
+        return plan
 
     def _ref(self, alias: str, i: int) -> Expr:
         col = next(c for c in self.scope.columns if c.relation == alias and c.index == self._offset(alias) + i)
@@ -229,15 +337,22 @@ class Subqueries:
     def _offset(self, alias: str) -> int:
         return next(it.offset for it in self.items if it.alias == alias)
 
-    def _empty_row(self, plan: pn.Node, node: exp.Expression) -> tuple[Expr, ...]:
-        """The grouped subquery's row for a group with no rows: NULL keys, the value over no rows."""
-        if not (isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate)):
+    def _empty_row(self, plan: pn.Node, node: exp.Expression, n_keys: int) -> tuple[Expr, ...]:
+        """The grouped subquery's row for a key with no rows: NULL keys, each value over no rows."""
+        if isinstance(plan, pn.Aggregate):
+            agg, exprs = plan, refs(plan.columns)
+        elif isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate):
+            agg, exprs = plan.input, plan.exprs
+        else:
             raise self.unsupported(node, "this correlated scalar subquery", "(")
-        agg = plan.input
-        value = empty_value(plan.exprs[-1], agg.aggs, len(agg.group))
-        if columns_used(value):
-            raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation column", "(")
-        return tuple(Literal(t, None) for _, t in plan.columns[:-1]) + (value,)
+        row: list[Expr] = [Literal(t, None) for _, t in plan.columns[:n_keys]]
+        for e in exprs[n_keys:]:
+            value = empty_value(e, agg.aggs, len(agg.group))
+            if columns_used(value):
+                raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation "
+                                             "column outside an aggregate", "(")
+            row.append(value)
+        return tuple(row)
 
     # ------------------------------------------------------------------ for the builder
     def steps(self, binder) -> list[Step]:
@@ -263,9 +378,9 @@ class Subqueries:
         return e.map_children(lambda c: self.after_aggregate(c, n_groups, width))
 
     # ------------------------------------------------------------------ correlation
-    def _correlated(self, query: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    def _correlated(self, query: exp.Select, allow_select: bool = False) -> tuple[list[exp.Expression], list[exp.Expression]]:
         """S's WHERE conjuncts that refer to the outer query, and the others.  Outer references
-        anywhere else in S are refused."""
+        anywhere else in S are refused (in its SELECT list too, unless ``allow_select``)."""
         inner_items = self.b.from_items(query)
         inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
                        for it in inner_items for i, (n, t) in enumerate(it.node.columns)])
@@ -274,7 +389,7 @@ class Subqueries:
         corr, local = [], []
         for c in conjuncts_ast(where.this if where is not None else None):
             (corr if any(self._is_outer(col, inner) for col in _own_columns(c)) else local).append(c)
-        for key in ("expressions", "group", "having", "joins"):
+        for key in ("group", "having", "joins") if allow_select else ("expressions", "group", "having", "joins"):
             value = query.args.get(key)
             for part in (value if isinstance(value, list) else [value] if value is not None else []):
                 for col in _own_columns(part):
