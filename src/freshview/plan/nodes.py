@@ -6,7 +6,7 @@ equi-join on key expressions; residual conditions sit in a Filter above it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from freshview.errors import FreshviewError
@@ -301,6 +301,22 @@ class Recursive(Node):
     @property
     def columns(self) -> Columns:
         return self.anchor.columns
+
+
+def with_inputs(node: Node, inputs: tuple[Node, ...] | list[Node]) -> Node:
+    """``node`` over new ``inputs`` (in ``node.inputs()`` order); its shape checks run again."""
+    inputs = tuple(inputs)
+    if inputs == node.inputs():
+        return node
+    if isinstance(node, _Unary):
+        return replace(node, input=inputs[0])
+    if isinstance(node, Join):
+        return replace(node, left=inputs[0], right=inputs[1])
+    if isinstance(node, UnionAll):
+        return replace(node, parts=inputs)
+    if isinstance(node, Recursive):
+        return replace(node, anchor=inputs[0], externals=inputs[1:])
+    raise FreshviewError(f"internal: {type(node).__name__} has no inputs to replace")
 
 
 def walk(node: Node):
