@@ -65,3 +65,12 @@ def test_the_output_columns_never_change():
 @pytest.mark.parametrize("sql", QUERIES)
 def test_same_rows_on_random_tables(sql):
     check_same_result(prune, before(prune, raw(sql)))
+
+
+def test_an_unlowered_semijoin_keeps_what_its_condition_uses():
+    residual = Call(BOOL, "<", (ColumnRef(INT, 1), ColumnRef(INT, 4)))  # a.y < b.z
+    semi = pn.LogicalJoin("semi", A, B, (ColumnRef(INT, 0),), (ColumnRef(INT, 0),), residual)
+    pruned = prune(pn.Project(semi, (ColumnRef(TEXT, 2),), ("s",)))
+    join = pruned.input
+    assert [n for n, _ in join.left.columns] == ["x", "y", "s"] and [n for n, _ in join.right.columns] == ["x", "z"]
+    assert join.residual == Call(BOOL, "<", (ColumnRef(INT, 1), ColumnRef(INT, 4)))

@@ -106,3 +106,16 @@ def test_the_check_catches_a_filter_pushed_below_the_padded_side():
     unsound = joins.outer_join("left", A, pn.Filter(B, is_null), (col(0),), (col(0),))
     with pytest.raises(AssertionError):
         check_same_result(lambda _plan: unsound, sound)
+
+
+def test_above_an_unlowered_left_join_only_conjuncts_on_the_preserved_side_move():
+    join = pn.LogicalJoin("left", A, B, (col(0),), (col(0),))
+    on_a, on_b = gt(col(1), 1), Call(BOOL, "is_null", (col(4),))
+    plan = pushdown(pn.Filter(join, Call(BOOL, "and", (on_a, on_b))))
+    assert plan == pn.Filter(pn.LogicalJoin("left", pn.Filter(A, on_a), B, (col(0),), (col(0),)), on_b)
+
+
+def test_above_a_semijoin_every_conjunct_moves_into_its_left():
+    join = pn.LogicalJoin("anti", A, B, (col(0),), (col(0),))
+    assert pushdown(pn.Filter(join, gt(col(1), 1))) == pn.LogicalJoin("anti", pn.Filter(A, gt(col(1), 1)), B,
+                                                                      (col(0),), (col(0),))

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Expr
+from freshview.plan.rewrite.joins import lower_joins
 from freshview.runtime.expressions.arrow import evaluate as eval_arrow
 from freshview.runtime.relation import col_name
 
@@ -80,6 +81,10 @@ class _Eval:
             for r in index.get(k, []):
                 out[l + r] += left[l] * right[r]
         return out
+
+    def visit_LogicalJoin(self, node: pn.LogicalJoin) -> Counter:
+        """Through its lowering (``plan.rewrite.joins``, checked against Python joins in tests/runtime)."""
+        return self.run(lower_joins(node))
 
     def visit_UnionAll(self, node: pn.UnionAll) -> Counter:
         out: Counter = Counter()

@@ -3,8 +3,9 @@
 Kinds: ``inner`` (a comma item, [INNER|CROSS] JOIN, an uncorrelated scalar
 subquery), ``left`` / ``right`` / ``full`` (outer joins; also a correlated
 scalar subquery, a left join), ``semi`` / ``anti`` / ``not_in`` (EXISTS, IN
-and their negations; these add no columns).  Outer and semi kinds are
-lowered by ``plan.rewrite.joins``.
+and their negations; these add no columns).  Outer, semi- and anti-joins
+become ``LogicalJoin`` nodes, lowered by ``plan.rewrite.joins`` once the
+rewrites have moved filters and pruned columns around them.
 
 Where each condition goes (PostgreSQL semantics):
 
@@ -18,8 +19,7 @@ Where each condition goes (PostgreSQL semantics):
 * the WHERE conjuncts filter the joined rows.
 
 Moving filters down (inner join keys included) and dropping unused columns
-are plan rewrites that run afterwards (``plan.rewrite``); they work on the
-lowered joins, where every move is an equality of relational algebra.
+are plan rewrites that run afterwards (``plan.rewrite``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from typing import Callable
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, Expr, columns_used, conjoin, remap_columns
-from freshview.plan.rewrite import joins
 from freshview.sql import typing as ty
 
 NO_COLUMNS = ("semi", "anti", "not_in")
@@ -125,18 +124,12 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
             plan = pn.Join(plan, right, lk, rk)
             if res is not None:
                 plan = pn.Filter(plan, res)
-        elif step.kind in ("left", "right", "full"):
-            plan = joins.outer_join(step.kind, plan, right, lk, rk, res, step.pad)
-        elif step.kind == "semi":
-            plan = joins.semijoin(plan, right, lk, rk, res)
-        elif step.kind == "anti":
-            plan = joins.antijoin(plan, right, lk, rk, res)
-        elif step.kind == "not_in":
-            assert step.not_in is not None and res is None
-            x, y = step.not_in
-            plan = joins.not_in(plan, right, lk, rk, over(wide_cols)(x), over(right_cols)(y))
         else:
-            raise ValueError(f"internal: join kind {step.kind!r}")
+            x_y = None
+            if step.kind == "not_in":
+                assert step.not_in is not None and res is None
+                x_y = (over(wide_cols)(step.not_in[0]), over(right_cols)(step.not_in[1]))
+            plan = pn.LogicalJoin(step.kind, plan, right, lk, rk, res, step.pad, x_y)
         if step.kind not in NO_COLUMNS:
             wide_cols = wide_cols + right_cols
             joined.add(k)

@@ -2,12 +2,10 @@
 
 The query builder (``sql.build``) emits a plain plan: every FROM item in
 full, joined in FROM order (inner joins as cross products under a Filter of
-their ON and WHERE conditions), each clause's filter where SQL puts it.
-Outer, semi- and anti-joins (and NOT IN) are lowered while it builds
-(``joins``: the plan has no node for them), from the join's own ON
-condition, so every executor maintains them with its existing operators.
-``optimize`` then applies ``RULES`` in order, each a function from plan to
-plan with the same result:
+their ON conditions; outer, semi- and anti-joins as ``LogicalJoin`` nodes
+with the keys and residual of their ON condition), the WHERE conditions
+over the joined rows.  ``optimize`` then applies ``RULES`` in order, each a
+function from plan to plan with the same result:
 
 1. ``fold_constants``: constant date ± interval; a date compared with a
    midnight constant as dates;
@@ -17,7 +15,13 @@ plan with the same result:
    columns, equalities across a join turned into its keys;
 4. ``prune``: columns no one uses dropped, so join and aggregate state
    holds only those;
-5. ``merge_projects``: adjacent projections and filters merged, identity
+5. ``joins.lower_joins``: outer, semi- and anti-joins (and NOT IN) lowered
+   into Join, Distinct, Filter, Project, UnionAll and Negate, so every
+   executor maintains them with its existing operators;
+6. ``pushdown`` again, over the lowered joins (a WHERE conjunct on the
+   NULL-padded side reaches the matched branch; one no padded row passes
+   drops the padded branch);
+7. ``merge_projects``: adjacent projections and filters merged, identity
    projections dropped.
 """
 
@@ -35,7 +39,7 @@ from freshview.plan.rewrite.pushdown import pushdown
 
 Rule = Callable[[pn.Node], pn.Node]
 
-RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, prune, merge_projects)
+RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, prune, joins.lower_joins, pushdown, merge_projects)
 
 
 def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES) -> pn.Node:

@@ -17,6 +17,7 @@ the NULL-padded branch of an outer join (``r.x IS NULL`` is true there).
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Cast, Expr, Literal
@@ -101,6 +102,10 @@ class _Fold(BottomUp):
 
     def visit_Join(self, node: pn.Join) -> pn.Node:
         return pn.Join(node.left, node.right, tuple(map(fold, node.left_keys)), tuple(map(fold, node.right_keys)))
+
+    def visit_LogicalJoin(self, node: pn.LogicalJoin) -> pn.Node:
+        return replace(node, left_keys=tuple(map(fold, node.left_keys)), right_keys=tuple(map(fold, node.right_keys)),
+                       residual=fold(node.residual) if node.residual is not None else None)
 
     def visit_Aggregate(self, node: pn.Aggregate) -> pn.Node:
         return pn.Aggregate(node.input, tuple(map(fold, node.group)), tuple(map(_fold_agg, node.aggs)),

@@ -12,7 +12,9 @@ input of a UnionAll), a projection narrows the input to exactly the columns
 asked for.  Distinct, TopK and Window compare whole rows (their tie rule
 orders by every column), so they need all their input's columns, as a
 recursion needs all of its inputs'.  An input of which no column is used
-keeps one: it still multiplies rows.
+keeps one: it still multiplies rows.  An outer, semi- or anti-join
+(``LogicalJoin``, not lowered yet) keeps on each side what its condition
+uses, so its lowering copies only those columns.
 """
 
 from __future__ import annotations
@@ -102,6 +104,28 @@ class _Prune:
                        tuple(remap_columns(k, rmap) for k in node.right_keys))
         width = len(left.columns)
         return join, {**lmap, **{nl + i: width + j for i, j in rmap.items()}}
+
+    def visit_LogicalJoin(self, node: pn.LogicalJoin, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        """Each side keeps the columns used above, its keys', the residual's and NOT IN's operands'."""
+        nl = len(node.left.columns)
+        cond = columns_used(node.residual) if node.residual is not None else set()
+        left_need = {i for i in needed | cond if i < nl} | _used(node.left_keys)
+        right_need = {i - nl for i in needed | cond if i >= nl} | _used(node.right_keys)
+        if node.not_in is not None:
+            left_need |= columns_used(node.not_in[0])
+            right_need |= columns_used(node.not_in[1])
+        left, lmap = narrow(*self.prune(node.left, left_need), left_need)
+        right, rmap = narrow(*self.prune(node.right, right_need), right_need)
+        width = len(left.columns)
+        both = {**lmap, **{nl + i: width + j for i, j in rmap.items()}}
+        kept_right = sorted(rmap, key=rmap.__getitem__)
+        join = pn.LogicalJoin(
+            node.kind, left, right,
+            tuple(remap_columns(k, lmap) for k in node.left_keys), tuple(remap_columns(k, rmap) for k in node.right_keys),
+            remap_columns(node.residual, both) if node.residual is not None else None,
+            tuple(node.pad[i] for i in kept_right) if node.pad is not None else None,
+            (remap_columns(node.not_in[0], lmap), remap_columns(node.not_in[1], rmap)) if node.not_in else None)
+        return join, (lmap if node.kind in ("semi", "anti", "not_in") else both)
 
     def visit_Aggregate(self, node: pn.Aggregate, needed: set[int]) -> tuple[pn.Node, Mapping]:
         need = _used(node.group) | _used(e for a in node.aggs for e in a.exprs())

@@ -23,14 +23,18 @@ rows and is dropped: a WHERE conjunct that no NULL-padded row passes
 (``r.x = 1``) turns a lowered LEFT JOIN back into its inner join, and the
 anti-join that produced the padded rows (with its state) disappears.
 
-Outer, semi- and anti-joins are already lowered (``joins``) into inner
-joins, unions and ``Negate`` when this runs, so every move above is an
-equality of relational algebra: a WHERE conjunct over the side a LEFT JOIN
-pads with NULLs reaches that side's rows only in the matched branch, and
-over the padded branch it becomes the conjunct evaluated with NULLs for that
-side's columns (``r.x IS NULL`` is true there, ``r.x = 1`` is not).  No
-predicate is pushed into the NULL-padded side's input where it could drop
-rows the outer join must keep.
+* LogicalJoin (outer, semi, anti): into the preserved side only (the left
+  of a semi-, anti-, NOT IN or LEFT join, the right of a RIGHT join);
+  conjuncts on the side an outer join pads with NULLs stay above it.
+
+The rule runs again after ``joins`` has lowered the outer joins into inner
+joins, unions and ``Negate``; there every move above is an equality of
+relational algebra: a WHERE conjunct over the side a LEFT JOIN pads with
+NULLs reaches that side's rows only in the matched branch, and over the
+padded branch it becomes the conjunct evaluated with NULLs for that side's
+columns (``r.x IS NULL`` is true there, ``r.x = 1`` is not).  No predicate
+is pushed into the NULL-padded side's input where it could drop rows the
+outer join must keep.
 """
 
 from __future__ import annotations
@@ -135,6 +139,23 @@ class _Pushdown:
                 above.append(p)
         join = pn.Join(self.push(node.left, left), self.push(node.right, right), tuple(lkeys), tuple(rkeys))
         return _filter(join, above)
+
+    def visit_LogicalJoin(self, node: pn.LogicalJoin, preds: list[Expr]) -> pn.Node:
+        """Into the preserved side only: a semi-, anti- or NOT IN join keeps or drops each left row
+        whole, a LEFT JOIN pads rows of its left side, a RIGHT JOIN of its right side."""
+        nl = len(node.left.columns)
+        left: list[Expr] = []
+        right: list[Expr] = []
+        above: list[Expr] = []
+        for p in preds:
+            cols = columns_used(p)
+            if node.kind in ("semi", "anti", "not_in") or (node.kind == "left" and cols and max(cols) < nl):
+                left.append(p)
+            elif node.kind == "right" and cols and min(cols) >= nl:
+                right.append(_shift(p, nl, cols))
+            else:
+                above.append(p)
+        return _filter(pn.with_inputs(node, [self.push(node.left, left), self.push(node.right, right)]), above)
 
     def visit_UnionAll(self, node: pn.UnionAll, preds: list[Expr]) -> pn.Node:
         parts = [self.push(p, preds) for p in node.parts]
