@@ -86,17 +86,34 @@ def _unique(preds: list[Expr]) -> list[Expr]:
 
 def _empty(node: pn.Node) -> bool:
     """Whether ``node`` has no rows whatever its inputs: a filter by a constant that is not true below
-    nothing but projections, negations and joins (a WHERE conjunct false on an outer join's padded rows)."""
-    if isinstance(node, pn.Filter):
+    nothing but projections, negations, unions and joins (a WHERE conjunct false on an outer join's
+    padded rows)."""
+    return getattr(_Empty, f"visit_{type(node).__name__}", _Empty.other)(node)
+
+
+class _Empty:
+    @staticmethod
+    def other(node: pn.Node) -> bool:
+        return False
+
+    @staticmethod
+    def visit_Filter(node: pn.Filter) -> bool:
         return any(isinstance(c, Literal) and c.value is not True for c in conjuncts(node.predicate)) \
             or _empty(node.input)
-    if isinstance(node, (pn.Project, pn.Negate, pn.Distinct, pn.Reweight)):
-        return _empty(node.input)
-    if isinstance(node, pn.UnionAll):
+
+    @staticmethod
+    def _input(node: pn.Node) -> bool:
+        return _empty(node.inputs()[0])
+
+    visit_Project = visit_Negate = visit_Distinct = visit_Reweight = _input
+
+    @staticmethod
+    def visit_UnionAll(node: pn.UnionAll) -> bool:
         return all(map(_empty, node.parts))
-    if isinstance(node, pn.Join):
+
+    @staticmethod
+    def visit_Join(node: pn.Join) -> bool:
         return _empty(node.left) or _empty(node.right)
-    return False
 
 
 class _Pushdown:
