@@ -115,29 +115,47 @@ def test_tpch_subquery_shapes_build(name):
     assert nodes(p, pn.Join), render(p)
 
 
+def _below_projects(n):
+    while isinstance(n, pn.Project):
+        n = n.input
+    return n
+
+
 def test_left_join_is_inner_join_plus_padded_antijoin():
     p = plan("SELECT a.x, b.z FROM a LEFT JOIN b ON a.x = b.x AND b.z > 1")
     union = nodes(p, pn.UnionAll)[0]
     inner, padded = union.parts
-    assert isinstance(inner, pn.Join)
-    assert isinstance(padded, pn.Project) and [str(e) for e in padded.exprs[-2:]] == ["NULL", "NULL"]
+    assert isinstance(_below_projects(inner), pn.Join)
+    assert isinstance(padded, pn.Project) and [str(e) for e in padded.exprs[-1:]] == ["NULL"]
     assert len(nodes(padded, pn.Negate)) == 1
     # the ON condition on the null-supplying side filters that side below the join
     assert "Filter >($1(z), 1)" in render(inner)
 
 
-def test_where_on_the_null_supplied_side_stays_above_the_left_join():
+def test_where_on_the_null_supplied_side_filters_it_only_in_the_matched_branch():
+    """WHERE b.z IS NULL over a LEFT JOIN: b's rows are filtered in the matched branch; in the
+    NULL-padded branch the conjunct is true (b.z is NULL there), so every unmatched a row stays."""
     p = plan("SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE b.z IS NULL")
-    assert isinstance(p, pn.Project) and isinstance(p.input, pn.Filter), render(p)
-    assert "is_null" in str(p.input.predicate) and isinstance(p.input.input, pn.UnionAll)
+    matched, padded = nodes(p, pn.UnionAll)[0].parts
+    assert "Filter is_null($1(z))" in render(matched), render(p)
+    assert not nodes(padded, pn.Filter), render(p)
+    anti = nodes(padded, pn.Negate)[0]
+    assert "Scan source b" in render(anti)
+
+
+def test_where_no_padded_row_passes_makes_the_left_join_inner():
+    """Over the padded rows b.z = 1 is NULL: that branch (the anti-join and its state) is dropped."""
+    p = plan("SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE b.z = 1")
+    assert not nodes(p, pn.UnionAll) and not nodes(p, pn.Negate), render(p)
+    assert len(nodes(p, pn.Join)) == 1 and "Filter =($1(z), 1)" in render(p)
 
 
 def test_on_condition_on_the_preserved_side_is_a_residual_not_a_filter_below():
     p = plan("SELECT a.x, b.z FROM a LEFT JOIN b ON a.x = b.x AND a.y > 1")
-    union = nodes(p, pn.UnionAll)[0]
-    assert isinstance(union.parts[0], pn.Filter)  # matched rows must pass a.y > 1 ...
-    first_scan_parent = union.parts[1].input.parts[0]  # ... but every a row is kept in the padded part
-    assert not isinstance(first_scan_parent, pn.Filter), render(p)
+    matched, padded = nodes(p, pn.UnionAll)[0].parts
+    assert "Filter >($1(y), 1)" in render(matched)  # matched rows must pass a.y > 1 ...
+    every_a = padded.input.parts[0]  # ... but every a row is kept in the padded part
+    assert not nodes(every_a, pn.Filter), render(p)
 
 
 def test_right_and_full_joins_keep_the_column_order():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from freshview.errors import FreshviewError
 from freshview.plan import nodes as pn
 from freshview.plan.explain import describe
 from freshview.plan.expr import ColumnRef
@@ -135,6 +136,10 @@ class _Lift:
 
     def visit_Join(self, op_id: str, node: pn.Join) -> Operator:
         return Operator(op_id, node, "join", JoinState(f"{op_id}/left", f"{op_id}/right"))
+
+    def visit_LogicalJoin(self, op_id: str, node: pn.LogicalJoin) -> Operator:
+        raise FreshviewError(f"internal: a {node.kind} join reached the circuit unlowered "
+                             "(plan.rewrite.joins.lower_joins runs in optimize)")
 
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
         extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))

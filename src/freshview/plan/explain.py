@@ -22,6 +22,10 @@ def describe(node: pn.Node) -> str:
     if isinstance(node, pn.Join):
         keys = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys)) or "cross product"
         return f"Join on {keys}"
+    if isinstance(node, pn.LogicalJoin):
+        keys = ", ".join(f"{l} = {r}" for l, r in zip(node.left_keys, node.right_keys)) or "no key"
+        residual = f" and {node.residual}" if node.residual is not None else ""
+        return f"{node.kind.replace('_', ' ').upper()} JOIN on {keys}{residual}"
     if isinstance(node, pn.Aggregate):
         groups = ", ".join(map(str, node.group)) or "()"
         return f"Aggregate group by {groups}: {', '.join(map(str, node.aggs))}"

@@ -159,6 +159,13 @@ def remap_columns(expr: Expr, mapping: dict[int, int]) -> Expr:
     return expr.map_children(lambda e: remap_columns(e, mapping))
 
 
+def substitute(expr: Expr, mapping: dict[int, Expr]) -> Expr:
+    """``expr`` with column ``i`` replaced by ``mapping[i]`` (columns not in ``mapping`` stay)."""
+    if isinstance(expr, ColumnRef):
+        return mapping.get(expr.index, expr)
+    return expr.map_children(lambda e: substitute(e, mapping))
+
+
 def conjuncts(expr: Expr) -> list[Expr]:
     if isinstance(expr, Call) and expr.op == "and":
         out: list[Expr] = []

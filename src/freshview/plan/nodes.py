@@ -6,7 +6,7 @@ equi-join on key expressions; residual conditions sit in a Filter above it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from freshview.errors import FreshviewError
@@ -101,6 +101,54 @@ class Join(Node):
 
     @property
     def columns(self) -> Columns:
+        return self.left.columns + self.right.columns
+
+
+JOIN_KINDS = ("left", "right", "full", "semi", "anti", "not_in")
+
+
+@dataclass(frozen=True)
+class LogicalJoin(Node):
+    """An outer (``left``, ``right``, ``full``), semi-, anti- or NOT IN join, as SQL wrote it.
+
+    Keys as ``Join``'s; ``residual`` is the rest of the ON condition over the
+    left columns, then the right ones; ``pad`` the right columns' values on a
+    LEFT JOIN's unmatched row (None: NULLs); ``not_in`` the (x over the left,
+    y over the right) of ``x NOT IN (SELECT y ...)``.  Output: both sides'
+    columns, only the left's for semi, anti and not_in.  No executor runs
+    it: the rewrites move filters and prune columns around it, then
+    ``plan.rewrite.joins.lower_joins`` lowers it into core nodes.
+    """
+
+    kind: str
+    left: Node
+    right: Node
+    left_keys: tuple[Expr, ...]
+    right_keys: tuple[Expr, ...]
+    residual: Expr | None = None
+    pad: tuple[Expr, ...] | None = None
+    not_in: tuple[Expr, Expr] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in JOIN_KINDS:
+            raise FreshviewError(f"internal: join kind {self.kind!r}")
+        if len(self.left_keys) != len(self.right_keys):
+            raise FreshviewError("internal: join key lists differ in length")
+        _check_refs(self.left_keys, len(self.left.columns), "left join key")
+        _check_refs(self.right_keys, len(self.right.columns), "right join key")
+        if self.residual is not None:
+            _check_refs([self.residual], len(self.left.columns) + len(self.right.columns), "join residual")
+        if self.not_in is not None:
+            _check_refs([self.not_in[0]], len(self.left.columns), "NOT IN operand")
+            _check_refs([self.not_in[1]], len(self.right.columns), "NOT IN subquery column")
+
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def columns(self) -> Columns:
+        if self.kind in ("semi", "anti", "not_in"):
+            return self.left.columns
         return self.left.columns + self.right.columns
 
 
@@ -301,6 +349,22 @@ class Recursive(Node):
     @property
     def columns(self) -> Columns:
         return self.anchor.columns
+
+
+def with_inputs(node: Node, inputs: tuple[Node, ...] | list[Node]) -> Node:
+    """``node`` over new ``inputs`` (in ``node.inputs()`` order); its shape checks run again."""
+    inputs = tuple(inputs)
+    if inputs == node.inputs():
+        return node
+    if isinstance(node, _Unary):
+        return replace(node, input=inputs[0])
+    if isinstance(node, (Join, LogicalJoin)):
+        return replace(node, left=inputs[0], right=inputs[1])
+    if isinstance(node, UnionAll):
+        return replace(node, parts=inputs)
+    if isinstance(node, Recursive):
+        return replace(node, anchor=inputs[0], externals=inputs[1:])
+    raise FreshviewError(f"internal: {type(node).__name__} has no inputs to replace")
 
 
 def walk(node: Node):

@@ -188,7 +188,6 @@ class ExprBinder(AggregateVisits, FunctionBinding):
     # ------------------------------------------------------------------ operators
     def comparison(self, node: exp.Expression, op: str) -> Expr:
         left, right = self.bind(node.left), self.bind(node.right)
-        left, right = _midnight_as_date(left, right), _midnight_as_date(right, left)
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
         target = self._comparable(node, left, right)
@@ -248,26 +247,14 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         return Literal(SqlType("interval"), (n * months, n * days, n * micros))
 
     def _interval_arithmetic(self, node: exp.Expression, op: str, left: Expr, right: Expr) -> Expr:
+        """Constants are folded later (``plan.rewrite.fold_constants``), a NULL one here: its type is known."""
         if op == "+" and left.type.kind == "interval":
             left, right = right, left
-        if (op not in "+-" or right.type.kind != "interval" or not left.type.is_temporal
-                or not isinstance(left, Literal) or not isinstance(right, Literal)):
-            return self.interval_arithmetic(node, op, left, right)
-        if left.value is None or right.value is None:
-            result_type = left.type if left.type.kind != "date" else SqlType("timestamp")
-            return Literal(result_type, None)
-        months, days, micros = right.value
-        sign = 1 if op == "+" else -1
-        start = left.value
-        if not isinstance(start, dt.datetime):
-            start = dt.datetime(start.year, start.month, start.day)
-        total = start.month - 1 + sign * months
-        year, month = start.year + total // 12, total % 12 + 1
-        day = min(start.day, _days_in_month(year, month))  # PostgreSQL clamps to the month's end
-        moved = start.replace(year=year, month=month, day=day)
-        moved += dt.timedelta(days=sign * days, microseconds=sign * micros)
-        # PostgreSQL: date ± interval is a timestamp.
-        return Literal(left.type if left.type.kind != "date" else SqlType("timestamp"), moved)
+        if (op in "+-" and right.type.kind == "interval" and left.type.is_temporal
+                and isinstance(left, Literal) and isinstance(right, Literal)
+                and (left.value is None or right.value is None)):
+            return Literal(left.type if left.type.kind != "date" else SqlType("timestamp"), None)
+        return self.interval_arithmetic(node, op, left, right)
 
     def visit_Neg(self, node: exp.Neg) -> Expr:
         arg = self.bind(node.this)
@@ -579,19 +566,6 @@ class ExprBinder(AggregateVisits, FunctionBinding):
 
     def visit_Select(self, node: exp.Select) -> Expr:
         raise self.unsupported(node, "subquery in an expression", "SELECT")
-
-
-def _midnight_as_date(e: Expr, other: Expr) -> Expr:
-    """A midnight timestamp constant compared with a date is that date (so no per-row cast)."""
-    if (other.type.kind == "date" and isinstance(e, Literal) and e.type.kind == "timestamp"
-            and isinstance(e.value, dt.datetime) and e.value.time() == dt.time(0)):
-        return Literal(SqlType("date"), e.value.date())
-    return e
-
-
-def _days_in_month(year: int, month: int) -> int:
-    nxt = dt.date(year + month // 12, month % 12 + 1, 1)
-    return (nxt - dt.timedelta(days=1)).day
 
 
 def _describe(node: exp.Expression) -> str:

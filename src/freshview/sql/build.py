@@ -1,15 +1,12 @@
 """Building a logical plan from a parsed query.
 
 For each SELECT the builder resolves the FROM items, binds every expression
-against the combined ("wide") row of all FROM items, and then optimises as it
-assembles the plan, the way the Epsio planner does:
-
-* columns no clause uses are pruned right above each scan, so join and
-  aggregate state holds only what the view needs;
-* WHERE and ON conjuncts that touch one FROM item are pushed onto that item;
-* equalities between the item being joined and those before it become join
-  keys; other multi-item conjuncts become a filter right after the join that
-  first has all their columns.
+against the combined ("wide") row of all FROM items, and assembles a plain
+plan: the FROM items in full, joined in FROM order (``sql.join_tree``), the
+WHERE conditions over the joined rows, then grouping, the SELECT list,
+DISTINCT.  ``build_plan`` then optimises it with the plan rewrites
+(``plan.rewrite``: constant folding, OR factoring, predicate pushdown and
+join keys, column pruning, projection merging).
 
 Anything outside the supported subset is refused with its position.
 """
@@ -23,13 +20,14 @@ from sqlglot import exp
 
 from freshview.errors import SqlError, UnknownColumnError, UnknownTableError, UnsupportedSqlError
 from freshview.plan import nodes as pn
+from freshview.plan.rewrite import optimize
+from freshview.plan.rewrite.factor_or import factor_common_conjuncts
 from freshview.plan.expr import (
-    Call, ColumnRef, Expr, columns_used, conjoin, conjuncts, remap_columns,
+    ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import typing as ty
 from freshview.sql import ctes
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
-from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds, resolve_using, starts_group
+from freshview.sql.join_tree import Step, build_join_tree, join_kinds, resolve_using, starts_group
 from freshview.sql.parse import locate, parse_query
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
@@ -51,7 +49,7 @@ class FromItem:
 def build_plan(sql: str, catalog: Catalog) -> pn.Node:
     """Parse ``sql`` and build its optimised logical plan, or raise a located SqlError."""
     tree = parse_query(sql)
-    return QueryBuilder(sql, catalog).query(tree)
+    return optimize(QueryBuilder(sql, catalog).query(tree))
 
 
 class QueryBuilder:
@@ -145,7 +143,7 @@ class QueryBuilder:
             e = binder.bind(c)
             if e.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of WHERE/ON must be boolean, not {e.type}", locate(c, self.sql), self.sql)
-            conds += conjuncts(factor_common_conjuncts(e))
+            conds += conjuncts(e)
         for c in where_preds:
             subs.predicate(c)
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
@@ -228,20 +226,9 @@ class QueryBuilder:
 
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None
 
-        # Prune columns nobody uses, then build the join tree with pushed-down filters.
-        used: set[int] = set()  # columns needed above the scans' own filters
-        for e in out_exprs + group_exprs + ([having] if having is not None else []):
-            used |= {i for i in columns_used(e) if i < AGG_BASE}
-        for a in aggs.aggs:
-            for e in a.exprs():
-                used |= columns_used(e)
-        for e in windows.exprs() + [k[0] for k in (topk.keys if topk else []) if not isinstance(k[0], int)]:
-            used |= {i for i in columns_used(e) if i < AGG_BASE}
         if outer or subs.extra:
             steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions"))
-            plan, mapping = build_join_tree(items, steps, conds, used)
-        else:
-            plan, mapping = self.join_tree(items, conds, used, node)
+        plan, mapping = build_join_tree(items, steps, conds)
 
         def local(e: Expr) -> Expr:
             return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
@@ -372,108 +359,7 @@ class QueryBuilder:
         names += [n for n, _ in plan.columns[len(names):]]
         return pn.Project(plan, tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(plan.columns)), tuple(names))
 
-    # ------------------------------------------------------------------ joins
-    def join_tree(self, items: list[FromItem], conds: list[Expr], used: set[int],
-                  node: exp.Select) -> tuple[pn.Node, dict[int, int]]:
-        """Left-deep join tree in FROM order; returns it and wide index -> output index."""
-        owner: dict[int, int] = {}
-        for k, it in enumerate(items):
-            for i in range(len(it.node.columns)):
-                owner[it.offset + i] = k
-
-        def rels(e: Expr) -> set[int]:
-            return {owner[i] for i in columns_used(e)}
-
-        pending = list(conds)
-        # Conditions on one FROM item are applied below its pruning projection, so
-        # only columns used by other conditions or by the output enter join state.
-        used = set(used)
-        for c in conds:
-            if len(rels(c)) != 1:
-                used |= columns_used(c)
-        leaves: list[tuple[pn.Node, list[int]]] = []
-        for k, it in enumerate(items):
-            keep = [i for i in range(len(it.node.columns)) if it.offset + i in used]
-            if not keep:
-                keep = [0]  # a relation whose columns are all unused still multiplies rows
-            plan = it.node
-            single = [c for c in pending if rels(c) == {k}]
-            pending = [c for c in pending if c not in single]
-            if single:
-                plan = pn.Filter(plan, conjoin([remap_columns(c, {it.offset + i: i for i in range(len(it.node.columns))}) for c in single]))  # type: ignore[arg-type]
-            if len(keep) != len(it.node.columns) or single:
-                plan = pn.Project(plan, tuple(ColumnRef(it.node.columns[i][1], i, it.node.columns[i][0]) for i in keep),
-                                  tuple(it.node.columns[i][0] for i in keep))
-            leaves.append((plan, [it.offset + i for i in keep]))
-
-        plan, wide_cols = leaves[0]
-        joined = {0}
-        for k in range(1, len(items)):
-            right, right_cols = leaves[k]
-            left_map = {w: j for j, w in enumerate(wide_cols)}
-            right_map = {w: j for j, w in enumerate(right_cols)}
-            lkeys: list[Expr] = []
-            rkeys: list[Expr] = []
-            residual: list[Expr] = []
-            still: list[Expr] = []
-            for c in pending:
-                r = rels(c)
-                if not r <= joined | {k} or k not in r:
-                    still.append(c)
-                    continue
-                split = equi_split(c, rels, joined, k)
-                if split is not None:
-                    le, re_ = split
-                    t = ty.common_type(le.type, re_.type) or le.type
-                    lkeys.append(ty.cast_to(remap_columns(le, left_map), t))
-                    rkeys.append(ty.cast_to(remap_columns(re_, right_map), t))
-                else:
-                    residual.append(c)
-            pending = still
-            plan = pn.Join(plan, right, tuple(lkeys), tuple(rkeys))
-            wide_cols = wide_cols + right_cols
-            joined.add(k)
-            if residual:
-                mapping = {w: j for j, w in enumerate(wide_cols)}
-                plan = pn.Filter(plan, conjoin([remap_columns(c, mapping) for c in residual]))  # type: ignore[arg-type]
-        mapping = {w: j for j, w in enumerate(wide_cols)}
-        if pending:  # conditions on no column at all (constants)
-            plan = pn.Filter(plan, conjoin([remap_columns(c, mapping) for c in pending]))  # type: ignore[arg-type]
-        return plan, mapping
-
-
 # ---------------------------------------------------------------------- helpers
-def factor_common_conjuncts(e: Expr) -> Expr:
-    """(A AND B) OR (A AND C)  →  A AND (B OR C).
-
-    TPC-H Q19 puts its join condition inside every OR branch; factored out it
-    becomes an equi-join key instead of a cross product filtered afterwards.
-    """
-    if not (isinstance(e, Call) and e.op == "or"):
-        return e
-    branches = _disjuncts(e)
-    parts = [conjuncts(b) for b in branches]
-    common = [c for c in parts[0] if all(c in other for other in parts[1:])]
-    if not common:
-        return e
-    rests = [[c for c in p if c not in common] for p in parts]
-    if any(not r for r in rests):  # one branch is just the common part: the OR is implied
-        return conjoin(common)  # type: ignore[return-value]
-    ored = conjoin(rests[0])
-    for r in rests[1:]:
-        ored = Call(ty.BOOL, "or", (ored, conjoin(r)))  # type: ignore[arg-type]
-    return conjoin(common + [ored])  # type: ignore[return-value]
-
-
-def _disjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Call) and e.op == "or":
-        return _disjuncts(e.args[0]) + _disjuncts(e.args[1])
-    return [e]
-
-
-
-
-
 def _agg_refs(e: Expr) -> set[int]:
     return {i for i in columns_used(e) if i >= AGG_BASE}
 

@@ -1,27 +1,29 @@
-"""The join tree of a SELECT whose FROM has outer joins or subquery items.
+"""The join tree of a SELECT: its FROM items joined left-deep in order, each step by its kind.
 
-FROM items are joined left-deep in order, each step by its kind: ``inner``
-(a comma item, [INNER|CROSS] JOIN, an uncorrelated scalar subquery),
-``left`` / ``right`` / ``full`` (outer joins; also a correlated scalar
-subquery, a left join), ``semi`` / ``anti`` / ``not_in`` (EXISTS, IN and
-their negations; these add no columns), ``mark_exists`` / ``mark_in``
+Kinds: ``inner`` (a comma item, [INNER|CROSS] JOIN, an uncorrelated scalar
+subquery), ``left`` / ``right`` / ``full`` (outer joins; also a correlated
+scalar subquery, a left join), ``semi`` / ``anti`` / ``not_in`` (EXISTS, IN
+and their negations; these add no columns), ``mark_exists`` / ``mark_in``
 (EXISTS / IN used as a value: they add one column, the predicate's value;
-the item's last column is that mark, its others the subquery's).  Outer and
-semi kinds are lowered by ``plan.rewrite.joins``, mark kinds by
-``plan.rewrite.mark_join``.
+the item's last column is that mark, its others the subquery's).  Outer,
+semi- and anti-joins become ``LogicalJoin`` nodes, lowered by
+``plan.rewrite.joins`` once the rewrites have moved filters and pruned
+columns around them; mark kinds are lowered here, at once, by
+``plan.rewrite.mark_join`` into core nodes the rewrites then see.
 
 Where each condition goes (PostgreSQL semantics):
 
-* an ON conjunct belongs to its join: equalities between the item and the
-  items before it become keys; on the null-supplied item alone (the right of
-  LEFT, the left of RIGHT) it filters that side first; anything else is a
-  residual of the join (a LEFT join's conjunct on its preserved left side
-  stays there: a left row failing it is kept, NULL-padded);
-* a WHERE conjunct applies right after the step that first has all its
-  columns, unless a later RIGHT or FULL join may null-pad those columns (then
-  after all joins); it is pushed below a step only where that cannot change
-  its result: onto an item that is not null-supplied by its own join, or as a
-  key of an inner join.
+* an inner join's ON conjuncts filter its (cross) product;
+* an outer, semi- or anti-join's ON conjunct belongs to its join:
+  equalities between the item and the items before it become keys; on the
+  null-supplied item alone (the right of LEFT, the left of RIGHT) it filters
+  that side first; anything else is a residual of the join (a LEFT join's
+  conjunct on its preserved left side stays there: a left row failing it is
+  kept, NULL-padded);
+* the WHERE conjuncts filter the joined rows.
+
+Moving filters down (inner join keys included) and dropping unused columns
+are plan rewrites that run afterwards (``plan.rewrite``).
 
 ``JOIN … USING (c, …)`` and ``NATURAL JOIN`` (``resolve_using``) are joins
 on ``left.c = right.c`` whose USING columns appear once, as PostgreSQL
@@ -39,12 +41,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from freshview.plan import nodes as pn
 from sqlglot import exp
 
 from freshview.errors import SqlError
+from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
-from freshview.plan.rewrite import joins, mark_join
+from freshview.plan.rewrite import mark_join
 from freshview.sql import typing as ty
 from freshview.sql.parse import locate
 
@@ -150,8 +152,12 @@ def resolve_using(items, node: exp.Select, sql: str) -> Using | None:
     return out
 
 
-def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int]) -> tuple[pn.Node, dict[int, int]]:
-    """Join ``items`` by ``steps`` with ``where`` applied; returns the plan and wide index -> output index."""
+def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Node, dict[int, int]]:
+    """Join ``items`` by ``steps``, then filter by ``where``; returns the plan and wide index -> output index.
+
+    Every item comes in full and every WHERE conjunct filters the joined rows:
+    moving them down and dropping unused columns are plan rewrites
+    (``plan.rewrite.pushdown``, ``plan.rewrite.prune``)."""
     owner: dict[int, int] = {}
     for k, it in enumerate(items):
         for i in range(len(it.node.columns)):
@@ -161,62 +167,30 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
         return {owner[i] for i in columns_used(e)}
 
     n = len(items)
-    null_supplied_later = [any(steps[m].kind in ("right", "full") for m in range(j + 1, n)) for j in range(n)]
     leaf_filters: list[list[Expr]] = [[] for _ in range(n)]
     before: list[list[Expr]] = [[] for _ in range(n)]  # filters on the accumulated left before step k
     at_step: list[list[Expr]] = [[] for _ in range(n)]  # ON conjuncts (keys or residual) of step k
-    after: list[list[Expr]] = [[] for _ in range(n)]  # WHERE conjuncts right after step k
-    top: list[Expr] = []
 
     for k in range(n):
         kind = steps[k].kind
         for c in steps[k].on:
             r = rels(c)
-            if r == {k} and kind in ("inner", "left", "semi", "anti", "not_in") + MARKS:
+            if kind == "inner":
+                at_step[k].append(c)
+            elif r == {k} and kind in ("left", "semi", "anti", "not_in") + MARKS:
                 leaf_filters[k].append(c)
             elif r and max(r) < k and kind == "right":
                 before[k].append(c)
             else:
                 at_step[k].append(c)
-    for c in where:
-        r = rels(c)
-        if not r:
-            top.append(c)
-            continue
-        j = max(r)
-        if null_supplied_later[j]:
-            top.append(c)
-        elif r == {j} and steps[j].kind in ("inner", "right") and (j > 0 or steps[j].kind == "inner"):
-            leaf_filters[j].append(c)
-        elif steps[j].kind == "inner" and j > 0:
-            at_step[j].append(c)
-        else:
-            after[j].append(c)
-
-    needed = set(used)
-    for lists in (before, at_step, after):
-        for cs in lists:
-            for c in cs:
-                needed |= columns_used(c)
-    for c in top:
-        needed |= columns_used(c)
-    for s in steps:
-        if s.not_in is not None:
-            needed |= columns_used(s.not_in[0]) | columns_used(s.not_in[1])
 
     leaves: list[tuple[pn.Node, list[int]]] = []
     for k, it in enumerate(items):
-        keep = [i for i in range(len(it.node.columns)) if it.offset + i in needed]
-        if not keep:
-            keep = [0]  # a relation whose columns are all unused still multiplies rows
         plan = it.node
         if leaf_filters[k]:
             local = {it.offset + i: i for i in range(len(it.node.columns))}
             plan = pn.Filter(plan, conjoin([remap_columns(c, local) for c in leaf_filters[k]]))  # type: ignore[arg-type]
-        if len(keep) != len(it.node.columns) or leaf_filters[k]:
-            plan = pn.Project(plan, tuple(ColumnRef(it.node.columns[i][1], i, it.node.columns[i][0]) for i in keep),
-                              tuple(it.node.columns[i][0] for i in keep))
-        leaves.append((plan, [it.offset + i for i in keep]))
+        leaves.append((plan, [it.offset + i for i in range(len(it.node.columns))]))
 
     plan, wide_cols = leaves[0]
     joined = {0}
@@ -234,7 +208,7 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
         rkeys: list[Expr] = []
         residual: list[Expr] = []
         for c in at_step[k]:
-            split = equi_split(c, rels, joined, k)
+            split = equi_split(c, rels, joined, k) if step.kind != "inner" else None
             if split is not None:
                 le, re_ = split
                 t = ty.common_type(le.type, re_.type) or le.type
@@ -248,16 +222,6 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
             plan = pn.Join(plan, right, lk, rk)
             if res is not None:
                 plan = pn.Filter(plan, res)
-        elif step.kind in ("left", "right", "full"):
-            plan = joins.outer_join(step.kind, plan, right, lk, rk, res, step.pad)
-        elif step.kind == "semi":
-            plan = joins.semijoin(plan, right, lk, rk, res)
-        elif step.kind == "anti":
-            plan = joins.antijoin(plan, right, lk, rk, res)
-        elif step.kind == "not_in":
-            assert step.not_in is not None and res is None
-            x, y = step.not_in
-            plan = joins.not_in(plan, right, lk, rk, over(wide_cols)(x), over(right_cols)(y))
         elif step.kind == "mark_exists":
             plan = mark_join.exists_mark(plan, right, lk, rk, res)
         elif step.kind == "mark_in":
@@ -265,19 +229,19 @@ def build_join_tree(items, steps: list[Step], where: list[Expr], used: set[int])
             x, y = step.not_in
             plan = mark_join.in_mark(plan, right, lk, rk, res, over(wide_cols)(x), over(right_cols)(y))
         else:
-            raise ValueError(f"internal: join kind {step.kind!r}")
+            x_y = None
+            if step.kind == "not_in":
+                assert step.not_in is not None and res is None
+                x_y = (over(wide_cols)(step.not_in[0]), over(right_cols)(step.not_in[1]))
+            plan = pn.LogicalJoin(step.kind, plan, right, lk, rk, res, step.pad, x_y)
         if step.kind in MARKS:  # one more column: the mark, the item's last
             wide_cols = wide_cols + [items[k].offset + len(items[k].node.columns) - 1]
             joined.add(k)
         elif step.kind not in NO_COLUMNS:
             wide_cols = wide_cols + right_cols
             joined.add(k)
-        if after[k]:
-            plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in after[k]]))  # type: ignore[arg-type]
-    if after[0]:
-        top = after[0] + top
-    if top:
-        plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in top]))  # type: ignore[arg-type]
+    if where:
+        plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in where]))  # type: ignore[arg-type]
     return plan, {w: j for j, w in enumerate(wide_cols)}
 
 

@@ -1,17 +1,57 @@
-"""Rewrites of the logical plan, one rule per module, in the order they apply.
+"""Rewrites of the logical plan, one rule per module, and the order they apply.
 
-``REWRITES`` lists them in order.  ``joins``: outer, semi- and anti-joins
-(and NOT IN) lowered into Join, Distinct, Filter, Project, UnionAll and
-Negate, so every executor maintains them with its existing operators;
-``mark_join``: EXISTS / IN used as a value (under OR, NOT, CASE, in the
-SELECT list) lowered into those semi- and anti-joins, each row marked with
-the predicate's value.  The
-query builder calls it while it assembles a SELECT (``sql.join_tree``), so
-the plans it produces hold only core nodes.
+The query builder (``sql.build``) emits a plain plan: every FROM item in
+full, joined in FROM order (inner joins as cross products under a Filter of
+their ON conditions; outer, semi- and anti-joins as ``LogicalJoin`` nodes
+with the keys and residual of their ON condition), the WHERE conditions
+over the joined rows.  ``optimize`` then applies ``RULES`` in order, each a
+function from plan to plan with the same result:
+
+1. ``fold_constants``: constant date ± interval; a date compared with a
+   midnight constant as dates;
+2. ``factor_or``: conjuncts common to every branch of an OR factored out
+   (so ``pushdown`` can make them join keys);
+3. ``pushdown``: filter conjuncts moved down to the inputs with their
+   columns, equalities across a join turned into its keys;
+4. ``prune``: columns no one uses dropped, so join and aggregate state
+   holds only those;
+5. ``joins.lower_joins``: outer, semi- and anti-joins (and NOT IN) lowered
+   into Join, Distinct, Filter, Project, UnionAll and Negate, so every
+   executor maintains them with its existing operators;
+6. ``pushdown`` again, over the lowered joins (a WHERE conjunct on the
+   NULL-padded side reaches the matched branch; one no padded row passes
+   drops the padded branch);
+7. ``merge_projects``: adjacent projections and filters merged, identity
+   projections dropped.
+
+``mark_join`` is not a rule of the list: EXISTS / IN used as a value (under
+OR, NOT, CASE, in the SELECT list) is lowered by the query builder as it
+meets it (``sql.join_tree``) into semi- and anti-joins, each row marked with
+the predicate's value, so the rules above only see core nodes there.
 """
 
+from __future__ import annotations
+
+from typing import Callable
+
+from freshview.plan import nodes as pn
 from freshview.plan.rewrite import joins, mark_join
+from freshview.plan.rewrite.factor_or import factor_or
+from freshview.plan.rewrite.fold_constants import fold_constants
+from freshview.plan.rewrite.merge_projects import merge_projects
+from freshview.plan.rewrite.prune import prune
+from freshview.plan.rewrite.pushdown import pushdown
 
-REWRITES = (joins, mark_join)
+Rule = Callable[[pn.Node], pn.Node]
 
-__all__ = ["REWRITES", "joins", "mark_join"]
+RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, prune, joins.lower_joins, pushdown, merge_projects)
+
+
+def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES) -> pn.Node:
+    """``plan`` rewritten by each of ``rules`` in turn."""
+    for rule in rules:
+        plan = rule(plan)
+    return plan
+
+
+__all__ = ["RULES", "optimize", "joins", "mark_join", "fold_constants", "factor_or", "pushdown", "prune", "merge_projects"]

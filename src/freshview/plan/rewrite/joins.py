@@ -31,6 +31,7 @@ import decimal
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, Literal, columns_used, conjoin, conjuncts, remap_columns
+from freshview.plan.rewrite.bottom_up import BottomUp
 from freshview.schema import SqlType
 
 BOOL = SqlType("bool")
@@ -185,4 +186,23 @@ def _substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
     return e.map_children(lambda c: _substitute(c, mapping))
 
 
-__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "empty_value"]
+# ---------------------------------------------------------------------- the rule
+def lower_joins(plan: pn.Node) -> pn.Node:
+    """Every ``LogicalJoin`` in ``plan`` lowered by the rules above (its inputs first)."""
+    return _Lower()(plan)
+
+
+class _Lower(BottomUp):
+    def visit_LogicalJoin(self, node: pn.LogicalJoin) -> pn.Node:
+        args = (node.left, node.right, node.left_keys, node.right_keys)
+        if node.kind == "semi":
+            return semijoin(*args, node.residual)
+        if node.kind == "anti":
+            return antijoin(*args, node.residual)
+        if node.kind == "not_in":
+            assert node.not_in is not None
+            return not_in(*args, *node.not_in)
+        return outer_join(node.kind, *args, node.residual, node.pad)
+
+
+__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "empty_value", "lower_joins"]
