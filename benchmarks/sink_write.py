@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from benchmarks.service_latency import PG_SETTINGS
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
-from freshview.service import control
+from freshview.connectors.postgres import control
 from freshview.service.embedded import PostgresServer, find_pg_bindir
 from freshview.service.service import Service
 
