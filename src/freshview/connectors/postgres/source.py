@@ -70,7 +70,7 @@ class PostgresStream:
                     return self._neutral(txn), True
                 if not got % 1024 and time.monotonic() >= until:
                     break
-        except ReplicationError as exc:
+        except (ReplicationError, psycopg.OperationalError) as exc:
             raise (PositionLost if lost_position(str(exc)) else StreamError)(str(exc)) from None
         return None, got > 0
 
@@ -88,10 +88,14 @@ class PostgresStream:
         return found
 
     def acknowledge(self, position: Lsn) -> None:
-        self.repl.acknowledge(position.value)
+        """A lost connection is left for the next ``read`` to report: the slot then re-sends from its
+        confirmed position, and the core skips what the engine already holds."""
+        with contextlib.suppress(psycopg.OperationalError):
+            self.repl.acknowledge(position.value)
 
     def keepalive(self) -> None:
-        self.repl.send_status()
+        with contextlib.suppress(psycopg.OperationalError):
+            self.repl.send_status()
 
     def close(self) -> None:
         self.repl.close()
