@@ -175,7 +175,10 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
-        self.stream = source.stream(self.at.engine)
+        try:
+            self.stream = source.stream(self.at.engine)
+        except StreamError as exc:
+            raise ServiceError(f"cannot follow the change stream: {exc}") from None
         self._set_status("running")
         log.info("following the source from %s (results at %s)", self.at.engine, self.at.results)
 
