@@ -146,8 +146,9 @@ class Snapshot(Protocol):
 
 
 class Source(Protocol):
-    def attach(self, has_state: bool) -> Attached:
-        """Find (or create) the source's stream position; say if it was lost or created."""
+    def attach(self, position: Position | None, has_state: bool) -> Attached:
+        """Find (or create) the source's stream position; say if it was lost (``position``, the engine's,
+        can no longer be streamed from, or the source's own position is gone while ``has_state``)."""
 
     def stream(self, position: Position | None) -> Stream:
         """Changes after ``position`` (None: from the source's own position, e.g. a slot)."""

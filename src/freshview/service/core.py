@@ -167,7 +167,7 @@ class Core:
             self.stream.close()
             self.stream = None
         try:
-            attached: Attached = source.attach(bool(self.flow.sources))
+            attached: Attached = source.attach(self.at.engine, bool(self.flow.sources))
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
         rebuild = recovery.rebuild_reason(attached, self.at.engine, self.at.results)

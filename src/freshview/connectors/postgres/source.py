@@ -156,7 +156,9 @@ class PostgresSource:
         except ReplicationError as exc:
             raise SourceError(f"{exc} (the role needs the REPLICATION attribute; see `freshview setup`)") from None
 
-    def attach(self, has_state: bool) -> Attached:
+    def attach(self, position: Lsn | None, has_state: bool) -> Attached:
+        """The slot holds the position (``position`` is not needed): a slot the server invalidated is
+        dropped and, like a missing one, created anew."""
         row = self.conn.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
                                 (self.slot,)).fetchone()
         lost = None
