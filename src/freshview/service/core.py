@@ -436,34 +436,9 @@ class Core:
 
     # ------------------------------------------------------------------ following base tables
     def follow(self, tables: dict[str, SourceTable]) -> None:
-        """Start following base tables: make their changes streamed, then load them from a new snapshot."""
-        if not tables:
-            return
-        source = self.connector.source
-        source.prepare(list(tables))
-        with source.snapshot() as snap:
-            for table, described in tables.items():
-                name = engine_name(table)
-                self.flow.register_source(name, described.schema)
-                estimate = snap.estimate(table)
+        following.follow(self, tables)
 
-                def progress(done: int, table: str = table, finished: bool = False) -> None:
-                    if self.stream is not None:
-                        self.stream.keepalive()  # keep the main stream alive through long snapshots
-                    if self.snapshot_progress is not None:
-                        self.snapshot_progress(table, done, estimate, finished)
-
-                progress(0)
-                loaded = 0
-                for chunk in snap.read(described, self.options.snapshot_chunk_rows, progress):
-                    self.flow.tick(name, chunk)
-                    loaded += chunk.num_rows
-                progress(loaded, finished=True)
-                self.follow_from[table] = snap.position
-                self._save_follow_from()
-                log.info("following %s from %s", table, snap.position)
-
-    def _save_follow_from(self) -> None:
+    def save_follow_from(self) -> None:
         self.flow.set_meta("follow_from", {t: p.to_text() for t, p in self.follow_from.items()})
 
     def drop_unused_sources(self) -> None:
@@ -474,7 +449,7 @@ class Core:
                 self.follow_from.pop(qualified_from_engine(source), None)
                 changed = True
         if changed:
-            self._save_follow_from()
+            self.save_follow_from()
 
     # ------------------------------------------------------------------ failures
     def _fail_table(self, table: str, error: str) -> None:
