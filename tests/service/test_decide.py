@@ -166,3 +166,9 @@ def test_the_model_catches_a_wrong_rule(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "plan_steps", forgetful)
     run_service(world, [2], None)
     assert world.results == [1, 2, 1, 2, 3, 4, 5]  # 1 and 2 written twice
+
+
+def test_the_stream_restarts_after_the_engine_else_at_the_earliest_snapshot():
+    assert decide.stream_start(Positions(Pos(7), Pos(9)), {"public.t": Pos(3)}) == Pos(7)
+    assert decide.stream_start(Positions(None, Pos(9)), {"public.t": Pos(5), "public.u": Pos(4)}) == Pos(4)
+    assert decide.stream_start(Positions(), {}) is None

@@ -151,7 +151,8 @@ class Source(Protocol):
         can no longer be streamed from, or the source's own position is gone while ``has_state``)."""
 
     def stream(self, position: Position | None) -> Stream:
-        """Changes after ``position`` (None: from the source's own position, e.g. a slot)."""
+        """The transactions after ``position`` (``decide.stream_start``: the engine's position, else the
+        earliest snapshot's; None: from now).  PostgreSQL's slot keeps its own position and ignores it."""
 
     def describe(self, table: str) -> SourceTable:
         """A table's definition; ``CatalogError`` for tables that do not exist ("does not exist" in the

@@ -176,7 +176,7 @@ class Core:
             self._set_status("rebuilding")
         self._reconcile(rebuild)
         try:
-            self.stream = source.stream(self.at.engine)
+            self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         except StreamError as exc:
             raise ServiceError(f"cannot follow the change stream: {exc}") from None
         self._set_status("running")
@@ -300,7 +300,7 @@ class Core:
                 self._attach()  # sees the lost position and rebuilds
                 return
             try:
-                self.stream = self.connector.source.stream(self.at.engine)
+                self.stream = self.connector.source.stream(decide.stream_start(self.at, self.follow_from))
                 return
             except StreamError as again:
                 exc = again

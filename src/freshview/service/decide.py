@@ -27,7 +27,7 @@ must not be netted with other transactions' changes to the same rows).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from freshview.connectors.base import Transaction, after
 
@@ -77,3 +77,11 @@ def position_to_record(pending: Any, at: Positions) -> Any:
     """A position reached by transactions that touched no followed table is recorded (so the source
     may free what precedes it) unless the engine is already there; None: nothing to record."""
     return pending if after(pending, at.engine) else None
+
+
+def stream_start(at: Positions, follow_from: Mapping[str, Any]) -> Any:
+    """Where the stream must (re)start: after the engine's position; with none yet (first start, or
+    just rebuilt), at the earliest snapshot a followed table was loaded from; None: from now."""
+    if at.engine is not None:
+        return at.engine
+    return min(follow_from.values(), default=None)
