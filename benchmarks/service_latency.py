@@ -80,7 +80,7 @@ import psycopg.conninfo
 from psycopg import sql as psql
 
 from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
-from freshview.service import control
+from freshview.connectors.postgres import control
 from freshview.service.embedded import PostgresServer, embedded_bindir, find_pg_bindir
 from freshview.service.service import ServiceOptions
 from tests.support.oracle import _fmt, diff_rows

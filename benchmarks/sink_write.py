@@ -2,7 +2,7 @@
 
 The service writes, inside each engine step's ``before_commit``, every changed
 view's delta into its result table plus the position reached, in one
-transaction (``Service._commit``).  This script times exactly that call, with
+transaction (``ResultSink.commit_step``, here ``PostgresResults``).  This script times exactly that call, with
 no engine and no replication: a throwaway PostgreSQL (the benchmark settings of
 ``service_latency``: ``fsync=off``, ``synchronous_commit=on``), the freshview
 schema, and the result tables of the service benchmark's two views, filled
@@ -28,16 +28,17 @@ import argparse
 import statistics
 import time
 from decimal import Decimal
-from typing import Any
 
 import psycopg
 import pyarrow as pa
 
 from benchmarks.service_latency import PG_SETTINGS
+from freshview.connectors.base import StepStats
+from freshview.connectors.postgres import control
+from freshview.connectors.postgres.lsn import Lsn
+from freshview.connectors.postgres.results import PostgresResults
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
-from freshview.service import control
 from freshview.service.embedded import PostgresServer, find_pg_bindir
-from freshview.service.service import Service
 
 SHAPES = {
     "customer_totals": ResultShape((("customer", "integer"), ("n", "bigint"), ("total", "numeric")),
@@ -49,11 +50,6 @@ SHAPES = {
 }
 TYPES = {"integer": pa.int32(), "bigint": pa.int64(), "numeric": pa.decimal128(38, 6), "text": pa.string(),
          "numeric(12,2)": pa.decimal128(12, 2)}
-
-
-class _Flow:
-    def set_meta(self, key: str, value: Any) -> None:
-        pass
 
 
 def _table(view: str, rows: list[tuple]) -> pa.Table:
@@ -111,13 +107,15 @@ class State:
                 "order_list": _table("order_list", orders)}
 
 
-def service_on(conn: psycopg.Connection) -> Service:
-    """A Service with only what ``_commit`` uses: the connection, the result tables, the position row."""
-    svc = Service(conn.info.dsn, "/nonexistent", slot="bench")  # connects to nothing by itself
-    svc.pg = conn
-    svc.flow = _Flow()  # type: ignore[assignment]
-    svc.results = {f"public.{v}": ResultTable(f"public.{v}", s) for v, s in SHAPES.items()}
-    return svc
+def results_on(conn: psycopg.Connection) -> PostgresResults:
+    """The PostgreSQL result sink on ``conn`` with the three result tables known (slot ``bench``)."""
+    results = PostgresResults(conn, "bench")
+    results.tables = {f"public.{v}": ResultTable(f"public.{v}", s) for v, s in SHAPES.items()}
+    return results
+
+
+def qualified(outputs: dict) -> dict:
+    return {f"public.{v}": d for v, d in outputs.items()}
 
 
 def main() -> int:
@@ -131,16 +129,16 @@ def main() -> int:
         dsn = server.start()
         with psycopg.connect(dsn, autocommit=True) as conn:
             control.install(conn)
-            svc = service_on(conn)
+            svc = results_on(conn)
             conn.execute("INSERT INTO freshview.progress (slot) VALUES ('bench')")
             state = State(args.groups)
             with conn.transaction():
-                for name, table in svc.results.items():
+                for name, table in svc.tables.items():
                     for statement in table.create_sql():
                         conn.execute(statement)
                     conn.execute("INSERT INTO freshview.views (name, sql, status, rows) VALUES (%s, '', 'active', 0)",
                                  (name,))
-            svc._commit(state.initial(), 1, True, 0, time.time())
+            svc.commit_step(qualified(state.initial()), Lsn(1), StepStats(0, 0.0, 0.0))
             conn.execute("VACUUM ANALYZE")
             lsn = 2
             for rows in args.rows:
@@ -149,7 +147,7 @@ def main() -> int:
                 for i in range(repeat + 3):
                     outputs = state.delta(rows)
                     t0 = time.perf_counter()
-                    svc._commit(outputs, lsn, True, rows, time.time())
+                    svc.commit_step(qualified(outputs), Lsn(lsn), StepStats(rows, 0.0, 0.0))
                     if i >= 3:  # the first steps prepare statements
                         times.append((time.perf_counter() - t0) * 1000)
                     lsn += 1
@@ -157,7 +155,7 @@ def main() -> int:
                 print(f"delta of {rows:,} rows (+2 and {rows:,} in the other views): "
                       f"median {statistics.median(times):.2f} ms, p90 {times[int(len(times) * 0.9)]:.2f} ms, "
                       f"min {times[0]:.2f} ms over {len(times)} steps", flush=True)
-            for name in svc.results:  # the contents must equal the model
+            for name in svc.tables:  # the contents must equal the model
                 got = conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
                 want = {"public.customer_totals": len(state.customers), "public.region_totals": len(state.regions),
                         "public.order_list": len(set(state.orders))}[name]

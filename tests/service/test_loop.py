@@ -6,7 +6,8 @@ import itertools
 import time
 
 from freshview.connectors.postgres import protocol as p
-from freshview.service.service import Service, ServiceOptions
+from freshview.connectors.postgres.source import PostgresStream
+from freshview.service.core import Core, ServiceOptions
 from tests.support import pgoutput as w
 
 REL = p.Relation(5, "public", "t", "d", (p.Column("id", 23, -1, True),))
@@ -31,9 +32,9 @@ def txn(i: int, rows: int = 1) -> list[bytes]:
         [w.commit(10 * i, 10 * i + 5, now)]
 
 
-def service(payloads, **options) -> tuple[Service, list]:
-    svc = Service("dbname=none", "/nonexistent", options=ServiceOptions(**options))
-    svc.repl = Stream([w.relation(REL)] + payloads)  # type: ignore[assignment]
+def service(payloads, **options) -> tuple[Core, list]:
+    svc = Core(lambda: None, "/nonexistent", options=ServiceOptions(**options))  # type: ignore[arg-type,return-value]
+    svc.stream = PostgresStream(Stream([w.relation(REL)] + payloads))  # type: ignore[arg-type]
     steps: list = []
     svc._process = steps.append  # type: ignore[method-assign]
     return svc, steps
@@ -42,7 +43,7 @@ def service(payloads, **options) -> tuple[Service, list]:
 def test_what_is_readable_at_once_is_one_step():
     svc, steps = service(txn(1) + txn(2, rows=3) + txn(3))
     svc._follow_stream()
-    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25, 35]]
+    assert [[t.position.value for t in batch] for batch in steps] == [[15, 25, 35]]
     assert steps[0][1].size == 3
 
 
@@ -50,17 +51,17 @@ def test_a_half_read_transaction_waits_for_the_next_step():
     third = txn(3)
     svc, steps = service(txn(1) + txn(2) + third[:2])
     svc._follow_stream()
-    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25]]
-    svc.repl.ready = iter(third[2:])  # the rest of it arrives
+    assert [[t.position.value for t in batch] for batch in steps] == [[15, 25]]
+    svc.stream.repl.ready = iter(third[2:])  # the rest of it arrives
     svc._follow_stream()
-    assert [t.end_lsn for t in steps[1]] == [35] and steps[1][0].size == 1
+    assert [t.position.value for t in steps[1]] == [35] and steps[1][0].size == 1
 
 
 def test_max_batch_rows_ends_a_batch_at_a_commit():
     svc, steps = service(txn(1, rows=3) + txn(2, rows=3) + txn(3, rows=3), max_batch_rows=5)
     svc._follow_stream()
     svc._follow_stream()
-    assert [[t.end_lsn for t in batch] for batch in steps] == [[15, 25], [35]]
+    assert [[t.position.value for t in batch] for batch in steps] == [[15, 25], [35]]
 
 
 def test_a_quiet_stream_steps_nothing():
@@ -74,7 +75,7 @@ def test_a_long_transaction_streaming_in_does_not_hold_the_loop():
     # a transaction of 2M rows (without a bound the loop would read them all, for many seconds)
     endless = itertools.chain([w.begin(9)], (w.insert(REL, [str(i)]) for i in range(2_000_000)))
     svc, steps = service([], poll_s=0.05)
-    svc.repl.ready = itertools.chain([w.relation(REL)], endless)
+    svc.stream.repl.ready = itertools.chain([w.relation(REL)], endless)
     started = time.monotonic()
     svc._follow_stream()  # returns (to serve requests and heartbeats) though no commit came
     assert steps == [] and time.monotonic() - started < 2.0

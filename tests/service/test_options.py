@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-import freshview.service.service as service_module
+import freshview.service.core as service_module
 from freshview.service.service import Service, ServiceOptions
 
 

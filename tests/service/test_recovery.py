@@ -92,3 +92,37 @@ def test_an_invalidated_slot_is_detected_and_the_views_rebuilt(database, start_s
         assert conn.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
                             (slot,)).fetchone()[0] != "lost"
     wait_until_fresh(database, list(RECOVERY_VIEWS))
+
+
+def test_a_slot_lost_while_streaming_rebuilds_the_views(database, start_service, tmp_path, caplog):
+    """The running service's slot is dropped under it (its walsender terminated first): the reconnect
+    finds the position lost, the views go ``rebuilding``, are rebuilt from a new snapshot, and stay
+    equal to their SQL through the changes made meanwhile and after."""
+    service = _prepare(database, start_service, tmp_path / "state")
+    slot = service.service.slot
+    rng, next_id = random.Random(4), [600]
+    with psycopg.connect(database, autocommit=True) as conn:
+        for _ in range(10):
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(database, list(RECOVERY_VIEWS))
+        caplog.set_level("WARNING", logger="freshview.service")
+        for _ in range(100):  # the service reconnects at once: terminate and drop in one statement
+            try:
+                conn.execute("SELECT pg_terminate_backend(active_pid, 5000), pg_drop_replication_slot(slot_name) "
+                             "FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("the slot could not be dropped")
+        for _ in range(20):  # while the slot is gone
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(database, list(RECOVERY_VIEWS))
+        assert any("rebuilding every view" in r.getMessage() and "is gone" in r.getMessage()
+                   for r in caplog.records)
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
+                            (slot,)).fetchone()[0] == 1
+        for _ in range(20):
+            random_transaction(conn, rng, next_id)
+    wait_until_fresh(database, list(RECOVERY_VIEWS))
+    assert service.thread.is_alive()

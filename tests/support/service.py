@@ -24,7 +24,7 @@ import psycopg
 import psycopg.conninfo
 from psycopg import sql
 
-from freshview.service import control
+from freshview.connectors.postgres import control
 from freshview.service.service import Service, ServiceOptions
 from tests.support.oracle import _fmt, diff_rows
 

@@ -118,7 +118,7 @@ def run(
 ) -> None:
     """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it)."""
     from freshview.errors import FreshviewError
-    from freshview.service import control
+    from freshview.connectors.postgres import control
     from freshview.service.service import Service, ServiceOptions
 
     dsn = _require_dsn(dsn)

@@ -54,7 +54,7 @@ VIEWS = {
 
 
 def run_demo(duration: float, n_orders: int, rate: float, data_dir: Path | None) -> None:
-    from freshview.service import control
+    from freshview.connectors.postgres import control
     from freshview.service.embedded import PostgresServer, embedded_bindir
     from freshview.service.service import Service
 

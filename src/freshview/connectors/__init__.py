@@ -1,9 +1,12 @@
-"""Connectors: change sources and result sinks outside the engine.
+"""Connectors: change sources, result sinks and control schemas outside the engine.
 
-A source turns a database's change stream into per-transaction deltas
-(Arrow tables with ``_weight``) with a resumable position; a sink writes a
-step's view changes back in one transaction.  Connectors speak only
-``algebra``/``schema`` types, so they are tested without Spark and the engine
-without a database.  ``postgres`` holds the PostgreSQL logical-replication
-source (pgoutput) and the result-table sink.
+``base`` is the one interface the service core uses (positions, whole
+transactions, snapshot, stream, result sink, control schema); each database
+is a package behind it.  A source turns a database's change stream into
+per-transaction deltas (Arrow tables with ``_weight``) with a resumable
+position; a sink writes a step's view changes and that position back in one
+transaction.  Connectors speak only ``algebra``/``schema``/``plan.shape``
+types, so they are tested without Spark and the engine without a database.
+``postgres`` holds the PostgreSQL logical-replication source (pgoutput), the
+result-table sink and the ``freshview`` schema.
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from freshview.service import control
+from freshview.connectors.postgres import control
 from freshview.service.names import qualify
 
 RECOMMENDED_WAL_KEEP = "10GB"

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from freshview.service import control
+from freshview.connectors.postgres import control
 
 
 @dataclass

@@ -27,22 +27,13 @@ import pyarrow.compute as pc
 
 from freshview.connectors.postgres import columnar
 from freshview.connectors.postgres import protocol as p
+from freshview.connectors.base import ChangeError, LookupOld
 from freshview.connectors.postgres.types import to_arrow
 from freshview.schema import WEIGHT, TableSchema
 
 _U32 = p._U32
 
 RawRow = list  # text values as sent, None for NULL, p.UNCHANGED_TOAST for unsent TOAST
-# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
-LookupOld = Callable[[str, pa.Table], pa.Table]
-
-
-class ChangeError(Exception):
-    """A change freshview cannot turn into a correct delta (missing old row, unknown table ...)."""
-
-    def __init__(self, message: str, table: str | None = None) -> None:
-        super().__init__(message)
-        self.table = table  # the source table whose changes are unusable, when one is to blame
 
 
 @dataclass

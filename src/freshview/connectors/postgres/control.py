@@ -17,13 +17,14 @@ since such procedures may not COMMIT).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import psycopg
 import psycopg.conninfo
 
+from freshview.connectors.base import Request
+
 SCHEMA = "freshview"
 PUBLICATION = "freshview"
+
 
 def slot_name(dsn: str) -> str:
     """Slots are cluster-wide, so each database's service has its own: ``freshview_<database>``."""
@@ -139,15 +140,6 @@ GRANT SELECT ON freshview.views, freshview.progress TO PUBLIC;
 """
 
 
-@dataclass(frozen=True)
-class Request:
-    id: int
-    action: str  # create | drop
-    name: str
-    sql: str | None
-    requested_by: str | None = None
-
-
 def install(conn: psycopg.Connection) -> None:
     """Create or upgrade the freshview schema and the (initially empty) publication."""
     with conn.transaction():
@@ -180,3 +172,59 @@ def requeue_running(conn: psycopg.Connection) -> None:
     """Requests a killed service was working on go back to the queue."""
     with conn.transaction():
         conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
+
+
+class PostgresControl:
+    """``base.ControlSchema`` on one autocommit connection (the service's)."""
+
+    def __init__(self, conn: psycopg.Connection, slot: str) -> None:
+        self.conn = conn
+        self.slot = slot
+
+    def is_installed(self) -> bool:
+        return is_installed(self.conn)
+
+    def start(self) -> None:
+        requeue_running(self.conn)
+        self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
+        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")  # their requests were requeued
+
+    def next_request(self) -> Request | None:
+        return next_request(self.conn)
+
+    def finish_request(self, request_id: int, error: str | None = None) -> None:
+        with self.conn.transaction():
+            finish_request(self.conn, request_id, error)
+
+    def views(self) -> list[tuple[str, str, str]]:
+        return self.conn.execute("SELECT name, sql, status FROM freshview.views ORDER BY created_at, name").fetchall()
+
+    def view(self, name: str) -> tuple[str, str] | None:
+        return self.conn.execute("SELECT sql, status FROM freshview.views WHERE name = %s", (name,)).fetchone()
+
+    def relation_exists(self, name: str) -> bool:
+        return self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
+
+    def begin_create(self, name: str, sql: str) -> None:
+        with self.conn.transaction():
+            self.conn.execute("INSERT INTO freshview.views (name, sql, status) VALUES (%s, %s, 'creating') "
+                              "ON CONFLICT (name) DO NOTHING", (name, sql))
+
+    def abandon_create(self, name: str) -> None:
+        self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
+
+    def mark_rebuilding(self, reason: str) -> None:
+        with self.conn.transaction():
+            self.conn.execute("UPDATE freshview.views SET status = 'rebuilding', error = %s, updated_at = now() "
+                              "WHERE status = 'active'", (reason,))
+
+    def mark_failed(self, name: str, error: str) -> None:
+        self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, updated_at = now() "
+                          "WHERE name = %s", (error, name))
+
+    def heartbeat(self, status: str) -> None:
+        self.conn.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",
+                          (status, self.slot))
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,269 @@
+"""The one small interface between the service core and a database (PostgreSQL, MySQL/MariaDB).
+
+The core (``freshview.service``) knows nothing of slots, LSNs, GTIDs, psycopg
+or PyMySQL; a connector knows nothing of the engine.  What passes between them:
+
+* ``Position``: an opaque, totally ordered point in one source's change
+  stream (PostgreSQL: an LSN; MariaDB: the binlog coordinates of a commit
+  with the GTID to resume from), written as text where it is stored.
+* ``Transaction``: one whole source transaction at a position (never split),
+  with what the core needs to decide about it; the rows themselves stay in the
+  connector's ``payload`` until ``deltas`` turns them into Arrow.
+* ``Source``: the change side: a catalog (``describe``), a consistent
+  ``snapshot`` at a position, a ``stream`` from a position; ``attach`` says
+  whether the stored position is still readable (a lost position is repaired
+  by the core: rebuild from a new snapshot).
+* ``ResultSink``: result tables; a step's view changes and its position in
+  ONE database transaction, and that position read back.
+* ``ControlSchema``: the ``freshview`` schema inside the database (the
+  request queue behind ``create_view``/``drop_view``, the status of views and
+  of the service).
+
+Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
+
+import pyarrow as pa
+
+from freshview.plan.shape import ResultKey
+from freshview.schema import SqlType, TableSchema
+
+
+class Position(Protocol):
+    """A point in one source's change stream; positions of one source are totally ordered."""
+
+    def __lt__(self, other: Any) -> bool: ...
+
+    def __le__(self, other: Any) -> bool: ...
+
+    def to_text(self) -> str: ...
+
+
+def after(position: Position | None, mark: Position | None) -> bool:
+    """``position > mark``, where None is before every position (nothing applied yet)."""
+    if position is None:
+        return False
+    return mark is None or mark < position
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """One whole committed source transaction, as the core sees it.
+
+    ``rows`` counts the row changes per table (schema-qualified names);
+    ``definitions`` holds, per table whose definition the stream carried, its
+    columns' types as now defined (None: a type freshview cannot follow), so
+    the core sees DDL on followed tables; ``payload`` is the connector's own.
+    A snapshot at position Y holds exactly the transactions at positions <= Y.
+    """
+
+    position: Any  # Position
+    commit_time: float  # Unix seconds, on the source server's clock
+    rows: Mapping[str, int] = field(default_factory=dict)
+    truncated: frozenset[str] = frozenset()
+    definitions: Mapping[str, Mapping[str, SqlType | None]] = field(default_factory=dict)
+    payload: Any = None
+
+    @property
+    def size(self) -> int:
+        return sum(self.rows.values())
+
+    def restricted(self, tables: set[str] | frozenset[str]) -> "Transaction":
+        """The same transaction with only the changes (and TRUNCATEs) of ``tables``."""
+        return replace(self, rows={t: n for t, n in self.rows.items() if t in tables},
+                       truncated=frozenset(t for t in self.truncated if t in tables))
+
+
+# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
+LookupOld = Callable[[str, pa.Table], pa.Table]
+# schema-qualified table -> its Arrow delta (columns + _weight), for the transactions given, in order
+Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, pa.Table]]
+
+
+class ChangeError(Exception):
+    """A change freshview cannot turn into a correct delta (missing old row, unknown table ...)."""
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table  # the source table whose changes are unusable, when one is to blame
+
+
+class StreamError(Exception):
+    """The change stream broke (connection lost ...): reconnect from the position acknowledged."""
+
+
+class PositionLost(StreamError):
+    """The source can no longer deliver changes from the stored position (PostgreSQL: the slot is
+    invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """A followable table: its definition (the key is the schema's primary key)."""
+
+    name: str  # schema-qualified
+    schema: TableSchema
+
+
+@dataclass(frozen=True)
+class Attached:
+    """What ``Source.attach`` found: ``lost`` says why the stored position cannot be resumed from;
+    ``created`` that the source had no position at all (first start, or a dropped slot)."""
+
+    created: bool = False
+    lost: str | None = None
+
+
+class Stream(Protocol):
+    waited_s: float  # seconds spent blocked on the server so far
+
+    def read(self, timeout: float, budget: float) -> tuple[Transaction | None, bool]:
+        """The next whole transaction, or (None, whether part of one arrived): nothing came within
+        ``timeout`` s, or ``budget`` s went by while a transaction was still streaming in.
+        Raises ``StreamError`` (``PositionLost`` when the position is gone)."""
+
+    def acknowledge(self, position: Position) -> None:
+        """Everything up to ``position`` is durable downstream: the source may let it go."""
+
+    def keepalive(self) -> None:
+        """Called during long snapshots: keep the stream's connection alive."""
+
+    def close(self) -> None: ...
+
+
+class Snapshot(Protocol):
+    position: Position  # holds exactly the transactions at positions <= this
+
+    def estimate(self, table: str) -> int | None:
+        """The table's approximate row count (for progress), if known."""
+
+    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
+        """The table's rows at the snapshot, as inserts (+1) in chunks; ``progress(rows done)``."""
+
+
+class Source(Protocol):
+    def attach(self, position: Position | None, has_state: bool) -> Attached:
+        """Find (or create) the source's stream position; say if it was lost (``position``, the engine's,
+        can no longer be streamed from, or the source's own position is gone while ``has_state``)."""
+
+    def stream(self, position: Position | None) -> Stream:
+        """The transactions after ``position`` (``decide.stream_start``: the engine's position, else the
+        earliest snapshot's; None: from now).  PostgreSQL's slot keeps its own position and ignores it."""
+
+    def describe(self, table: str) -> SourceTable:
+        """A table's definition; ``CatalogError`` for tables that do not exist ("does not exist" in the
+        message) or cannot be followed (saying how to fix it)."""
+
+    def prepare(self, tables: Sequence[str]) -> None:
+        """Make the tables' changes appear in the stream (PostgreSQL: add them to the publication)."""
+
+    def snapshot(self) -> ContextManager[Snapshot]:
+        """A consistent snapshot at a position of the stream."""
+
+    def position_from_text(self, text: str) -> Position: ...
+
+    deltas: Deltas
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What a step's result transaction records besides the changes."""
+
+    changes: int  # source row changes in the step
+    lag_ms: float  # oldest source commit in the step to now
+    rate: float  # changes per second, smoothed
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    """A view's result table: columns (engine types) and key (``plan.shape``)."""
+
+    name: str  # schema-qualified
+    columns: tuple[tuple[str, SqlType], ...]
+    key: ResultKey
+
+
+class ResultSink(Protocol):
+    def stored_position(self) -> Position | None:
+        """The position whose effects the result tables hold (committed with them)."""
+
+    def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
+               replace: bool, reader: str | None, request: int | None) -> None:
+        """In one transaction: (re)create the result table, fill it, mark the view active (and the request
+        done).  ``CatalogError`` when the database refuses."""
+
+    def attach(self, spec: ResultSpec) -> None:
+        """Know an existing result table again (after a restart)."""
+
+    def forget(self, name: str) -> None:
+        """No longer write this view's changes (its table stays)."""
+
+    def drop(self, name: str, request: int | None) -> None:
+        """In one transaction: drop the result table and the view's status (and finish the request)."""
+
+    def commit_step(self, outputs: Mapping[str, pa.Table], position: Position, stats: StepStats) -> float:
+        """In ONE transaction: apply each known view's changes (name -> delta with _weight), update the
+        views' status and store ``position``; returns the commit time on the server's clock."""
+
+    def record_position(self, position: Position) -> None:
+        """Store a position reached without result changes (lets the source free what precedes it)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    action: str  # create | drop
+    name: str
+    sql: str | None
+    requested_by: str | None = None
+
+
+class ControlSchema(Protocol):
+    def is_installed(self) -> bool: ...
+
+    def start(self) -> None:
+        """At service start: requests a killed service was working on go back to the queue; the
+        service's progress row exists; views left half-created are forgotten."""
+
+    def next_request(self) -> Request | None:
+        """Claim the oldest pending request."""
+
+    def finish_request(self, request_id: int, error: str | None = None) -> None: ...
+
+    def views(self) -> list[tuple[str, str, str]]:
+        """(name, sql, status) of every view, in creation order."""
+
+    def view(self, name: str) -> tuple[str, str] | None:
+        """(sql, status) of one view."""
+
+    def relation_exists(self, name: str) -> bool: ...
+
+    def begin_create(self, name: str, sql: str) -> None:
+        """Record a view as being created (status creating)."""
+
+    def abandon_create(self, name: str) -> None: ...
+
+    def mark_rebuilding(self, reason: str) -> None:
+        """Every active view goes to status rebuilding, with the reason."""
+
+    def mark_failed(self, name: str, error: str) -> None: ...
+
+    def heartbeat(self, status: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Connector:
+    """One database's pieces, as the core uses them."""
+
+    source: Source
+    results: ResultSink
+    control: ControlSchema
+    errors: tuple[type[BaseException], ...] = ()  # the driver's error classes (a failed request, not a crash)

@@ -1,0 +1,119 @@
+"""``base.ResultSink`` for PostgreSQL: result tables, and each step's changes with its LSN in one transaction.
+
+The LSN lives in ``freshview.progress`` (one row per slot), committed in the
+same transaction as the result changes it covers; ``freshview.views`` gets
+each changed view's row count and lag in that transaction too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+from psycopg import sql as psql
+
+from freshview.connectors.base import ResultSpec, StepStats
+from freshview.connectors.postgres import control
+from freshview.connectors.postgres.lsn import Lsn
+from freshview.connectors.postgres.sink import ResultShape, ResultTable
+from freshview.errors import CatalogError
+from freshview.schema import WEIGHT
+
+# After a step's result writes: the changed views get their row count and lag, every active view
+# the position its table now holds, the service its position and counters; returns the server's clock.
+_AFTER_STEP = (
+    "WITH views AS (UPDATE freshview.views SET last_lsn = CASE WHEN status = 'active' THEN %(lsn)s::pg_lsn "
+    "ELSE last_lsn END, rows = rows + COALESCE((%(added)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
+    "lag_ms = CASE WHEN name = ANY(%(names)s::text[]) THEN %(lag)s ELSE lag_ms END, "
+    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END "
+    "WHERE status = 'active' OR name = ANY(%(names)s::text[])) "
+    "UPDATE freshview.progress SET lsn = %(lsn)s, steps = steps + 1, changes = changes + %(changes)s, "
+    "lag_ms = %(lag)s, changes_per_s = %(rate)s, status = 'running', heartbeat_at = now(), updated_at = now() "
+    "WHERE slot = %(slot)s RETURNING extract(epoch FROM clock_timestamp())")
+
+
+def result_table(spec: ResultSpec) -> ResultTable:
+    columns = tuple((name, t.pg) for name, t in spec.columns)
+    shape = ResultShape(columns, tuple(columns[i][0] for i in spec.key.key), spec.key.counted, spec.key.nullable)
+    return ResultTable(spec.name, shape)
+
+
+class PostgresResults:
+    """Result tables of one database; positions are the slot's row of ``freshview.progress``."""
+
+    def __init__(self, conn: psycopg.Connection, slot: str) -> None:
+        self.conn = conn
+        self.slot = slot
+        self.tables: dict[str, ResultTable] = {}
+
+    def stored_position(self) -> Lsn | None:
+        row = self.conn.execute("SELECT lsn FROM freshview.progress WHERE slot = %s", (self.slot,)).fetchone()
+        lsn = Lsn.from_text(str(row[0])) if row and row[0] is not None else None
+        return lsn if lsn is not None and lsn.value else None
+
+    def attach(self, spec: ResultSpec) -> None:
+        self.tables[spec.name] = result_table(spec)
+
+    def forget(self, name: str) -> None:
+        self.tables.pop(name, None)
+
+    def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
+               replace: bool, reader: str | None, request: int | None) -> None:
+        table = result_table(spec)
+        conn = self.conn
+        try:
+            with conn.transaction():
+                if replace:
+                    conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
+                for statement in table.create_sql():
+                    conn.execute(statement)
+                if reader and reader != conn.info.user:  # whoever asked for the view may read it
+                    conn.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(table.name, psql.Identifier(reader)))
+                table.apply(conn, initial)
+                conn.execute(
+                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn) VALUES (%s, %s, 'active', %s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, "
+                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now()",
+                    (spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
+                     (position or Lsn(0)).to_text()))
+                if request is not None:
+                    control.finish_request(conn, request)
+        except psycopg.Error as exc:
+            raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}".strip()) from None
+        self.tables[spec.name] = table
+
+    def drop(self, name: str, request: int | None) -> None:
+        self.tables.pop(name, None)
+        with self.conn.transaction():
+            schema, _, bare = name.partition(".")
+            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(psql.Identifier(schema, bare)))
+            self.conn.execute("DELETE FROM freshview.views WHERE name = %s", (name,))
+            if request is not None:
+                control.finish_request(self.conn, request)
+
+    def commit_step(self, outputs: Mapping[str, pa.Table], position: Lsn, stats: StepStats) -> float:
+        """One transaction: one statement per changed view (two for a counted view), then one that
+        updates ``freshview.views`` and ``freshview.progress`` and reads the server's clock."""
+        changed: list[str] = []
+        added: list[int] = []
+        with self.conn.transaction():
+            for name, delta in outputs.items():
+                table = self.tables.get(name)
+                if table is None:
+                    continue
+                table.apply(self.conn, delta)
+                changed.append(name)
+                added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
+            row = self.conn.execute(_AFTER_STEP, {
+                "lsn": position.to_text(), "names": changed, "added": added, "lag": stats.lag_ms,
+                "changes": stats.changes, "rate": stats.rate, "slot": self.slot}).fetchone()
+        # The server's clock, like the source commit times (read just before COMMIT).
+        return float(row[0]) if row else time.time()
+
+    def record_position(self, position: Lsn) -> None:
+        with self.conn.transaction():
+            self.conn.execute("UPDATE freshview.progress SET lsn = %s, updated_at = now() WHERE slot = %s "
+                              "AND lsn < %s", (position.to_text(), self.slot, position.to_text()))

@@ -1,0 +1,219 @@
+"""``base.Source`` for PostgreSQL: a logical replication slot, pgoutput, exported snapshots.
+
+The slot holds the position: it is created once, streamed from (the server
+resumes after its confirmed position), acknowledged after each committed
+step.  A slot the server invalidated (``max_slot_wal_keep_size``) or that
+someone dropped is a lost position.  New tables are snapshotted through a
+temporary slot's exported snapshot, whose consistent point is the snapshot's
+position.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Callable, Iterator, Mapping, Sequence
+
+import psycopg
+import pyarrow as pa
+from psycopg import sql as psql
+
+from freshview.connectors.base import (
+    Attached, PositionLost, SourceTable, StreamError, Transaction,
+)
+from freshview.connectors.postgres import protocol as p
+from freshview.connectors.postgres.catalog import describe_table
+from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
+from freshview.connectors.postgres.lsn import Lsn
+from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
+from freshview.connectors.postgres.snapshot import read_table
+from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
+from freshview.errors import CatalogError, FreshviewError
+from freshview.schema import SqlType, TableSchema
+
+PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
+
+
+class SourceError(FreshviewError):
+    """The source cannot be used (no REPLICATION attribute, publication trouble ...)."""
+
+
+def lost_position(message: str) -> bool:
+    """Whether the walsender refused because the slot cannot serve its position any more."""
+    return ("invalidated" in message or "can no longer get changes" in message
+            or ("replication slot" in message and "does not exist" in message))
+
+
+class PostgresStream:
+    """``base.Stream``: whole transactions from the slot (pgoutput decoded and assembled)."""
+
+    def __init__(self, repl: ReplicationConnection) -> None:
+        self.repl = repl
+        self.decoder = p.Decoder()
+        self.assembler = TransactionAssembler()
+        self._definitions: dict[p.Relation, Mapping[str, SqlType | None]] = {}
+
+    @property
+    def waited_s(self) -> float:
+        return self.repl.waited_s
+
+    def read(self, timeout: float, budget: float) -> tuple[Transaction | None, bool]:
+        until = time.monotonic() + budget
+        got = 0
+        feed, decoder = self.assembler.feed_payload, self.decoder
+        try:
+            for payload in self.repl.payloads(timeout):
+                got += 1
+                txn = feed(payload, decoder)
+                if txn is not None:
+                    return self._neutral(txn), True
+                if not got % 1024 and time.monotonic() >= until:
+                    break
+        except (ReplicationError, psycopg.OperationalError) as exc:
+            raise (PositionLost if lost_position(str(exc)) else StreamError)(str(exc)) from None
+        return None, got > 0
+
+    def _neutral(self, txn: SourceTransaction) -> Transaction:
+        return Transaction(Lsn(txn.end_lsn), txn.commit_time / 1e6 + PG_EPOCH,
+                           {t: len(c) for t, c in txn.changes.items()}, frozenset(txn.truncated),
+                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn)
+
+    def _columns(self, rel: p.Relation) -> Mapping[str, SqlType | None]:
+        found = self._definitions.get(rel)
+        if found is None:
+            if len(self._definitions) > 1000:
+                self._definitions.clear()
+            found = self._definitions[rel] = {c.name: _type_or_none(c) for c in rel.columns}
+        return found
+
+    def acknowledge(self, position: Lsn) -> None:
+        """A lost connection is left for the next ``read`` to report: the slot then re-sends from its
+        confirmed position, and the core skips what the engine already holds."""
+        with contextlib.suppress(psycopg.OperationalError):
+            self.repl.acknowledge(position.value)
+
+    def keepalive(self) -> None:
+        with contextlib.suppress(psycopg.OperationalError):
+            self.repl.send_status()
+
+    def close(self) -> None:
+        self.repl.close()
+
+
+def _type_or_none(column: p.Column) -> SqlType | None:
+    try:
+        return sql_type(column.type_oid, column.type_modifier)
+    except UnsupportedTypeError:
+        return None
+
+
+def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchema],
+           lookup_old: Callable[[str, pa.Table], pa.Table]) -> dict[str, pa.Table]:
+    """``to_deltas`` over the tables each transaction is restricted to (``Transaction.restricted``)."""
+    raw = []
+    for txn in transactions:
+        pg: SourceTransaction = txn.payload
+        raw.append(SourceTransaction(pg.xid, pg.commit_lsn, pg.end_lsn, pg.commit_time,
+                                     {t: c for t, c in pg.changes.items() if t in txn.rows},
+                                     [t for t in pg.truncated if t in txn.truncated], pg.relations))
+    return to_deltas(raw, dict(schemas), lookup_old)
+
+
+class PostgresSnapshot:
+    """``base.Snapshot``: a temporary slot's exported snapshot (alive while the connection is)."""
+
+    def __init__(self, dsn: str, conn: psycopg.Connection, repl: ReplicationConnection, name: str) -> None:
+        self.dsn = dsn
+        self.conn = conn
+        info = repl.create_slot(name, temporary=True)
+        self.position = Lsn(info.consistent_point)
+        self.snapshot_name = info.snapshot_name or ""
+
+    def estimate(self, table: str) -> int | None:
+        total = self.conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                                  (table,)).fetchone()[0]
+        return int(total) if total and total > 0 else None
+
+    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
+        return read_table(self.dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress)
+
+
+class PostgresSource:
+    """``base.Source`` over one database: the service's connection ``conn`` and its slot."""
+
+    deltas = staticmethod(deltas)
+
+    def __init__(self, dsn: str, conn: psycopg.Connection, slot: str, publication: str) -> None:
+        self.dsn = dsn
+        self.conn = conn
+        self.slot = slot
+        self.publication = publication
+
+    def _replication(self) -> ReplicationConnection:
+        try:
+            return ReplicationConnection(self.dsn)
+        except ReplicationError as exc:
+            raise SourceError(f"{exc} (the role needs the REPLICATION attribute; see `freshview setup`)") from None
+
+    def attach(self, position: Lsn | None, has_state: bool) -> Attached:
+        """The slot holds the position (``position`` is not needed): a slot the server invalidated is
+        dropped and, like a missing one, created anew."""
+        row = self.conn.execute("SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
+                                (self.slot,)).fetchone()
+        lost = None
+        with self._replication() as repl:
+            if row is not None and row[0] == "lost":
+                lost = f"replication slot {self.slot} was invalidated (the server removed WAL it still needed)"
+                repl.drop_slot(self.slot)
+                row = None
+            if row is None:
+                if has_state:
+                    lost = lost or f"replication slot {self.slot} is gone"
+                repl.create_slot(self.slot, export_snapshot=False)
+        return Attached(created=row is None, lost=lost)
+
+    def stream(self, position: Lsn | None) -> PostgresStream:
+        """From the slot's confirmed position (the slot, not ``position``, says where)."""
+        try:
+            repl = ReplicationConnection(self.dsn)
+        except ReplicationError as exc:
+            raise StreamError(str(exc)) from None
+        try:
+            repl.start(self.slot, self.publication)
+        except ReplicationError as exc:
+            repl.close()
+            raise (PositionLost if lost_position(str(exc)) else StreamError)(str(exc)) from None
+        return PostgresStream(repl)
+
+    def describe(self, table: str) -> SourceTable:
+        found = describe_table(self.conn, table)
+        return SourceTable(found.name, found.schema)
+
+    def prepare(self, tables: Sequence[str]) -> None:
+        """Add the tables to the publication (the service's role must own them)."""
+        published = {f"{s}.{t}" for s, t in self.conn.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+            (self.publication,)).fetchall()}
+        for table in tables:
+            if table in published:
+                continue
+            schema, _, bare = table.partition(".")
+            try:
+                self.conn.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+                    psql.Identifier(self.publication), psql.Identifier(schema, bare)))
+            except psycopg.errors.InsufficientPrivilege:
+                raise CatalogError(
+                    f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
+                    f"as the table's owner run: ALTER PUBLICATION {self.publication} ADD TABLE {table};") from None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[PostgresSnapshot]:
+        with self._replication() as repl:
+            yield PostgresSnapshot(self.dsn, self.conn, repl, f"{self.slot}_snap_{os.getpid()}")
+
+    def position_from_text(self, text: str) -> Lsn:
+        return Lsn.from_text(text)
+
+    def close(self) -> None:
+        pass  # the connection is the connector's
