@@ -107,15 +107,13 @@ class BinlogStream:
                     raise PositionLost(f"cannot resume the binlog at {self.position.to_text()}: "
                                        f"{error.args[1]}") from None
                 raise
-            if event is None:  # the server ended the stream
-                raise PositionLost(f"the server closed the binlog stream at {self.position.to_text()}")
-            cls = type(event)
+            cls = type(event)  # None: the server ended the stream; the reader reconnects at auto_position
             item = None
             if cls is MariadbGtidEvent:
                 item = Begin(event.gtid, bool(event.flags & _FL_STANDALONE), event.timestamp)
             elif cls in _KINDS:
                 table = TableName(event.schema, event.table)
-                if assembler.in_transaction and table in assembler.followed:
+                if table in assembler.followed:
                     self._check_metadata(event, table)
                     item = Rows(table, _KINDS[cls], event.rows, event.timestamp)
             elif cls is XidEvent:
