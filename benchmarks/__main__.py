@@ -7,6 +7,7 @@
     python3 -m benchmarks.service_latency                    # the PostgreSQL service end to end
     python3 -m benchmarks.sink_write                         # one step's result write into PostgreSQL
     python3 -m benchmarks.snapshot_read                      # the snapshot reader: rows/s, per-row vs CSV
+    python3 -m benchmarks.mysql_cdc                          # MariaDB: snapshot rows/s, binlog decode + delta changes/s
 
 Results print as Markdown, go to ``benchmarks/out/*.json`` (the peers suite:
 ``docs/results/peers_sf<sf>.json``) and (``--write-doc``) replace the suite's

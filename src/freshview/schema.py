@@ -37,6 +37,10 @@ class SqlType:
     kind: str
     precision: int | None = None
     scale: int | None = None
+    # A text column's collation (MySQL/MariaDB sources, ``TEXT COLLATE x`` in a DDL); None is
+    # binary (PostgreSQL) or, in the MySQL dialect, that dialect's default.  Not part of equality:
+    # a collation changes how values compare, not what they are (sql/dialect.py applies it).
+    collation: str | None = field(default=None, compare=False)
 
     KINDS = (
         "int2", "int4", "int8", "numeric", "float4", "float8",

@@ -1,0 +1,159 @@
+"""The binlog stream: whole transactions of the followed tables, from a position on.
+
+``BinlogStream`` wraps ``pymysqlreplication.BinLogStreamReader`` (MariaDB
+GTID mode, ``blocking=True``: with ``blocking=False`` a MariaDB GTID reader
+reconnects from its start GTID forever at the end of the binlog) and feeds
+its events to a ``transactions.TransactionAssembler``; ``read(timeout)``
+returns the next committed transaction that touches a followed table, or
+``None`` once ``timeout`` seconds passed without one.  The server sends a
+heartbeat every ``heartbeat_s`` seconds while it has nothing to send, which
+is what lets ``read`` return on an idle server (so ``None`` comes after at
+most ``timeout + heartbeat_s``).
+
+Exactly once: the reader reconnects silently on a lost connection (errors
+2006/2013), from its ``auto_position``, which the library never advances.
+After every committed transaction (followed or not) this class sets it to
+the GTID state after that transaction, so a reconnect resumes right after
+the last whole transaction; a transaction cut by the reconnect is sent
+again from its GTID event and the assembler drops the partial copy.
+
+A position whose binlogs were purged (server error 1236 on connect) raises
+``PositionLost``: the caller must rebuild from a new snapshot.  Binlogs
+without column names (``binlog_row_metadata`` not FULL) or without whole
+rows (``binlog_row_image`` not FULL) raise ``BinlogSettingsError`` at the
+first rows event of a followed table: decoding them would give wrong values
+(ENUMs as NULL, missing columns as NULL) silently.
+
+Row changes of tables not followed are never decoded (the library decodes
+rows lazily; result tables written by freshview are simply not followed).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Iterable
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
+                                      XidEvent)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from freshview.connectors.mysql.catalog import TableName
+from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, MySqlTransaction, Query, Rows,
+                                                     TransactionAssembler, Xid)
+from freshview.errors import FreshviewError
+
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+_FL_STANDALONE = 1  # MariaDB GTID event flag: the group is one statement, no XID follows
+_KINDS = {WriteRowsEvent: "insert", DeleteRowsEvent: "delete", UpdateRowsEvent: "update"}
+_EVENTS = [MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
+           HeartbeatLogEvent, RotateEvent]
+
+
+class PositionLost(FreshviewError):
+    """The stream cannot resume at the position: its binlogs were purged (or never existed here)."""
+
+
+class BinlogSettingsError(FreshviewError):
+    """The binlog lacks what correct decoding needs (row metadata, full row images)."""
+
+
+def unique_server_id() -> int:
+    """A replica server id unlikely to collide with a server's or another reader's (pass a stable one if you can)."""
+    return random.randrange(1 << 24, 1 << 31)
+
+
+class BinlogStream:
+    """Whole committed transactions of ``followed`` tables, from ``start`` on."""
+
+    def __init__(self, connect_args: dict, start: BinlogPosition, followed: Iterable[TableName], *,
+                 server_id: int | None = None, heartbeat_s: float = 0.5) -> None:
+        self.assembler = TransactionAssembler(start, followed)
+        settings = {k: v for k, v in connect_args.items() if k not in ("database", "db", "autocommit")}
+        self.server_id = server_id if server_id is not None else unique_server_id()
+        self._reader = BinLogStreamReader(
+            connection_settings=settings, server_id=self.server_id, is_mariadb=True, blocking=True,
+            auto_position=start.gtid, only_events=_EVENTS, slave_heartbeat=heartbeat_s,
+            enable_logging=False)
+        self._reader.log_file = start.file
+        self._reader.log_pos = start.offset
+        self._checked: set = set()  # (table id, table) whose row metadata was checked
+
+    @property
+    def position(self) -> BinlogPosition:
+        """After the last whole transaction read, followed tables or not (safe to store when idle)."""
+        return self.assembler.position
+
+    @property
+    def followed(self) -> frozenset[TableName]:
+        return self.assembler.followed
+
+    def follow(self, tables: Iterable[TableName]) -> None:
+        """Change the followed tables; takes effect from the next event (the open transaction included)."""
+        self.assembler.follow(tables)
+
+    def read(self, timeout: float | None = None) -> MySqlTransaction | None:
+        """The next committed transaction touching a followed table; None after ``timeout`` s without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reader = self._reader
+        assembler = self.assembler
+        while True:
+            try:
+                event = reader.fetchone()
+            except pymysql.err.OperationalError as error:
+                if error.args and error.args[0] == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                    raise PositionLost(f"cannot resume the binlog at {self.position.to_text()}: "
+                                       f"{error.args[1]}") from None
+                raise
+            cls = type(event)  # None: the server ended the stream; the reader reconnects at auto_position
+            item = None
+            if cls is MariadbGtidEvent:
+                item = Begin(event.gtid, bool(event.flags & _FL_STANDALONE), event.timestamp)
+            elif cls in _KINDS:
+                table = TableName(event.schema, event.table)
+                if table in assembler.followed:
+                    self._check_metadata(event, table)
+                    item = Rows(table, _KINDS[cls], event.rows, event.timestamp)
+            elif cls is XidEvent:
+                item = Xid(event.timestamp)
+            elif cls is QueryEvent:
+                schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
+                query = event.query.decode() if isinstance(event.query, bytes) else event.query
+                item = Query(query, schema, event.timestamp)
+            if item is not None:
+                committed_before = assembler.position
+                txn = assembler.feed(item, reader.log_file, reader.log_pos)
+                if assembler.position is not committed_before:
+                    reader.auto_position = assembler.position.gtid  # a silent reconnect resumes after it
+                if txn is not None:
+                    return txn
+            if deadline is not None and not assembler.in_transaction and time.monotonic() >= deadline:
+                return None
+
+    def _check_metadata(self, event, table: TableName) -> None:
+        if (event.table_id, table) in self._checked:
+            return
+        if any(c.name is None for c in event.columns):
+            raise BinlogSettingsError(
+                f"the binlog has no column names for {table}; set binlog_row_metadata=FULL on the server")
+        n = event.number_of_columns
+        bitmaps = [event.columns_present_bitmap]
+        if isinstance(event, UpdateRowsEvent):
+            bitmaps.append(event.columns_present_bitmap2)
+        for bitmap in bitmaps:
+            present = sum(bin(b).count("1") for b in bitmap)
+            if present < n:
+                raise BinlogSettingsError(
+                    f"the binlog has partial rows of {table}; set binlog_row_image=FULL on the server")
+        self._checked.add((event.table_id, table))
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> "BinlogStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
