@@ -1,0 +1,1 @@
+"""MySQL and MariaDB: DSNs, result tables, the ``freshview`` control database and setup checks."""
