@@ -12,8 +12,8 @@ import pytest
 
 from freshview.connectors.mysql import sink as sink_module
 from freshview.connectors.mysql.sink import (
-    COUNT_COLUMN, KEY_COLUMN, ResultShape, ResultTable, UnsupportedValueError, commit_step, key_digest, mysql_type,
-    plan_result_shape, read_position)
+    COUNT_COLUMN, KEY_COLUMN, ResultShape, ResultTable, UnsupportedValueError, commit_step, insert_texts, key_digest,
+    mysql_type, plan_result_shape, read_position)
 from freshview.errors import SchemaError
 from freshview.plan.shape import ResultKey
 from freshview.schema import SqlType, parse_type, schema_from_ddl
@@ -75,8 +75,25 @@ def test_statements_of_a_keyed_delta_are_deletes_then_upserts():
     deleted, upserted = table.statements(delta)
     assert deleted.sql.startswith("DELETE FROM `app`.`v` WHERE `_fv_key` IN (%s)")
     assert list(deleted.params) == [key_digest(["a"])]
-    assert upserted.many and list(upserted.params) == [(key_digest(["b"]), "b", 3)]
-    assert "ON DUPLICATE KEY UPDATE `n` = VALUES(`n`)" in upserted.sql
+    assert upserted.rows.to_pylist() == [{"_fv_key": key_digest(["b"]), "g": "b", "n": 3}]
+    assert upserted.suffix == " ON DUPLICATE KEY UPDATE `n` = VALUES(`n`)"
+    [text] = insert_texts(upserted, repr)
+    assert text == ("INSERT INTO `app`.`v` (`_fv_key`, `g`, `n`) VALUES "
+                    f"(X'{key_digest(['b']).hex()}',_utf8mb4 X'62',3) ON DUPLICATE KEY UPDATE `n` = VALUES(`n`)")
+
+
+def test_literals_split_into_statements_by_size(monkeypatch):
+    monkeypatch.setattr(sink_module, "STATEMENT_BYTES", 100)
+    table = ResultTable("v", ResultShape((("g", "longtext"), ("d", "decimal(65,16)")), (), False))
+    awkward = "x'\\y" * 10  # quotes and backslashes travel as hex, whatever NO_BACKSLASH_ESCAPES says
+    rows = pa.table({"g": ["", None, awkward, "é"],
+                     "d": pa.array([Decimal("1E-16"), None, Decimal("-0.0000000123456789"), Decimal(5)],
+                                   pa.decimal128(38, 16))})
+    texts = insert_texts(sink_module.Statement(table._insert, rows=rows), repr)
+    values = ",".join(t.removeprefix("INSERT INTO `v` (`g`, `d`) VALUES ") for t in texts)
+    assert len(texts) == 3 and values == (
+        "(_utf8mb4 X'',0.0000000000000001),(NULL,NULL),"
+        f"(_utf8mb4 X'{awkward.encode().hex()}',-0.0000000123456789),(_utf8mb4 X'c3a9',5.0000000000000000)")
 
 
 def test_create_sql():
@@ -87,12 +104,12 @@ def test_create_sql():
 
 
 # ---------------------------------------------------------------------------------- against MariaDB
-PATHS = {"python": 10**9, "arrow": 0}  # SMALL_ROWS: every delta netted by Python, or every one by Arrow
+PATHS = {"one": 1 << 30, "many": 40}  # STATEMENT_BYTES: one INSERT per step, or one per row or two
 
 
 @pytest.fixture(params=list(PATHS))
 def path(request, monkeypatch):
-    monkeypatch.setattr(sink_module, "SMALL_ROWS", PATHS[request.param])
+    monkeypatch.setattr(sink_module, "STATEMENT_BYTES", PATHS[request.param])
     return request.param
 
 

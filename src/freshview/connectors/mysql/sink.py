@@ -40,15 +40,15 @@ source position in ``freshview.progress`` in one transaction.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.connectors.mysql import control
-from freshview.connectors.result_changes import net_changes, net_changes_small
+from freshview.connectors.result_changes import net_changes
 from freshview.errors import SchemaError
 from freshview.plan import nodes as pn
 from freshview.plan.shape import ResultKey, result_key
@@ -60,7 +60,6 @@ KEY_BYTES = 16
 MAX_DECIMAL_PRECISION = 65  # MySQL's widest decimal
 MAX_DECIMAL_SCALE = 30  # and its largest scale
 
-SMALL_ROWS = 256  # deltas up to this size are netted in Python; larger ones by Arrow
 DELETE_CHUNK = 5_000  # keys per DELETE … IN (…)
 
 _TYPES = {
@@ -136,11 +135,14 @@ def key_digest(values: Iterable[Any]) -> bytes:
 
 @dataclass(frozen=True)
 class Statement:
-    """One statement: ``many`` runs ``executemany`` over ``params`` (rows), else ``execute(sql, params)``."""
+    """One statement.  ``rows`` (an Arrow table, columns in the statement's order): a multi-row
+    ``INSERT`` — ``sql`` + the rows' literals + ``suffix``, in as many statements as their size needs;
+    else ``execute(sql, params)``."""
 
     sql: str
-    params: Sequence[Any]
-    many: bool = False
+    params: Sequence[Any] = ()
+    rows: pa.Table | None = None
+    suffix: str = ""
 
 
 class ResultTable:
@@ -151,19 +153,17 @@ class ResultTable:
         self.table = quote_table(qualified_name)
         self.shape = shape
         names = [n for n, _ in shape.columns]
-        cols = ", ".join(quote_name(n) for n in names)
         k, c = quote_name(KEY_COLUMN), quote_name(COUNT_COLUMN)
+        written = ([KEY_COLUMN] if shape.key else []) + names + ([COUNT_COLUMN] if shape.counted else [])
+        self._insert = f"INSERT INTO {self.table} ({', '.join(quote_name(n) for n in written)}) VALUES "
         if shape.counted:
-            marks = ", ".join(["%s"] * (len(names) + 2))
-            self._write = (f"INSERT INTO {self.table} ({k}, {cols}, {c}) VALUES ({marks}) "
-                           f"ON DUPLICATE KEY UPDATE {c} = {c} + VALUES({c})")
+            self._on_duplicate = f" ON DUPLICATE KEY UPDATE {c} = {c} + VALUES({c})"
         elif shape.key:
-            marks = ", ".join(["%s"] * (len(names) + 1))
             others = [n for n in names if n not in shape.key]
-            update = ", ".join(f"{quote_name(n)} = VALUES({quote_name(n)})" for n in others) or f"{k} = VALUES({k})"
-            self._write = f"INSERT INTO {self.table} ({k}, {cols}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {update}"
+            self._on_duplicate = " ON DUPLICATE KEY UPDATE " + (
+                ", ".join(f"{quote_name(n)} = VALUES({quote_name(n)})" for n in others) or f"{k} = VALUES({k})")
         else:
-            self._write = f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join(['%s'] * len(names))})"
+            self._on_duplicate = ""
 
     def create_sql(self) -> list[str]:
         """DDL of the result table."""
@@ -189,29 +189,26 @@ class ResultTable:
         if delta.num_rows == 0:
             return []
         names = [n for n, _ in self.shape.columns]
-        if delta.num_rows <= SMALL_ROWS:
-            columns, ops = net_changes_small(delta, names, self.shape.key, self.shape.counted)
-        else:
-            chosen, op_array = net_changes(delta, names, self.shape.key, self.shape.counted)
-            columns, ops = [chosen.column(n).to_pylist() for n in names], op_array.to_pylist()
+        chosen, ops = net_changes(delta, names, self.shape.key, self.shape.counted)
         for name in self.shape.floats:
-            _check_finite(name, columns[names.index(name)])
-        rows = list(zip(*columns))
+            _check_finite(name, chosen.column(name))
         if not self.shape.key:
-            out = [Statement(f"DELETE FROM {self.table}", ())]
-            new = [row for row, op in zip(rows, ops) if op == 1]
-            return out + [Statement(self._write, new, many=True)] if new else out
-        at = [names.index(k) for k in self.shape.key]
-        keys = [key_digest([row[i] for i in at]) for row in rows]
+            new = chosen.filter(pc.equal(ops, 1))
+            return [Statement(f"DELETE FROM {self.table}")] + (
+                [Statement(self._insert, rows=new)] if new.num_rows else [])
+        keys = pa.array([key_digest(v) for v in zip(*(chosen.column(k).to_pylist() for k in self.shape.key))],
+                        pa.binary(KEY_BYTES))
+        rows = chosen.add_column(0, KEY_COLUMN, keys)
         k, c = quote_name(KEY_COLUMN), quote_name(COUNT_COLUMN)
         if self.shape.counted:
-            out = [Statement(self._write, [(key,) + row + (op,) for key, row, op in zip(keys, rows, ops)], many=True)]
-            shrunk = [key for key, op in zip(keys, ops) if op < 0]
-            return out + self._by_keys(f"DELETE FROM {self.table} WHERE {c} <= 0 AND {k} IN", shrunk)
-        gone = [key for key, op in zip(keys, ops) if op == 0]
-        upserts = [(key,) + row for key, row, op in zip(keys, rows, ops) if op == 1]
+            rows = rows.append_column(COUNT_COLUMN, ops)
+            shrunk = keys.filter(pc.less(ops, 0)).to_pylist()
+            return [Statement(self._insert, rows=rows, suffix=self._on_duplicate)] + self._by_keys(
+                f"DELETE FROM {self.table} WHERE {c} <= 0 AND {k} IN", shrunk)
+        gone = keys.filter(pc.equal(ops, 0)).to_pylist()
+        upserts = rows.filter(pc.equal(ops, 1))
         out = self._by_keys(f"DELETE FROM {self.table} WHERE {k} IN", gone)
-        return out + [Statement(self._write, upserts, many=True)] if upserts else out
+        return out + ([Statement(self._insert, rows=upserts, suffix=self._on_duplicate)] if upserts.num_rows else [])
 
     def _by_keys(self, prefix: str, keys: list[bytes]) -> list[Statement]:
         out = []
@@ -225,18 +222,90 @@ class ResultTable:
         sent = 0
         with conn.cursor() as cur:
             for statement in self.statements(delta):
-                if statement.many:
-                    cur.executemany(statement.sql, statement.params)
-                    sent += len(statement.params)
-                else:
+                if statement.rows is None:
                     cur.execute(statement.sql, statement.params)
+                    continue
+                for text in insert_texts(statement, conn.escape):
+                    cur.execute(text)
+                sent += statement.rows.num_rows
         return sent
 
 
-def _check_finite(name: str, values: list) -> None:
-    for v in values:
-        if v is not None and not math.isfinite(v):
-            raise UnsupportedValueError(f"view column {name} holds {v!r}, which MySQL cannot store in a float column")
+STATEMENT_BYTES = 4 << 20  # an INSERT's VALUES list stays under this (the server's max_allowed_packet: 16 MiB)
+
+
+def insert_texts(statement: Statement, literal: Callable[[Any], str]) -> list[str]:
+    """The multi-row INSERTs of ``statement.rows``: its rows' literals, about ``STATEMENT_BYTES`` per statement."""
+    rows = statement.rows
+    assert rows is not None
+    columns = [_literals(rows.column(i).combine_chunks(), literal) for i in range(rows.num_columns)]
+    tuples = pc.binary_join_element_wise(_large("("), *_interleave(columns, _large(",")), _large(")"), _large(""))
+    sizes = np.cumsum(pc.binary_length(tuples).to_numpy(zero_copy_only=False) + 1)
+    out, start = [], 0
+    while start < len(tuples):
+        budget = (sizes[start - 1] if start else 0) + STATEMENT_BYTES
+        end = max(start + 1, int(np.searchsorted(sizes, budget, side="right")))
+        part = tuples.slice(start, end - start)
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(part)], pa.int64()), part), _large(","))
+        out.append(statement.sql + joined[0].as_py() + statement.suffix)
+        start = end
+    return out
+
+
+def _interleave(columns: list[pa.Array], separator: pa.Scalar) -> list[Any]:
+    out: list[Any] = []
+    for i, col in enumerate(columns):
+        out += [separator, col] if i else [col]
+    return out
+
+
+def _literals(values: pa.Array, literal: Callable[[Any], str]) -> pa.Array:
+    """SQL literals of a column, a column at a time where Arrow can (integers, decimals, text, binary);
+    other types through the driver's escaping (``literal``: ``pymysql.Connection.escape``)."""
+    t = values.type
+    if pa.types.is_integer(t):
+        text = pc.cast(values, pa.string())
+    elif pa.types.is_decimal(t):
+        text = pc.cast(values, pa.string())
+        scientific = pc.fill_null(pc.match_substring(text, "E"), False)
+        if pc.any(scientific).as_py():  # Arrow writes tiny values as 1E-16, which MySQL reads as a float
+            plain = [None if v is None else format(v, "f") for v in values.filter(scientific).to_pylist()]
+            text = pc.replace_with_mask(text, scientific, pa.array(plain, pa.string()))
+    elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or \
+            pa.types.is_fixed_size_binary(t):
+        # Hex literals: no escaping, whatever the server's sql_mode (NO_BACKSLASH_ESCAPES) says.
+        prefix = "X'" if pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t) else "_utf8mb4 X'"
+        text = pc.binary_join_element_wise(_large(prefix), _hex(values), _large("'"), _large(""))
+    else:
+        return pa.array([literal(v) for v in values.to_pylist()], pa.large_string())
+    return pc.fill_null(text.cast(pa.large_string()), _large("NULL"))
+
+
+def _large(text: str) -> pa.Scalar:
+    return pa.scalar(text, pa.large_string())
+
+
+def _hex(values: pa.Array) -> pa.Array:
+    """Each value's bytes in hexadecimal (a NULL stays NULL), built from Arrow's buffers in one pass."""
+    if pa.types.is_fixed_size_binary(values.type):
+        width = values.type.byte_width
+        offsets = np.arange(len(values) + 1, dtype=np.int64) * width
+        data = values.buffers()[1].to_pybytes()[values.offset * width:(values.offset + len(values)) * width]
+    else:
+        values = values.cast(pa.large_binary())
+        offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + len(values) + 1]
+        data = values.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]] if values.buffers()[2] else b""
+        offsets = offsets - offsets[0]
+    hexed = pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer((offsets * 2).tobytes()),
+                                                                    pa.py_buffer(data.hex().encode())])
+    return pc.if_else(pc.is_null(values), pa.scalar(None, pa.large_string()), hexed)
+
+
+def _check_finite(name: str, values: pa.ChunkedArray) -> None:
+    bad = pc.and_(pc.is_valid(values), pc.invert(pc.is_finite(values)))
+    if pc.any(bad).as_py():
+        v = values.filter(bad)[0].as_py()
+        raise UnsupportedValueError(f"view column {name} holds {v!r}, which MySQL cannot store in a float column")
 
 
 #: The sink's session: strict (an out-of-range value is an error, never a silent truncation or
