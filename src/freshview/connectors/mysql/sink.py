@@ -342,7 +342,8 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
         sent, added = 0, {}
         for table, delta in writes:
             sent += table.apply(conn, delta)
-            added[table.qualified_name] = added.get(table.qualified_name, 0) + (pc.sum(delta.column(WEIGHT)).as_py() or 0)
+            grown = pc.sum(delta.column(WEIGHT)).as_py() or 0
+            added[table.qualified_name] = added.get(table.qualified_name, 0) + grown
         control.write_step(conn, source, position, added=added, changes=changes, lag_ms=lag_ms)
         conn.commit()
     except BaseException:
