@@ -26,16 +26,15 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
 from freshview.connectors.postgres.types import UnsupportedTypeError, to_pg_text
+from freshview.connectors.result_changes import net_changes, net_changes_small
 from freshview.plan import nodes as pn
 from freshview.plan.shape import result_key
-from freshview.schema import WEIGHT
 
 COUNT_COLUMN = "_fv_count"
 
@@ -82,9 +81,10 @@ class ResultTable:
     def statements(self, delta: pa.Table) -> list[tuple[sql.Composed, tuple[str, ...]]]:
         """The statements (with their parameters) that write a consolidated view delta.
 
-        The delta (view columns + ``_weight``) is netted first: a keyed view
-        gets per key its new row (op 1) if it has one, else a delete (op 0); a
-        counted view gets each distinct row with its weight as op.  The rows
+        The delta (view columns + ``_weight``) is netted first
+        (``connectors.result_changes``): a keyed view gets per key its new row
+        (op 1) if it has one, else a delete (op 0); a counted view gets each
+        distinct row with its weight as op.  The rows
         then travel as one text array parameter per column (rendered by Arrow,
         a column at a time) and are unpacked by ``unnest`` in the statement: no
         staging table, no COPY, the same statement text every step (so psycopg
@@ -108,12 +108,12 @@ class ResultTable:
         names = [n for n, _ in self.shape.columns]
         out = []
         if delta.num_rows <= SMALL_ROWS:
-            columns, ops = self._net_small(delta, names)
+            columns, ops = net_changes_small(delta, names, self.shape.key, self.shape.counted)
             out.append((self._queries.write, (_small_literal(ops, str),) + tuple(
                 _small_literal(c, _text_of(delta.schema.field(n).type)) for c, n in zip(columns, names))))
             sent = len(ops)
         else:
-            rows, ops = self._net(delta, names)
+            rows, ops = net_changes(delta, names, self.shape.key, self.shape.counted)
             for start in range(0, rows.num_rows, CHUNK_ROWS):
                 part = rows.slice(start, CHUNK_ROWS)
                 out.append((self._queries.write, (_array_literal(ops.slice(start, CHUNK_ROWS)),) + tuple(
@@ -122,44 +122,6 @@ class ResultTable:
         if self._queries.purge is not None:
             out.append((self._queries.purge, ()))
         return out, sent
-
-    def _net(self, delta: pa.Table, names: list[str]) -> tuple[pa.Table, pa.Array]:
-        """The rows to send and their ops (see ``statements``), a column at a time."""
-        weight = delta.column(WEIGHT).combine_chunks()
-        if self.shape.counted:
-            return delta.select(names), weight
-        new, old = delta.filter(pc.greater(weight, 0)), delta.filter(pc.less(weight, 0))
-        if not self.shape.key:  # one row at most: the last new row, else a delete of whatever is there
-            if new.num_rows:
-                return new.slice(new.num_rows - 1).select(names), pa.array([1], pa.int64())
-            return old.slice(0, 1).select(names), pa.array([0], pa.int64())
-        if old.num_rows == 0:
-            return new.select(names), pa.array(np.ones(new.num_rows, np.int64))
-        # Old rows first, then new rows: per key, the highest position is its (last) new row if it
-        # has one, else an old row (a delete).  group_by holds NULL keys equal, as UNIQUE NULLS NOT
-        # DISTINCT does.
-        ordered = pa.concat_tables([old, new])
-        ordered = ordered.append_column("_fv_at", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
-        last = ordered.group_by(list(self.shape.key), use_threads=False).aggregate([("_fv_at", "max")])
-        chosen = ordered.take(last.column("_fv_at_max"))
-        return chosen.select(names), pc.cast(pc.greater(chosen.column(WEIGHT), 0), pa.int64())
-
-    def _net_small(self, delta: pa.Table, names: list[str]) -> tuple[list[list], list[int]]:
-        """``_net`` for a few rows, in Python (cheaper than Arrow's cost per call there)."""
-        columns = [delta.column(n).to_pylist() for n in names]
-        weights = delta.column(WEIGHT).to_pylist()
-        if self.shape.counted:
-            return columns, weights
-        at = [names.index(k) for k in self.shape.key]
-        chosen: dict[tuple, int] = {}  # key -> row: its (last) new row if any, else an old row
-        for i, w in enumerate(weights):
-            if w < 0:
-                chosen.setdefault(tuple(columns[j][i] for j in at), i)
-        for i, w in enumerate(weights):
-            if w > 0:
-                chosen[tuple(columns[j][i] for j in at)] = i
-        rows = list(chosen.values())
-        return [[col[i] for i in rows] for col in columns], [1 if weights[i] > 0 else 0 for i in rows]
 
 
 SMALL_ROWS = 256  # deltas up to this size are netted and rendered in Python; larger ones by Arrow

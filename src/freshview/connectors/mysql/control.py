@@ -1,0 +1,277 @@
+"""The ``freshview`` database inside MySQL/MariaDB: status tables, the request queue, procedures.
+
+This is how a database user talks to the service without leaving SQL, as on
+PostgreSQL (``service/control.py``)::
+
+    CALL freshview.create_view('app.customer_totals', 'SELECT ...');
+    CALL freshview.create_view_timeout('app.customer_totals', 'SELECT ...', 600);
+    SELECT * FROM freshview.views;
+    CALL freshview.drop_view('app.customer_totals');
+
+``create_view`` inserts a request, commits (so the service can see it),
+then polls until the service marks it done or failed and raises the
+service's message as ``SQLSTATE '45000'``; after the timeout without an
+answer it cancels the request and says that no service seems to run.  Like
+DDL, the CALL commits the caller's open transaction.  Under REPEATABLE READ
+a transaction reads one snapshot, so each poll is followed by a COMMIT: the
+next poll starts a new transaction and sees the service's update.
+
+**The timeout argument.**  MariaDB 10.11 (and MySQL) has no default values
+for procedure parameters (MariaDB adds them only in 11.8) nor overloading by
+arity, so ``create_view(name, sql)`` waits 120 s (``drop_view(name)``: 60 s)
+and ``create_view_timeout(name, sql, timeout_s)`` / ``drop_view_timeout(name,
+timeout_s)`` take the timeout: a separate, clearly named procedure rather
+than a mandatory third argument everybody would have to type.
+
+Callers need only EXECUTE on the procedures: they run with their definer's
+rights (SQL SECURITY DEFINER, the administrator who ran ``freshview
+setup``); ``requested_by`` records the invoker (``USER()``, the login, not
+``CURRENT_USER()``, which inside the procedure is the definer).
+
+``progress`` holds, per followed database (``source``), the position whose
+effects the result tables hold, written in the same transaction as the
+results (``write_step``); ``views.position`` the same per view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+DATABASE = "freshview"
+CREATE_TIMEOUT_S = 120
+DROP_TIMEOUT_S = 60
+MESSAGE_CHARS = 512  # MariaDB's limit on SIGNAL's MESSAGE_TEXT
+
+TABLES_SQL = (
+    "CREATE DATABASE IF NOT EXISTS freshview CHARACTER SET utf8mb4",
+    """CREATE TABLE IF NOT EXISTS freshview.views (
+        name        varchar(255) NOT NULL PRIMARY KEY,   -- the result table, database-qualified
+        `sql`       longtext NOT NULL,
+        status      varchar(16) NOT NULL,                -- creating | active | failed | rebuilding
+        error       text,
+        `rows`      bigint,
+        lag_ms      double,                              -- source commit to result commit, last change
+        position    text,                                -- source position whose effects the table holds
+        created_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+        updated_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    """CREATE TABLE IF NOT EXISTS freshview.requests (
+        id           bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        action       varchar(8) NOT NULL CHECK (action IN ('create', 'drop')),
+        name         varchar(255) NOT NULL,
+        `sql`        longtext,
+        state        varchar(16) NOT NULL DEFAULT 'pending',  -- pending | running | done | failed | cancelled
+        error        text,
+        requested_by varchar(400),                            -- USER() of the caller
+        requested_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+        finished_at  datetime(6),
+        KEY requests_state (state, id)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    """CREATE TABLE IF NOT EXISTS freshview.progress (
+        source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
+        position     text,                               -- NULL: no step committed yet
+        steps        bigint NOT NULL DEFAULT 0,
+        changes      bigint NOT NULL DEFAULT 0,          -- source row changes applied
+        lag_ms       double,
+        status       varchar(16) NOT NULL DEFAULT 'stopped',
+        heartbeat_at datetime(6),
+        updated_at   datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+)
+
+_REQUEST_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview._request(p_action varchar(8), p_name varchar(255), p_sql longtext,
+                                               p_timeout double)
+    MODIFIES SQL DATA SQL SECURITY DEFINER
+    COMMENT 'freshview: enqueue a request and wait for the service to answer it'
+BEGIN
+    DECLARE req bigint;
+    DECLARE st varchar(16);
+    DECLARE err text;
+    DECLARE msg varchar(512);
+    DECLARE deadline datetime(6);
+    IF p_timeout IS NULL OR p_timeout <= 0 THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'freshview: timeout_s must be a positive number of seconds';
+    END IF;
+    INSERT INTO freshview.requests (action, name, `sql`, requested_by) VALUES (p_action, p_name, p_sql, USER());
+    SET req = LAST_INSERT_ID();
+    COMMIT;  -- the service must see the request
+    SET deadline = SYSDATE(6) + INTERVAL ROUND(p_timeout * 1000000) MICROSECOND;
+    poll: LOOP
+        SELECT state, error INTO st, err FROM freshview.requests WHERE id = req;
+        COMMIT;  -- REPEATABLE READ: the next poll starts a new transaction with a fresh snapshot
+        IF st IN ('done', 'failed') THEN
+            LEAVE poll;
+        END IF;
+        IF SYSDATE(6) > deadline THEN
+            UPDATE freshview.requests SET state = 'cancelled', finished_at = SYSDATE(6)
+                WHERE id = req AND state = 'pending';
+            IF ROW_COUNT() > 0 THEN
+                COMMIT;
+                SET msg = CONCAT('freshview: no freshview service answered within ', p_timeout,
+                                 ' s; is `freshview run` running against this database? (request ', req,
+                                 ' cancelled)');
+            ELSE
+                COMMIT;
+                SET msg = CONCAT('freshview: the service is still working on request ', req, ' after ', p_timeout,
+                                 ' s; see freshview.views and freshview.requests');
+            END IF;
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
+        END IF;
+        DO SLEEP(0.02);
+    END LOOP;
+    IF st = 'failed' THEN
+        SET msg = LEFT(COALESCE(err, 'freshview: the request failed'), 512);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
+    END IF;
+END
+"""
+
+
+def _wrapper(name: str, params: str, call: str, comment: str) -> str:
+    return (f"CREATE OR REPLACE PROCEDURE freshview.{name}({params}) MODIFIES SQL DATA SQL SECURITY DEFINER "
+            f"COMMENT '{comment}' CALL freshview._request({call})")
+
+
+PROCEDURES_SQL = (
+    _REQUEST_PROC,
+    _wrapper("create_view", "view_name varchar(255), query longtext",
+             f"'create', view_name, query, {CREATE_TIMEOUT_S}",
+             f"freshview: create a view and fill its table (waits up to {CREATE_TIMEOUT_S} s)"),
+    _wrapper("create_view_timeout", "view_name varchar(255), query longtext, timeout_s double",
+             "'create', view_name, query, timeout_s",
+             "freshview: create a view and fill its table, waiting up to timeout_s seconds"),
+    _wrapper("drop_view", "view_name varchar(255)", f"'drop', view_name, NULL, {DROP_TIMEOUT_S}",
+             f"freshview: drop a view and its table (waits up to {DROP_TIMEOUT_S} s)"),
+    _wrapper("drop_view_timeout", "view_name varchar(255), timeout_s double", "'drop', view_name, NULL, timeout_s",
+             "freshview: drop a view and its table, waiting up to timeout_s seconds"),
+)
+
+#: The procedures a user needs EXECUTE on to manage views from SQL.
+USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view_timeout")
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    action: str  # create | drop
+    name: str
+    sql: str | None
+    requested_by: str | None = None
+
+
+def _run(conn: Any, statement: str, params: Any = None) -> Any:
+    with conn.cursor() as cur:
+        cur.execute(statement, params)
+        return cur.fetchall() if cur.description else cur.rowcount
+
+
+def install(conn: Any) -> None:
+    """Create or upgrade the ``freshview`` database: tables (kept if present) and procedures (replaced)."""
+    for statement in TABLES_SQL + PROCEDURES_SQL:
+        _run(conn, statement)
+    conn.commit()
+
+
+def is_installed(conn: Any) -> bool:
+    rows = _run(conn, "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = 'freshview' "
+                      "AND routine_name = '_request'")
+    tables = _run(conn, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'freshview' "
+                        "AND table_name IN ('views', 'requests', 'progress')")
+    conn.commit()
+    return rows[0][0] == 1 and tables[0][0] == 3
+
+
+def next_request(conn: Any) -> Request | None:
+    """Claim the oldest pending request (marks it running, commits)."""
+    conn.begin()
+    try:
+        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by FROM freshview.requests "
+                          "WHERE state = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+        if rows:
+            _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return Request(*rows[0]) if rows else None
+
+
+def finish_request(conn: Any, request_id: int, error: str | None = None) -> None:
+    """Mark a request done (or failed with ``error``, which the caller's CALL raises); commits."""
+    _run(conn, "UPDATE freshview.requests SET state = %s, error = %s, finished_at = CURRENT_TIMESTAMP(6) "
+               "WHERE id = %s", ("failed" if error else "done", error, request_id))
+    conn.commit()
+
+
+def requeue_running(conn: Any) -> None:
+    """Requests a killed service was working on go back to the queue; commits."""
+    _run(conn, "UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
+    conn.commit()
+
+
+def set_view_status(conn: Any, name: str, status: str, *, sql: str | None = None, error: str | None = None) -> None:
+    """Create or update a view's row in ``freshview.views``; commits."""
+    _run(conn, "INSERT INTO freshview.views (name, `sql`, status, error) VALUES (%s, COALESCE(%s, ''), %s, %s) "
+               "ON DUPLICATE KEY UPDATE `sql` = COALESCE(%s, `sql`), status = VALUES(status), "
+               "error = VALUES(error), updated_at = CURRENT_TIMESTAMP(6)", (name, sql, status, error, sql))
+    conn.commit()
+
+
+def set_view_rows(conn: Any, name: str, rows: int, *, position: str | None = None) -> None:
+    """A view's row count (after its table was filled) and the position it holds; commits."""
+    _run(conn, "UPDATE freshview.views SET `rows` = %s, position = COALESCE(%s, position), "
+               "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s", (rows, position, name))
+    conn.commit()
+
+
+def set_view_lag(conn: Any, name: str, lag_ms: float) -> None:
+    _run(conn, "UPDATE freshview.views SET lag_ms = %s WHERE name = %s", (lag_ms, name))
+    conn.commit()
+
+
+def delete_view(conn: Any, name: str) -> None:
+    """Forget a dropped view; commits."""
+    _run(conn, "DELETE FROM freshview.views WHERE name = %s", (name,))
+    conn.commit()
+
+
+def heartbeat(conn: Any, source: str, status: str = "running") -> None:
+    """The service is alive (and in ``status``); commits."""
+    _run(conn, "INSERT INTO freshview.progress (source, status, heartbeat_at) VALUES (%s, %s, CURRENT_TIMESTAMP(6)) "
+               "ON DUPLICATE KEY UPDATE status = VALUES(status), heartbeat_at = VALUES(heartbeat_at)",
+         (source, status))
+    conn.commit()
+
+
+def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int] | None = None, changes: int = 0,
+               lag_ms: float | None = None) -> None:
+    """Record a committed step IN THE CALLER'S TRANSACTION (no commit): the position reached by ``source``
+    (also on every active view), rows added per changed view, and the lag of those views."""
+    added = dict(added or {})
+    if added:
+        names = list(added)
+        marks = ", ".join(["%s"] * len(names))
+        cases = " ".join(["WHEN %s THEN %s"] * len(names))
+        _run(conn, f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
+                   f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
+             [v for n in names for v in (n, added[n])] + [lag_ms] + names)
+    _run(conn, "UPDATE freshview.views SET position = %s WHERE status = 'active'", (position,))
+    _run(conn, "INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
+               "VALUES (%s, %s, 1, %s, %s, 'running', CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+               "position = VALUES(position), steps = steps + 1, changes = changes + VALUES(changes), "
+               "lag_ms = VALUES(lag_ms), status = 'running', heartbeat_at = VALUES(heartbeat_at), "
+               "updated_at = CURRENT_TIMESTAMP(6)", (source, position, changes, lag_ms))
+
+
+def read_position(conn: Any, source: str) -> str | None:
+    """The position whose effects the result tables hold (``None``: no step committed yet)."""
+    rows = _run(conn, "SELECT position FROM freshview.progress WHERE source = %s", (source,))
+    conn.commit()  # end the read's transaction: the next read sees newer commits
+    return rows[0][0] if rows else None
+
+
+__all__ = ["Request", "install", "is_installed", "next_request", "finish_request", "requeue_running",
+           "set_view_status", "set_view_rows", "set_view_lag", "delete_view", "heartbeat", "write_step",
+           "read_position", "USER_PROCEDURES", "DATABASE"]
