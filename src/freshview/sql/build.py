@@ -28,6 +28,7 @@ from freshview.plan.expr import (
 )
 from freshview.sql import typing as ty
 from freshview.sql import ctes
+from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds
 from freshview.sql.parse import locate, parse_query
@@ -48,16 +49,18 @@ class FromItem:
     offset: int  # first column's index in the wide row
 
 
-def build_plan(sql: str, catalog: Catalog) -> pn.Node:
-    """Parse ``sql`` and build its optimised logical plan, or raise a located SqlError."""
-    tree = parse_query(sql)
-    return QueryBuilder(sql, catalog).query(tree)
+def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> pn.Node:
+    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError."""
+    d = get_dialect(dialect)
+    tree = parse_query(sql, d.sqlglot)
+    return QueryBuilder(sql, catalog, d).query(tree)
 
 
 class QueryBuilder:
-    def __init__(self, sql: str, catalog: Catalog) -> None:
+    def __init__(self, sql: str, catalog: Catalog, dialect: Dialect = POSTGRES) -> None:
         self.sql = sql
         self.catalog = catalog
+        self.dialect = dialect
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
@@ -133,7 +136,7 @@ class QueryBuilder:
                 cond_nodes += [c for c in parts if not predicate_kind(c)]
             else:
                 cond_nodes.append(node.args["where"].this)
-        binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions")
+        binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions", self.dialect)
         binder.subquery = lambda n: subs.scalar(n, aggregated=False)
         conds: list[Expr] = []
         for c in cond_nodes:
@@ -143,7 +146,7 @@ class QueryBuilder:
             conds += conjuncts(factor_common_conjuncts(e))
         for c in where_preds:
             subs.predicate(c)
-        on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
+        on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
         commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or [])
                         if not (join.args.get("side") or join.args.get("kind") or join.args.get("on"))]
@@ -162,7 +165,7 @@ class QueryBuilder:
 
         # SELECT list, with * expanded.
         aggs = AggCollector()
-        select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
+        select_binder = ExprBinder(scope, self.sql, aggs, "SELECT", self.dialect)
         windows = select_binder.windows = window.WindowCollector(self.sql)
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
@@ -200,7 +203,7 @@ class QueryBuilder:
             for key in ("grouping_sets", "cube", "rollup"):
                 if group_node.args.get(key):
                     raise self.unsupported(group_node, f"GROUP BY {key.upper().replace('_', ' ')}", key.upper().split("_")[0])
-            gbinder = ExprBinder(scope, self.sql, None, "GROUP BY")
+            gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
             for g in group_node.expressions:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
                 if group_exprs[-1].type.kind == "interval" and not isinstance(group_exprs[-1], ColumnRef):
@@ -225,7 +228,7 @@ class QueryBuilder:
         for e in windows.exprs() + [k[0] for k in (topk.keys if topk else []) if not isinstance(k[0], int)]:
             used |= {i for i in columns_used(e) if i < AGG_BASE}
         if outer or subs.extra:
-            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions"))
+            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions", self.dialect))
             plan, mapping = build_join_tree(items, steps, conds, used)
         else:
             plan, mapping = self.join_tree(items, conds, used, node)

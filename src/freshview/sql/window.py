@@ -92,7 +92,7 @@ class WindowCollector:
         sql = self.sql
         if node.args.get("alias") is not None or isinstance(node.this, exp.Identifier):
             raise _unsupported(node, sql, "a named window (OVER name, WINDOW clause)", "OVER")
-        inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument")  # no nested windows
+        inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument", binder.dialect)  # no nested windows
         partition = tuple(inner.bind(p) for p in node.args.get("partition_by") or [])
         order = tuple(self._ordered(inner, o) for o in (node.args["order"].expressions if node.args.get("order") else []))
         frame = self._frame(node, order)

@@ -23,6 +23,7 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from freshview import collation
 from freshview.plan.expr import Call
 from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
 
@@ -185,6 +186,15 @@ def md5(e: Call, a: list[Column], param: str) -> Column:
     return F.md5(a[0].cast("binary"))
 
 
+def collkey(e: Call, a: list[Column], param: str) -> Column:
+    """The key text compares by under MySQL collation ``param`` (freshview.collation: PAD SPACE, then the weights)."""
+    s = F.rtrim(a[0])  # Spark's rtrim removes spaces only, as PAD SPACE ignores them
+    if collation.kind(param) != "ci":
+        return s
+    s = F.regexp_replace(s, "[\\x{10000}-\\x{10FFFF}]", collation.REPLACEMENT)
+    return F.translate(s, collation.FOLD_FROM, collation.FOLD_TO)
+
+
 def starts_with(e: Call, a: list[Column], param: str) -> Column:
     return a[0].startswith(a[1])
 
@@ -292,7 +302,7 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "sign": sign, "trunc": trunc,
     "replace": replace, "split_part": split_part, "strpos": strpos, "left": left, "right": right,
     "lpad": _pad("lpad"), "rpad": _pad("rpad"), "repeat": repeat, "reverse": reverse, "initcap": initcap,
-    "md5": md5, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
+    "md5": md5, "collkey": collkey, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
     "regexp_replace": regexp_replace,
     "make_date": make_date, "epoch_us": epoch_us, "add_interval": add_interval, "age": age,
 }
