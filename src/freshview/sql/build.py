@@ -28,6 +28,7 @@ from freshview.plan.expr import (
 )
 from freshview.sql import typing as ty
 from freshview.sql import ctes
+from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, build_join_tree, equi_split, join_kinds
@@ -216,6 +217,16 @@ class QueryBuilder:
                 raise SqlError(f"argument of HAVING must be boolean, not {having.type}",
                                locate(having_node, self.sql), self.sql)
 
+        if (distinct is not None and not aggs.aggs and group_node is None and having is None
+                and not windows.calls and topk is None and needs_collation(select_binder, out_exprs)):
+            group_exprs, distinct = list(out_exprs), None  # DISTINCT by collation: a GROUP BY of the outputs
+            group_node = node
+        group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
+        if needs_collation(select_binder, group_exprs):
+            group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
+                           for n, g in zip(group_names, group_exprs)]
+            group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
+            out_exprs, having = rewritten[:-1], rewritten[-1]
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None
 
         # Prune columns nobody uses, then build the join tree with pushed-down filters.
@@ -241,9 +252,9 @@ class QueryBuilder:
                 plan,
                 tuple(local(g) for g in group_exprs),
                 tuple(_remap_agg(a, mapping) for a in aggs.aggs),
-                tuple(_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)),
+                tuple(group_names),
             )
-            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
+            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.name == "mysql")
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             for sq in subs.post_aggregate:  # uncorrelated scalar subqueries of SELECT/HAVING: one row each
@@ -478,7 +489,8 @@ def _remap_agg(a, mapping):
 class _AggregateLift:
     """Rewrites SELECT/HAVING expressions over the Aggregate node's output."""
 
-    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str) -> None:
+    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str, mysql: bool = False) -> None:
+        self.mysql = mysql
         self.group_exprs = group_exprs
         self.n_groups = n_groups
         self.sql = sql
@@ -492,8 +504,10 @@ class _AggregateLift:
                 return e
             if e.index >= AGG_BASE:
                 return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
+            why = (" (MySQL without ONLY_FULL_GROUP_BY would show an indeterminate value of it; freshview refuses "
+                   "that: use ANY_VALUE-free forms such as MIN() or add it to GROUP BY)") if self.mysql else ""
             raise SqlError(
-                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function",
+                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function{why}",
                 _locate_column(origin, e.name, self.sql), self.sql)
         return e.map_children(lambda c: self.rewrite(c, origin))
 
