@@ -505,7 +505,7 @@ class _AggregateLift:
             if e.index >= AGG_BASE:
                 return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
             why = (" (MySQL without ONLY_FULL_GROUP_BY would show an indeterminate value of it; freshview refuses "
-                   "that: use ANY_VALUE-free forms such as MIN() or add it to GROUP BY)") if self.mysql else ""
+                   "that: wrap it in MIN() or MAX(), or add it to GROUP BY)") if self.mysql else ""
             raise SqlError(
                 f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function{why}",
                 _locate_column(origin, e.name, self.sql), self.sql)
