@@ -92,6 +92,7 @@ def test_group_by_case_insensitive_text_groups_by_key_and_shows_min():
     ("SELECT MAX(s) FROM t", "MAX of text under the case-insensitive collation"),
     ("SELECT id FROM t ORDER BY s LIMIT 2", "ORDER BY text under the case-insensitive collation"),
     ("SELECT s FROM t UNION SELECT s FROM t", "UNION (without ALL) of text columns"),
+    ("SELECT bs FROM t INTERSECT SELECT bs FROM t", "INTERSECT (without ALL) of text columns"),
     ("SELECT s FROM t WHERE s = 'x' COLLATE utf8mb4_unicode_ci", "collation 'utf8mb4_unicode_ci'"),
     ("SELECT s, i FROM t GROUP BY s", "ONLY_FULL_GROUP_BY"),
     ("SELECT d DIV 2 FROM t", "DIV of numeric"),

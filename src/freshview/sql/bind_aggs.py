@@ -119,11 +119,11 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if arg.type.kind == "interval":  # intervals live inside expressions only (sql.functions)
         raise b.unsupported(arg_node, f"{name}() of an interval")
 
-    collation = b.collation_of(arg)
     if func == "count":
-        if distinct and collation is not None:  # distinct under the collation: count distinct keys
+        if distinct and b.collation_of(arg) is not None:  # distinct under the collation: count distinct keys
             arg = b.collated(node, arg)[0]
         return b.aggs.add(AggCall("count", filtered(arg), ty.INT8, distinct))
+    collation = b.ci_collation_of(arg)
     if collation is not None and func in ("min", "max"):
         raise b.unsupported(node, f"{name.upper()} of text under the case-insensitive collation {collation} "
                                   "(use COLLATE utf8mb4_bin for the smallest/largest by code point)")

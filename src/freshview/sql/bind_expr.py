@@ -207,11 +207,13 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         return tuple(collation_key(a, collation) if a.type.kind == "text" else a for a in args)
 
     def collation_of(self, e: Expr) -> str | None:
-        """The collation ``e`` groups and orders by when it is not binary (case-insensitive), else None."""
+        """The collation ``e`` groups by (MySQL text: case-insensitive, or _bin with PAD SPACE), else None."""
+        return self.dialect.collation(e.type)
+
+    def ci_collation_of(self, e: Expr) -> str | None:
+        """The collation ``e`` orders by when it is not by code point (case-insensitive), else None."""
         collation = self.dialect.collation(e.type)
-        if collation is None or collation_kind(collation) == "bin":
-            return None
-        return collation
+        return None if collation is None or collation_kind(collation) == "bin" else collation
 
     def visit_Collate(self, node: exp.Collate) -> Expr:
         arg = self.bind(node.this)

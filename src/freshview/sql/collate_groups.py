@@ -1,4 +1,4 @@
-"""GROUP BY and DISTINCT under a case-insensitive collation (MySQL dialect).
+"""GROUP BY and DISTINCT under a MySQL collation (MySQL dialect).
 
 In MySQL, ``'a'`` and ``'A'`` fall into one group when the column's collation
 is case-insensitive (MariaDB's default ``utf8mb4_general_ci``), and the group
@@ -8,7 +8,9 @@ spelling by code point among the group's current members: ``x`` in the
 SELECT list and HAVING becomes ``MIN(x)`` (binary), so the shown spelling is
 deterministic and its delta rule is MIN's: when that member is deleted the
 group shows the next smallest one.  ``SELECT DISTINCT`` over such a column is
-the same GROUP BY over all output columns.
+the same GROUP BY over all output columns.  ``*_bin`` collations are PAD
+SPACE too (``'a'`` and ``'a '`` are one group), so they take the same path
+with a key that only strips trailing spaces.
 
 ``collate_groups`` is pure: bound expressions in, bound expressions out.
 """

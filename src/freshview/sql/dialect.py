@@ -27,9 +27,9 @@ checks them against it):
   A group or DISTINCT row shows the smallest (by code point) spelling among
   its current members (MariaDB shows an arbitrary one);
 * refused with a located error: arithmetic on strings (MySQL's implicit
-  string-to-number conversion), MIN/MAX/ORDER BY/PARTITION BY and set
-  operations (UNION, INTERSECT, EXCEPT without ALL) over case-insensitive text,
-  and collations freshview has no key for.
+  string-to-number conversion), MIN/MAX/ORDER BY over case-insensitive text,
+  set operations (UNION, INTERSECT, EXCEPT without ALL) over text, non-aggregated
+  columns outside GROUP BY, and collations freshview has no key for.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from freshview.collation import kind as collation_kind
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Case, ColumnRef, Expr, Literal
@@ -51,9 +50,9 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
         return pn.UnionAll(tuple(align(qb, node, "UNION ALL", [qb.query(p) for p in parts])))
     keyword = op if node.args.get("distinct") else f"{op} ALL"
     left, right = align(qb, node, op, [qb.query(node.left), qb.query(node.right)])
-    if keyword == op and any(qb.dialect.collation(t) is not None and collation_kind(qb.dialect.collation(t)) != "bin"
-                             for _, t in left.columns):
-        raise UnsupportedSqlError(f"{op} (without ALL) of text columns under a case-insensitive collation "
+    if keyword == op and any(qb.dialect.collation(t) is not None for _, t in left.columns):
+        raise UnsupportedSqlError(f"{op} (without ALL) of text columns under a MySQL collation (PAD SPACE, "
+                                  "case-insensitive) "
                                   f"(use {op} ALL, or SELECT DISTINCT over a UNION ALL)", locate(node, qb.sql, op),
                                   qb.sql)
     if isinstance(node, exp.Union):

@@ -347,7 +347,7 @@ def bind_top_k(node: exp.Select, sql: str, binder, scope, out_names: list[str],
 
 
 def _refuse_collated_order(binder, e: Expr, origin: exp.Expression) -> None:
-    collation = binder.collation_of(e)
+    collation = binder.ci_collation_of(e)
     if collation is not None:
         raise binder.unsupported(origin, f"ORDER BY text under the case-insensitive collation {collation} "
                                          "(add COLLATE utf8mb4_bin to order by code point)")
