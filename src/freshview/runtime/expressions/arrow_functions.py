@@ -386,7 +386,12 @@ def op_md5(ev, e) -> Datum:
 def op_collkey(ev, e, collation: str) -> Datum:
     """``collkey:<collation>``: the key text compares by under a MySQL collation (freshview.collation)."""
     (s,) = ev.strict_args(e.args)
-    return _per_row(lambda v: collation_key(v, collation), [A._text(s)], ev.n, pa.string())
+    s = A._text(s)
+    if A._is_scalar(s):
+        return _per_row(lambda v: collation_key(v, collation), [s], ev.n, pa.string())
+    encoded = pc.dictionary_encode(A._broadcast(s, ev.n))  # each distinct value folded once
+    keys = pa.array([collation_key(v, collation) for v in encoded.dictionary.to_pylist()], pa.string())
+    return pc.take(keys, encoded.indices)
 
 
 def op_starts_with(ev, e) -> Datum:
