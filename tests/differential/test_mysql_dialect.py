@@ -97,3 +97,10 @@ def test_mysql_relational(make_flow, maria):
         ("re6", "SELECT g, (SELECT COUNT(*) FROM u WHERE u.u_n = x.g) AS m FROM (SELECT DISTINCT g FROM t) x"),
         ("re7", "SELECT t_id, g FROM t WHERE g IN (1, 2) UNION SELECT u_id, u_n FROM u"),
     ], seed=6)
+
+
+def test_the_oracle_tells_the_dialects_apart(make_flow, maria):
+    """PostgreSQL semantics (integer division truncates, 'a' <> 'A') fail against MariaDB: the check can fail."""
+    with pytest.raises(AssertionError, match="rows differ"):
+        run_differential(make_flow, maria, sources={"t": T}, seed=7, steps=1, executions=["local"],
+                         views=[("pg", "SELECT t_id, g / 2 AS a, s = 'a' AS eq FROM t")])
