@@ -59,7 +59,8 @@ def test_mysql_functions(make_flow, maria):
 
 def test_mysql_collation_comparisons(make_flow, maria):
     _run(make_flow, maria, {"t": T, "u": U}, [
-        ("co1", "SELECT t_id, s FROM t WHERE s = 'A' OR s = 'ss' OR s IN ('straße', 'E') OR s LIKE 'b%'"),
+        ("co1", "SELECT t_id, s FROM t WHERE s = 'A' OR s = 'ss' OR s IN ('straße', 'E') OR s LIKE 'b%' "
+                "OR s LIKE 'a' OR bs LIKE 'S%'"),
         ("co2", "SELECT t_id, bs FROM t WHERE bs = 'a' OR bs > 'S'"),
         ("co3", "SELECT t.t_id, u.u_id FROM t JOIN u ON t.s = u.u_s"),
         ("co4", "SELECT t_id, s = bs AS same, s < 'b' AS lt FROM t"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from freshview.collation import key
+from freshview.collation import fold, key
 from freshview.plan.expr import Call, ColumnRef
 from freshview.runtime.expressions.arrow import evaluate
 from freshview.schema import SqlType
@@ -21,8 +21,8 @@ VALUES = ["".join(chr(c) for c in range(start, min(start + 512, 0x10000)) if not
 VALUES += ["Straße  ", "ÁbC", " a ", "a\t", "😀x😺", "", None, "İı"]
 
 
-def _expr(collation: str) -> Call:
-    return Call(TEXT, f"collkey:{collation}", (ColumnRef(TEXT, 0, "s"),))
+def _expr(collation: str, op: str = "collkey") -> Call:
+    return Call(TEXT, f"{op}:{collation}", (ColumnRef(TEXT, 0, "s"),))
 
 
 def test_arrow_key_is_the_collation_key():
@@ -30,6 +30,8 @@ def test_arrow_key_is_the_collation_key():
     for collation in ("utf8mb4_general_ci", "utf8mb4_bin"):
         got = evaluate(_expr(collation), table).to_pylist()
         assert got == [None if v is None else key(v, collation) for v in VALUES]
+    assert evaluate(_expr("utf8mb4_general_ci", "collfold"), table).to_pylist() == \
+        [None if v is None else fold(v) for v in VALUES]
 
 
 def test_spark_key_is_the_collation_key(spark):
@@ -37,3 +39,5 @@ def test_spark_key_is_the_collation_key(spark):
     for collation in ("utf8mb4_general_ci", "utf8mb4_bin"):
         (got,) = spark_values(spark, table, [_expr(collation)], raw=True)
         assert got == [None if v is None else key(v, collation) for v in VALUES]
+    (got,) = spark_values(spark, table, [_expr("utf8mb4_general_ci", "collfold")], raw=True)
+    assert got == [None if v is None else fold(v) for v in VALUES]

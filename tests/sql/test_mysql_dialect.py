@@ -115,3 +115,9 @@ def test_general_ci_keys_match_mariadb_facts():
     assert key("😀") == key("😺")  # every supplementary character weighs U+FFFD
     assert key("a ", "utf8mb4_bin") == "a" and key("A", "utf8mb4_bin") != key("a", "utf8mb4_bin")
     assert fold("a ") == "A "  # LIKE is not PAD SPACE
+
+
+def test_like_folds_case_but_keeps_trailing_spaces():
+    plan = build_plan("SELECT id FROM t WHERE s LIKE 'a%' AND bs LIKE 'b'", Catalog(), "mysql")
+    text = " ".join(str(getattr(n, "predicate", "")) for n in walk(plan))
+    assert "collfold:utf8mb4_general_ci" in text and "collkey" not in text

@@ -248,9 +248,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         if special is not None:
             return special
         result = ty.arithmetic_type(op, left.type, right.type)
-        if result is None and self.dialect.name == "mysql" and "text" in (left.type.kind, right.type.kind):
-            raise self.unsupported(node, "arithmetic on a string (MySQL's implicit string-to-number "
-                                         "conversion; CAST the string to a number)")
+        if result is None and self.dialect.string_arithmetic and "text" in (left.type.kind, right.type.kind):
+            raise self.unsupported(node, self.dialect.string_arithmetic)
         if result is None:
             raise self.type_error(node, f"operator {op} is not defined for {left.type} and {right.type}")
         if result.kind == "date" or (left.type.kind == "date" and right.type.kind == "date"):
@@ -375,8 +374,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         for side in (left, right):
             if side.type.kind not in ("text", "null"):
                 raise self.type_error(node, f"{op.upper()} needs text operands, not {side.type}")
-        if self.dialect.name == "mysql" and op == "like":
-            left, right = self.collated(node, left, right)  # case-insensitive under a _ci collation
+        collation = self.ci_collation_of(left) if op == "like" else None
+        if collation is not None:  # MySQL: under a _ci collation LIKE ignores case and accents, not trailing spaces
+            left, right = (Call(ty.TEXT, f"collfold:{collation}", (side,)) for side in (left, right))
         return Call(ty.BOOL, op, (left, right))
 
     def visit_Like(self, node: exp.Like) -> Expr:

@@ -217,17 +217,17 @@ class QueryBuilder:
                 raise SqlError(f"argument of HAVING must be boolean, not {having.type}",
                                locate(having_node, self.sql), self.sql)
 
-        if (distinct is not None and not aggs.aggs and group_node is None and having is None
-                and not windows.calls and topk is None and needs_collation(select_binder, out_exprs)):
-            group_exprs, distinct = list(out_exprs), None  # DISTINCT by collation: a GROUP BY of the outputs
-            group_node = node
+        collated_distinct = (distinct is not None and not aggs.aggs and group_node is None and having is None
+                             and not windows.calls and topk is None and needs_collation(select_binder, out_exprs))
+        if collated_distinct:  # DISTINCT under a collation: a GROUP BY of the outputs (sql.collate_groups)
+            group_exprs, distinct = list(out_exprs), None
         group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
         if needs_collation(select_binder, group_exprs):
             group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
                            for n, g in zip(group_names, group_exprs)]
             group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
             out_exprs, having = rewritten[:-1], rewritten[-1]
-        aggregated = bool(aggs.aggs) or group_node is not None or having is not None
+        aggregated = bool(aggs.aggs) or group_node is not None or having is not None or collated_distinct
 
         # Prune columns nobody uses, then build the join tree with pushed-down filters.
         used: set[int] = set()  # columns needed above the scans' own filters
@@ -254,7 +254,7 @@ class QueryBuilder:
                 tuple(_remap_agg(a, mapping) for a in aggs.aggs),
                 tuple(group_names),
             )
-            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.name == "mysql")
+            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             for sq in subs.post_aggregate:  # uncorrelated scalar subqueries of SELECT/HAVING: one row each
@@ -489,8 +489,8 @@ def _remap_agg(a, mapping):
 class _AggregateLift:
     """Rewrites SELECT/HAVING expressions over the Aggregate node's output."""
 
-    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str, mysql: bool = False) -> None:
-        self.mysql = mysql
+    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str, hint: str = "") -> None:
+        self.hint = hint  # the dialect's word on why (sql.dialect)
         self.group_exprs = group_exprs
         self.n_groups = n_groups
         self.sql = sql
@@ -504,10 +504,8 @@ class _AggregateLift:
                 return e
             if e.index >= AGG_BASE:
                 return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
-            why = (" (MySQL without ONLY_FULL_GROUP_BY would show an indeterminate value of it; freshview refuses "
-                   "that: wrap it in MIN() or MAX(), or add it to GROUP BY)") if self.mysql else ""
             raise SqlError(
-                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function{why}",
+                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function{self.hint}",
                 _locate_column(origin, e.name, self.sql), self.sql)
         return e.map_children(lambda c: self.rewrite(c, origin))
 

@@ -45,6 +45,8 @@ class Dialect:
 
     name = "postgres"
     sqlglot = "postgres"
+    ungrouped_hint = ""  # appended to the error for a column outside GROUP BY
+    string_arithmetic = ""  # non-empty: arithmetic on text is refused as this construct (else a type error)
 
     def collation(self, t: SqlType) -> str | None:
         """The collation text of type ``t`` compares by, or None for code points (no key needed)."""
@@ -92,6 +94,9 @@ def _precision(t: SqlType) -> int:
 class MySqlDialect(Dialect):
     name = "mysql"
     sqlglot = "mysql"
+    ungrouped_hint = (" (MySQL without ONLY_FULL_GROUP_BY would show an indeterminate value of it; freshview "
+                      "refuses that: wrap it in MIN() or MAX(), or add it to GROUP BY)")
+    string_arithmetic = "arithmetic on a string (MySQL's implicit string-to-number conversion; CAST the string to a number)"
 
     def collation(self, t: SqlType) -> str | None:
         if t.kind != "text":

@@ -189,8 +189,15 @@ def md5(e: Call, a: list[Column], param: str) -> Column:
 def collkey(e: Call, a: list[Column], param: str) -> Column:
     """The key text compares by under MySQL collation ``param`` (freshview.collation: PAD SPACE, then the weights)."""
     s = F.rtrim(a[0])  # Spark's rtrim removes spaces only, as PAD SPACE ignores them
-    if collation.kind(param) != "ci":
-        return s
+    return _fold(s) if collation.kind(param) == "ci" else s
+
+
+def collfold(e: Call, a: list[Column], param: str) -> Column:
+    """The general_ci weights of a text without PAD SPACE (what LIKE matches)."""
+    return _fold(a[0])
+
+
+def _fold(s: Column) -> Column:
     s = F.regexp_replace(s, "[\\x{10000}-\\x{10FFFF}]", collation.REPLACEMENT)
     return F.translate(s, collation.FOLD_FROM, collation.FOLD_TO)
 
@@ -302,7 +309,7 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "sign": sign, "trunc": trunc,
     "replace": replace, "split_part": split_part, "strpos": strpos, "left": left, "right": right,
     "lpad": _pad("lpad"), "rpad": _pad("rpad"), "repeat": repeat, "reverse": reverse, "initcap": initcap,
-    "md5": md5, "collkey": collkey, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
+    "md5": md5, "collkey": collkey, "collfold": collfold, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
     "regexp_replace": regexp_replace,
     "make_date": make_date, "epoch_us": epoch_us, "add_interval": add_interval, "age": age,
 }
