@@ -18,7 +18,7 @@ from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
 T = schema_from_ddl("id INT, i INT, b BIGINT, d NUMERIC(10,2), f DOUBLE PRECISION, s TEXT, "
-                    "bs TEXT COLLATE utf8mb4_bin, dt DATE")
+                    "bs TEXT COLLATE utf8mb4_bin, dt DATE, ls TEXT COLLATE latin1_swedish_ci")
 
 
 class Catalog:
@@ -96,6 +96,7 @@ def test_group_by_case_insensitive_text_groups_by_key_and_shows_min():
     ("SELECT s FROM t WHERE s = 'x' COLLATE utf8mb4_unicode_ci", "collation 'utf8mb4_unicode_ci'"),
     ("SELECT s, i FROM t GROUP BY s", "ONLY_FULL_GROUP_BY"),
     ("SELECT d DIV 2 FROM t", "DIV of numeric"),
+    ("SELECT id FROM t WHERE ls = 'a'", "column 'ls' under collation 'latin1_swedish_ci'"),
 ])
 def test_refusals_are_located(sql, message):
     with pytest.raises(SqlError) as err:

@@ -151,6 +151,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
             raise UnknownColumnError(f"column reference {name!r} is ambiguous (it is in {rels})",
                                      locate(node, self.sql), self.sql)
         col = found[0]
+        collation = self.dialect.collation(col.type)
+        if collation is not None and collation_kind(collation) is None:  # no key: refuse, never compare wrongly
+            raise self.unsupported(node, f"column {col.name!r} under " + unsupported_collation(collation))
         return ColumnRef(col.type, col.index, col.name)
 
     def visit_Literal(self, node: exp.Literal) -> Expr:
@@ -356,7 +359,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         target = arg.type
         for v in values:
             target = ty.common_type(target, self._comparable(node, arg, v)) or target
-        return Call(ty.BOOL, "in", self.collated(node, self.coerce(arg, target), *[self.coerce(v, target) for v in values]))
+        return Call(ty.BOOL, "in", self.collated(node, self.coerce(arg, target),
+                                                 *[self.coerce(v, target) for v in values]))
 
     def visit_Between(self, node: exp.Between) -> Expr:
         arg = self.bind(node.this)
