@@ -4,8 +4,8 @@ One binder and one plan builder serve both; where the two languages differ
 the binder asks its ``Dialect`` (``ExprBinder.dialect``), and the MySQL
 rules are written here as plans of the operators both executors already
 have (a ``NULLIF`` divisor for "division by zero is NULL", ``||`` chains for
-a NULL-propagating CONCAT), plus one new scalar function, the collation key
-(``collkey:<collation>``, ``freshview.collation``).
+a NULL-propagating CONCAT), plus two new scalar functions, the collation key and fold
+(``collkey:<collation>``, ``collfold:<collation>``, ``freshview.collation``).
 
 MySQL rules (MariaDB 10.11 is the reference; tests/differential/test_mysql_dialect.py
 checks them against it):
@@ -23,7 +23,8 @@ checks them against it):
 * CONCAT is NULL when any argument is (CONCAT_WS skips NULLs);
 * text compares, groups, joins and is DISTINCT by its collation: a column's
   own (``SqlType.collation``), an explicit ``COLLATE``, or the default
-  ``utf8mb4_general_ci`` (case- and accent-insensitive, PAD SPACE).
+  ``utf8mb4_general_ci`` (case- and accent-insensitive, PAD SPACE; LIKE folds
+  case and accents but is not PAD SPACE: ``collfold:<collation>``).
   A group or DISTINCT row shows the smallest (by code point) spelling among
   its current members (MariaDB shows an arbitrary one);
 * refused with a located error: arithmetic on strings (MySQL's implicit
