@@ -171,8 +171,17 @@ _PG_NAMES: dict[str, str] = {
 _TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
 
 
+_COLLATE_RE = re.compile(r"^(.*?)\s+collate\s+\"?([A-Za-z0-9_]+)\"?\s*$", re.I | re.S)
+
+
 def parse_type(text: str) -> SqlType:
-    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)`` or ``varchar(20)``."""
+    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)``, ``varchar(20)`` or ``text COLLATE utf8mb4_bin``."""
+    collate = _COLLATE_RE.match(text)
+    if collate:
+        base = parse_type(collate.group(1))
+        if base.kind != "text":
+            raise SchemaError(f"COLLATE applies to text columns, not {base}")
+        return SqlType("text", collation=collate.group(2).lower())
     match = _TYPE_RE.match(text)
     if not match:
         raise SchemaError(f"cannot read column type {text!r}")

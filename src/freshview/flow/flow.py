@@ -36,6 +36,7 @@ from freshview.runtime.state.layout import Layout
 from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
 from freshview.sql import build_plan
+from freshview.sql.dialect import get_dialect
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
 CATALOG_KEY = "catalog"
@@ -149,10 +150,14 @@ class IncrementalFlow:
     """
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
-                 execution: str = "auto") -> None:
+                 execution: str = "auto", dialect: str = "postgres") -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.execution = execution
+        try:
+            self.dialect = get_dialect(dialect)  # how view SQL is read and computed (sql/dialect.py)
+        except ValueError as err:
+            raise FreshviewError(str(err)) from None
         self._spark = spark
         self._kernels: dict[str, Kernels] = {"local": ArrowKernels()}
         self._tmp = None
@@ -292,7 +297,7 @@ class IncrementalFlow:
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
-        plan = build_plan(sql, self)
+        plan = build_plan(sql, self, self.dialect)
         circuit = incrementalize(name, plan)
         return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
 

@@ -99,10 +99,10 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
 
     from freshview.sql.bind_expr import ExprBinder  # the binder module imports this one
 
-    inner = ExprBinder(b.scope, b.sql, None, "an aggregate's argument")
+    inner = ExprBinder(b.scope, b.sql, None, "an aggregate's argument", b.dialect)
     cond = None
     if where is not None:
-        cond = ExprBinder(b.scope, b.sql, None, "FILTER").bool_operand(where)
+        cond = ExprBinder(b.scope, b.sql, None, "FILTER", b.dialect).bool_operand(where)
 
     def filtered(e: Expr) -> Expr:
         return e if cond is None else Case(e.type, ((cond, e),), None)
@@ -120,15 +120,21 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         raise b.unsupported(arg_node, f"{name}() of an interval")
 
     if func == "count":
+        if distinct and b.collation_of(arg) is not None:  # distinct under the collation: count distinct keys
+            arg = b.collated(node, arg)[0]
         return b.aggs.add(AggCall("count", filtered(arg), ty.INT8, distinct))
+    collation = b.ci_collation_of(arg)
+    if collation is not None and func in ("min", "max"):
+        raise b.unsupported(node, f"{name.upper()} of text under the case-insensitive collation {collation} "
+                                  "(use COLLATE utf8mb4_bin for the smallest/largest by code point)")
     if func in _DISTINCT_DROPPED:
         distinct = False
     order: tuple[AggOrder, ...] = ()
     separator = None
     if func == "sum":
-        result = ty.sum_type(arg.type)
+        result = b.dialect.sum_type(arg.type)
     elif func == "avg":
-        result = ty.avg_type(arg.type)
+        result = b.dialect.avg_type(arg.type)
     elif func in ("bool_and", "bool_or"):
         if arg.type.kind == "null":
             arg = Literal(ty.BOOL, None)

@@ -9,6 +9,7 @@ functions, unknown functions ...).  Aggregate calls are handed to an
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from freshview.errors import SqlTypeError, UnknownColumnError, UnsupportedSqlErr
 from freshview.plan.expr import AggCall, Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.schema import SqlType, parse_type
 from freshview.sql import typing as ty
+from freshview.collation import kind as collation_kind
+from freshview.sql.dialect import POSTGRES, Dialect, collation_key, unsupported_collation
 from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
 from freshview.sql.functions import FunctionBinding, is_date_part
 from freshview.sql.parse import locate
@@ -76,8 +79,9 @@ _TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
 
 class ExprBinder(AggregateVisits, FunctionBinding):
     def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
-                 context: str = "expression") -> None:
+                 context: str = "expression", dialect: Dialect = POSTGRES) -> None:
         self.scope = scope
+        self.dialect = dialect
         self.sql = sql
         self.aggs = aggs
         self.context = context
@@ -102,6 +106,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         e = self.bind(node)
         if e.type.kind == "null":
             return Literal(ty.BOOL, None)
+        if e.type.kind != "bool" and (truth := self.dialect.truth(e)) is not None:
+            return truth  # MySQL: a number is a condition (non-zero is true)
         if e.type.kind != "bool":
             raise self.type_error(node, f"argument must be boolean, not {e.type}")
         return e
@@ -154,6 +160,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
             raise UnknownColumnError(f"column reference {name!r} is ambiguous (it is in {rels})",
                                      locate(node, self.sql), self.sql)
         col = found[0]
+        collation = self.dialect.collation(col.type)
+        if collation is not None and collation_kind(collation) is None:  # no key: refuse, never compare wrongly
+            raise self.unsupported(node, f"column {col.name!r} under " + unsupported_collation(collation))
         return ColumnRef(col.type, col.index, col.name)
 
     def visit_Literal(self, node: exp.Literal) -> Expr:
@@ -191,7 +200,40 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
         target = self._comparable(node, left, right)
-        return Call(ty.BOOL, op, (self.coerce(left, target), self.coerce(right, target)))
+        left, right = self.coerce(left, target), self.coerce(right, target)
+        return Call(ty.BOOL, op, self.collated(node, left, right))
+
+    def collated(self, node: exp.Expression, *args: Expr) -> tuple[Expr, ...]:
+        """Text operands as the keys their collation compares by (MySQL); others as they are."""
+        texts = [a for a in args if a.type.kind == "text"]
+        if not texts:
+            return args
+        explicit = [a.type.collation for a in texts if a.type.collation is not None]
+        collation = self.dialect.collation(texts[0].type if not explicit else
+                                           next(a.type for a in texts if a.type.collation is not None))
+        if collation is None:
+            return args
+        if collation_kind(collation) is None:
+            raise self.unsupported(node, unsupported_collation(collation))
+        return tuple(collation_key(a, collation) if a.type.kind == "text" else a for a in args)
+
+    def collation_of(self, e: Expr) -> str | None:
+        """The collation ``e`` groups by (MySQL text: case-insensitive, or _bin with PAD SPACE), else None."""
+        return self.dialect.collation(e.type)
+
+    def ci_collation_of(self, e: Expr) -> str | None:
+        """The collation ``e`` orders by when it is not by code point (case-insensitive), else None."""
+        collation = self.dialect.collation(e.type)
+        return None if collation is None or collation_kind(collation) == "bin" else collation
+
+    def visit_Collate(self, node: exp.Collate) -> Expr:
+        arg = self.bind(node.this)
+        name = node.expression.name.lower() if node.expression is not None else ""
+        if arg.type.kind not in ("text", "null"):
+            raise self.type_error(node, f"COLLATE applies to text, not {arg.type}")
+        if collation_kind(name) is None:
+            raise self.unsupported(node, unsupported_collation(name), "COLLATE")
+        return dataclasses.replace(arg, type=SqlType("text", collation=name))
 
     def _comparable(self, node: exp.Expression, left: Expr, right: Expr) -> SqlType:
         # A quoted literal compared with a date/number takes the other side's type, as in PostgreSQL.
@@ -213,7 +255,12 @@ class ExprBinder(AggregateVisits, FunctionBinding):
             return self.timestamp_difference(node, left, right)
         if isinstance(right, Literal) and right.type.kind == "text" and left.type.is_temporal:
             raise self.unsupported(node, "date/time arithmetic with a string operand")
+        special = self.dialect.arithmetic(op, left, right)
+        if special is not None:
+            return special
         result = ty.arithmetic_type(op, left.type, right.type)
+        if result is None and self.dialect.string_arithmetic and "text" in (left.type.kind, right.type.kind):
+            raise self.unsupported(node, self.dialect.string_arithmetic)
         if result is None:
             raise self.type_error(node, f"operator {op} is not defined for {left.type} and {right.type}")
         if result.kind == "date" or (left.type.kind == "date" and right.type.kind == "date"):
@@ -256,6 +303,18 @@ class ExprBinder(AggregateVisits, FunctionBinding):
             return Literal(left.type if left.type.kind != "date" else SqlType("timestamp"), None)
         return self.interval_arithmetic(node, op, left, right)
 
+    def visit_IntDiv(self, node: exp.IntDiv) -> Expr:
+        left, right = self.bind(node.left), self.bind(node.right)
+        out = self.dialect.int_div(left, right)
+        if out is None:
+            raise self.unsupported(node, f"DIV of {left.type} and {right.type} (DIV is computed for integers)",
+                                   "DIV")
+        return out
+
+    def visit_Xor(self, node: exp.Xor) -> Expr:
+        """a XOR b: true when exactly one is true, NULL when either is NULL (MySQL)."""
+        return Call(ty.BOOL, "<>", (self.bool_operand(node.left), self.bool_operand(node.right)))
+
     def visit_Neg(self, node: exp.Neg) -> Expr:
         arg = self.bind(node.this)
         if isinstance(arg, Literal) and arg.value is not None and arg.type.is_numeric:
@@ -297,7 +356,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         target = arg.type
         for v in values:
             target = ty.common_type(target, self._comparable(node, arg, v)) or target
-        return Call(ty.BOOL, "in", (self.coerce(arg, target), *[self.coerce(v, target) for v in values]))
+        return Call(ty.BOOL, "in", self.collated(node, self.coerce(arg, target),
+                                                 *[self.coerce(v, target) for v in values]))
 
     def visit_Between(self, node: exp.Between) -> Expr:
         arg = self.bind(node.this)
@@ -305,11 +365,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         t1 = self._comparable(node, arg, low)
         t2 = self._comparable(node, arg, high)
         target = ty.common_type(t1, t2) or t1
-        a = self.coerce(arg, target)
-        return Call(ty.BOOL, "and", (
-            Call(ty.BOOL, ">=", (a, self.coerce(low, target))),
-            Call(ty.BOOL, "<=", (a, self.coerce(high, target))),
-        ))
+        a, lo, hi = self.collated(node, self.coerce(arg, target), self.coerce(low, target), self.coerce(high, target))
+        return Call(ty.BOOL, "and", (Call(ty.BOOL, ">=", (a, lo)), Call(ty.BOOL, "<=", (a, hi))))
 
     def _like(self, node: exp.Expression, op: str) -> Expr:
         if node.args.get("escape") is not None:
@@ -318,6 +375,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         for side in (left, right):
             if side.type.kind not in ("text", "null"):
                 raise self.type_error(node, f"{op.upper()} needs text operands, not {side.type}")
+        collation = self.ci_collation_of(left) if op == "like" else None
+        if collation is not None:  # MySQL: under a _ci collation LIKE ignores case and accents, not trailing spaces
+            left, right = (Call(ty.TEXT, f"collfold:{collation}", (side,)) for side in (left, right))
         return Call(ty.BOOL, op, (left, right))
 
     def visit_Like(self, node: exp.Like) -> Expr:
@@ -421,9 +481,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         return Call(ty.TEXT, op, (self._to_text(arg),))
 
     def visit_Concat(self, node: exp.Concat) -> Expr:
-        # PostgreSQL's concat() skips NULL arguments (unlike ||).
+        # PostgreSQL's concat() skips NULL arguments (unlike ||); MySQL's is NULL then.
         args = tuple(self.output_text(self.bind(e)) for e in node.expressions)
-        return Call(ty.TEXT, "concat", args)
+        return self.dialect.concat(args)
 
     def visit_Anonymous(self, node: exp.Anonymous) -> Expr:
         name = str(node.this).lower()
@@ -519,6 +579,55 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         # PostgreSQL: date_trunc(text, date) casts the date to timestamptz.
         result = SqlType("timestamptz") if arg.type.kind == "date" else arg.type
         return Call(result, f"date_trunc:{unit}", (arg,))
+
+    # MySQL's YEAR()/MONTH()/DAY() (sqlglot wraps the argument in TsOrDsToDate) and DATE_ADD/DATE_SUB
+    def visit_TsOrDsToDate(self, node: exp.TsOrDsToDate) -> Expr:
+        arg = self.bind(node.this)
+        if not arg.type.is_temporal:
+            raise self.type_error(node, f"a date or timestamp is needed here, not {arg.type}")
+        return arg
+
+    def _date_field(self, node: exp.Expression, field_name: str) -> Expr:
+        return Cast(ty.INT4, self.extract_field(node, field_name, self.visit_TsOrDsToDate(node.this)
+                                                if isinstance(node.this, exp.TsOrDsToDate) else self.bind(node.this)))
+
+    def visit_Year(self, node: exp.Year) -> Expr:
+        return self._date_field(node, "year")
+
+    def visit_Month(self, node: exp.Month) -> Expr:
+        return self._date_field(node, "month")
+
+    def visit_Day(self, node: exp.Day) -> Expr:
+        return self._date_field(node, "day")
+
+    def visit_DateAdd(self, node: exp.DateAdd) -> Expr:
+        return self._date_add(node, "+")
+
+    def visit_DateSub(self, node: exp.DateSub) -> Expr:
+        return self._date_add(node, "-")
+
+    def _date_add(self, node: exp.Expression, op: str) -> Expr:
+        """DATE_ADD(d, INTERVAL n unit): d ± n * INTERVAL 1 unit; a date moved by days or more stays a date (MySQL)."""
+        unit = node.args.get("unit")
+        unit_name = unit.name.lower() if unit is not None else "day"
+        if unit_name == "quarter":
+            unit_name, factor = "month", 3
+        else:
+            factor = 1
+        one = exp.Interval(this=exp.Literal.string(str(factor)), unit=exp.Var(this=unit_name.upper()))
+        amount = node.expression
+        if isinstance(amount, exp.Literal):
+            step: exp.Expression = exp.Interval(this=exp.Literal.string(str(int(amount.name) * factor)),
+                                                unit=exp.Var(this=unit_name.upper()))
+        else:
+            step = exp.Mul(this=amount.copy(), expression=one)
+        base = self.bind(node.this)
+        if not base.type.is_temporal:
+            raise self.type_error(node, f"DATE_ADD/DATE_SUB need a date or timestamp, not {base.type}")
+        moved = self._interval_arithmetic(node, op, base, self.bind(step))
+        if base.type.kind == "date" and unit_name.rstrip("s") in ("day", "week", "month", "year"):
+            return self.coerce(moved, SqlType("date"))
+        return moved
 
     def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> Expr:
         return self._trunc(node, node.args.get("unit"), node.this)

@@ -26,6 +26,8 @@ from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
 from freshview.sql import ctes
+from freshview.sql.collate_groups import collate_groups, needs_collation
+from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, build_join_tree, join_kinds, resolve_using, starts_group
 from freshview.sql.parse import locate, parse_query
@@ -46,16 +48,18 @@ class FromItem:
     offset: int  # first column's index in the wide row
 
 
-def build_plan(sql: str, catalog: Catalog) -> pn.Node:
-    """Parse ``sql`` and build its optimised logical plan, or raise a located SqlError."""
-    tree = parse_query(sql)
-    return optimize(QueryBuilder(sql, catalog).query(tree))
+def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> pn.Node:
+    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError."""
+    d = get_dialect(dialect)
+    tree = parse_query(sql, d.sqlglot)
+    return optimize(QueryBuilder(sql, catalog, d).query(tree))
 
 
 class QueryBuilder:
-    def __init__(self, sql: str, catalog: Catalog) -> None:
+    def __init__(self, sql: str, catalog: Catalog, dialect: Dialect = POSTGRES) -> None:
         self.sql = sql
         self.catalog = catalog
+        self.dialect = dialect
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
@@ -135,7 +139,7 @@ class QueryBuilder:
                 cond_nodes += [c for c in parts if not predicate_kind(c)]
             else:
                 cond_nodes.append(node.args["where"].this)
-        binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions")
+        binder = ExprBinder(scope, self.sql, None, "WHERE or JOIN conditions", self.dialect)
         binder.subquery = lambda n: subs.scalar(n, aggregated=False)
         binder.mark = lambda n: subs.mark(n, aggregated=False)
         conds: list[Expr] = []
@@ -146,7 +150,7 @@ class QueryBuilder:
             conds += conjuncts(e)
         for c in where_preds:
             subs.predicate(c)
-        on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions")
+        on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
         commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or []) if starts_group(join)]
         for k, on in on_nodes:
@@ -169,7 +173,7 @@ class QueryBuilder:
 
         # SELECT list, with * expanded.
         aggs = AggCollector()
-        select_binder = ExprBinder(scope, self.sql, aggs, "SELECT")
+        select_binder = ExprBinder(scope, self.sql, aggs, "SELECT", self.dialect)
         windows = select_binder.windows = window.WindowCollector(self.sql)
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
@@ -211,7 +215,7 @@ class QueryBuilder:
             for key in ("grouping_sets", "cube", "rollup"):
                 if group_node.args.get(key):
                     raise self.unsupported(group_node, f"GROUP BY {key.upper().replace('_', ' ')}", key.upper().split("_")[0])
-            gbinder = ExprBinder(scope, self.sql, None, "GROUP BY")
+            gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
             for g in group_node.expressions:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
                 if group_exprs[-1].type.kind == "interval" and not isinstance(group_exprs[-1], ColumnRef):
@@ -224,10 +228,20 @@ class QueryBuilder:
                 raise SqlError(f"argument of HAVING must be boolean, not {having.type}",
                                locate(having_node, self.sql), self.sql)
 
-        aggregated = bool(aggs.aggs) or group_node is not None or having is not None
+        collated_distinct = (distinct is not None and not aggs.aggs and group_node is None and having is None
+                             and not windows.calls and topk is None and needs_collation(select_binder, out_exprs))
+        if collated_distinct:  # DISTINCT under a collation: a GROUP BY of the outputs (sql.collate_groups)
+            group_exprs, distinct = list(out_exprs), None
+        group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
+        if needs_collation(select_binder, group_exprs):
+            group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
+                           for n, g in zip(group_names, group_exprs)]
+            group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
+            out_exprs, having = rewritten[:-1], rewritten[-1]
+        aggregated = bool(aggs.aggs) or group_node is not None or having is not None or collated_distinct
 
         if outer or subs.extra:
-            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions"))
+            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions", self.dialect))
         plan, mapping = build_join_tree(items, steps, conds)
 
         def local(e: Expr) -> Expr:
@@ -238,9 +252,9 @@ class QueryBuilder:
                 plan,
                 tuple(local(g) for g in group_exprs),
                 tuple(_remap_agg(a, mapping) for a in aggs.aggs),
-                tuple(_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)),
+                tuple(group_names),
             )
-            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql)
+            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
@@ -371,7 +385,8 @@ def _remap_agg(a, mapping):
 class _AggregateLift:
     """Rewrites SELECT/HAVING expressions over the Aggregate node's output."""
 
-    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str) -> None:
+    def __init__(self, group_exprs: list[Expr], n_groups: int, sql: str, hint: str = "") -> None:
+        self.hint = hint  # the dialect's word on why (sql.dialect)
         self.group_exprs = group_exprs
         self.n_groups = n_groups
         self.sql = sql
@@ -386,7 +401,7 @@ class _AggregateLift:
             if e.index >= AGG_BASE:
                 return ColumnRef(e.type, self.n_groups + e.index - AGG_BASE, e.name)
             raise SqlError(
-                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function",
+                f"column {e.name!r} must appear in the GROUP BY clause or be used in an aggregate function{self.hint}",
                 _locate_column(origin, e.name, self.sql), self.sql)
         return e.map_children(lambda c: self.rewrite(c, origin))
 

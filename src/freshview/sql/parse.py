@@ -1,4 +1,4 @@
-"""Parsing view SQL (PostgreSQL dialect) with sqlglot, keeping source positions.
+"""Parsing view SQL (PostgreSQL or MySQL dialect, ``sql.dialect``) with sqlglot, keeping source positions.
 
 Every error raised by the front end points into the user's text: ``locate``
 turns a sqlglot node into a line/column, using the token offsets sqlglot
@@ -16,10 +16,10 @@ from freshview.errors import SqlError, SqlLocation
 DIALECT = "postgres"
 
 
-def parse_query(sql: str) -> exp.Expression:
-    """Parse one query; anything but a single SELECT/UNION statement is refused."""
+def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expression:
+    """Parse one query (``dialect``: sqlglot's name); anything but a single SELECT/UNION statement is refused."""
     try:
-        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+        statements = [s for s in sqlglot.parse(sql, dialect=dialect) if s is not None]
     except ParseError as err:
         info = err.errors[0] if err.errors else {}
         line, col = info.get("line"), info.get("col")

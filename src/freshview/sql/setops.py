@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from freshview.errors import SqlError
+from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Case, ColumnRef, Expr, Literal
 from freshview.schema import SqlType
@@ -50,6 +50,11 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
         return pn.UnionAll(tuple(align(qb, node, "UNION ALL", [qb.query(p) for p in parts])))
     keyword = op if node.args.get("distinct") else f"{op} ALL"
     left, right = align(qb, node, op, [qb.query(node.left), qb.query(node.right)])
+    if keyword == op and any(qb.dialect.collation(t) is not None for _, t in left.columns):
+        raise UnsupportedSqlError(f"{op} (without ALL) of text columns under a MySQL collation (PAD SPACE, "
+                                  "case-insensitive) "
+                                  f"(use {op} ALL, or SELECT DISTINCT over a UNION ALL)", locate(node, qb.sql, op),
+                                  qb.sql)
     if isinstance(node, exp.Union):
         return pn.Distinct(pn.UnionAll((left, right)))
     return counted(left, right, keyword)

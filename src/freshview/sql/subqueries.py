@@ -299,16 +299,16 @@ class Subqueries:
             self._add(SubqueryItem(alias, plan, kind, on, pad))
             if outside is None:
                 return self._ref(alias, len(plan.columns) - 1)
-            return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value").bind(outside)
+            return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
         offset = sum(len(p.plan.columns) for p in self.post_aggregate)
-        binder = ExprBinder(self.scope, self.sql, None, "subquery conditions")
+        binder = ExprBinder(self.scope, self.sql, None, "subquery conditions", self.b.dialect)
         keys = tuple((binder.bind(eq.this), int(eq.expression.name[len("__k"):])) for eq in on)
         self.post_aggregate.append(PostAggregate(plan, kind, keys, pad, node))
         if outside is None:
             return ColumnRef(plan.columns[-1][1], POST_AGG_BASE + offset + len(plan.columns) - 1, "__v")
         scope = replace(self.scope, columns=list(self.scope.columns) + [
             ScopeColumn(alias, n, t, POST_AGG_BASE + offset + j) for j, (n, t) in enumerate(plan.columns)])
-        return ExprBinder(scope, self.sql, None, "a scalar subquery's value").bind(outside)
+        return ExprBinder(scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
 
     def join_after_aggregate(self, plan: pn.Node, lift) -> pn.Node:
         """The scalar subqueries of an aggregating query's SELECT list and HAVING, joined to its aggregate

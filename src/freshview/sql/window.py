@@ -92,8 +92,9 @@ class WindowCollector:
         sql = self.sql
         if node.args.get("alias") is not None or isinstance(node.this, exp.Identifier):
             raise _unsupported(node, sql, "a named window (OVER name, WINDOW clause)", "OVER")
-        inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument")  # no nested windows
-        partition = tuple(inner.bind(p) for p in node.args.get("partition_by") or [])
+        inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument", binder.dialect)  # no nested windows
+        # a partition is a group: text partitions by its collation key (MySQL; sql.collate_groups)
+        partition = tuple(inner.collated(p, inner.bind(p))[0] for p in node.args.get("partition_by") or [])
         order = tuple(self._ordered(inner, o) for o in (node.args["order"].expressions if node.args.get("order") else []))
         frame = self._frame(node, order)
         fn = node.this
@@ -172,6 +173,7 @@ class WindowCollector:
         if not isinstance(o, exp.Ordered):
             return binder.bind(o), False, False
         e = binder.bind(o.this)
+        _refuse_collated_order(binder, e, o)
         return e, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))
 
     def _constant_int(self, node: exp.Expression | None, what: str) -> int | None:
@@ -339,7 +341,16 @@ def bind_top_k(node: exp.Select, sql: str, binder, scope, out_names: list[str],
             continue
         e = binder.bind(target)
         keys.append((out_exprs.index(e) if e in out_exprs else e, desc, nulls_first, o))
+    for target, _, _, o in keys:
+        _refuse_collated_order(binder, out_exprs[target] if isinstance(target, int) else target, o)
     return TopKSpec(keys, limit, offset)
+
+
+def _refuse_collated_order(binder, e: Expr, origin: exp.Expression) -> None:
+    collation = binder.ci_collation_of(e)
+    if collation is not None:
+        raise binder.unsupported(origin, f"ORDER BY text under the case-insensitive collation {collation} "
+                                         "(add COLLATE utf8mb4_bin to order by code point)")
 
 
 # ---------------------------------------------------------------------- plan assembly

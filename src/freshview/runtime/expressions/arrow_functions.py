@@ -27,6 +27,8 @@ literal patterns, the common case, run as one kernel.
 
 from __future__ import annotations
 
+from freshview.collation import fold as collation_fold
+from freshview.collation import key as collation_key
 import hashlib
 from decimal import Decimal
 from typing import Callable
@@ -382,6 +384,26 @@ def op_md5(ev, e) -> Datum:
     return _per_row(lambda v: hashlib.md5(v.encode("utf-8")).hexdigest(), [A._text(s)], ev.n, pa.string())
 
 
+def op_collkey(ev, e, collation: str) -> Datum:
+    """``collkey:<collation>``: the key text compares by under a MySQL collation (freshview.collation)."""
+    return _each_distinct(ev, e, lambda v: collation_key(v, collation))
+
+
+def op_collfold(ev, e, collation: str) -> Datum:
+    """``collfold:<collation>``: the collation's weights without PAD SPACE (what LIKE matches)."""
+    return _each_distinct(ev, e, collation_fold)
+
+
+def _each_distinct(ev, e, fn: Callable[[str], str]) -> Datum:
+    (s,) = ev.strict_args(e.args)
+    s = A._text(s)
+    if A._is_scalar(s):
+        return _per_row(fn, [s], ev.n, pa.string())
+    encoded = pc.dictionary_encode(A._broadcast(s, ev.n))  # each distinct value once
+    keys = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
+    return pc.take(keys, encoded.indices)
+
+
 def op_starts_with(ev, e) -> Datum:
     s, prefix = _texts(ev, e)
     if _literal_args([prefix]) and not A._is_scalar(s):
@@ -544,11 +566,11 @@ OPS: dict[str, Callable[..., Datum]] = {
     "sign": op_sign, "trunc": op_trunc,
     "replace": op_replace, "split_part": op_split_part, "strpos": op_strpos, "left": op_left,
     "right": op_right, "lpad": op_lpad, "rpad": op_rpad, "repeat": op_repeat, "reverse": op_reverse,
-    "initcap": op_initcap, "md5": op_md5, "starts_with": op_starts_with, "octet_length": op_octet_length,
+    "initcap": op_initcap, "md5": op_md5, "collkey": op_collkey, "collfold": op_collfold, "starts_with": op_starts_with, "octet_length": op_octet_length,
     "concat_ws": op_concat_ws, "regexp_replace": op_regexp_replace,
     "make_date": op_make_date, "epoch_us": op_epoch_us, "add_interval": op_add_interval, "age": op_age,
 }
 # Ops that never raise (their arguments permitting): evaluated eagerly under CASE/COALESCE/AND/OR.
-SAFE_OPS = frozenset({"cbrt", "sign", "replace", "strpos", "left", "right", "lpad", "rpad", "reverse",
+SAFE_OPS = frozenset({"collkey", "collfold", "cbrt", "sign", "replace", "strpos", "left", "right", "lpad", "rpad", "reverse",
                       "initcap", "md5", "starts_with", "octet_length", "concat_ws", "regexp_replace",
                       "epoch_us", "age"})

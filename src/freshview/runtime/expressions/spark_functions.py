@@ -23,6 +23,7 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from freshview import collation
 from freshview.plan.expr import Call
 from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
 
@@ -185,6 +186,25 @@ def md5(e: Call, a: list[Column], param: str) -> Column:
     return F.md5(a[0].cast("binary"))
 
 
+def collkey(e: Call, a: list[Column], param: str) -> Column:
+    """The key text compares by under MySQL collation ``param`` (freshview.collation: PAD SPACE, then the weights)."""
+    how = collation.kind(param)
+    if how is None:  # the front end refuses such columns; never compare by a wrong key
+        raise ValueError(f"freshview has no key for collation {param!r}")
+    s = F.rtrim(a[0])  # Spark's rtrim removes spaces only, as PAD SPACE ignores them
+    return _fold(s) if how == "ci" else s
+
+
+def collfold(e: Call, a: list[Column], param: str) -> Column:
+    """The general_ci weights of a text without PAD SPACE (what LIKE matches)."""
+    return _fold(a[0])
+
+
+def _fold(s: Column) -> Column:
+    s = F.regexp_replace(s, "[\\x{10000}-\\x{10FFFF}]", collation.REPLACEMENT)
+    return F.translate(s, collation.FOLD_FROM, collation.FOLD_TO)
+
+
 def starts_with(e: Call, a: list[Column], param: str) -> Column:
     return a[0].startswith(a[1])
 
@@ -292,7 +312,7 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "sign": sign, "trunc": trunc,
     "replace": replace, "split_part": split_part, "strpos": strpos, "left": left, "right": right,
     "lpad": _pad("lpad"), "rpad": _pad("rpad"), "repeat": repeat, "reverse": reverse, "initcap": initcap,
-    "md5": md5, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
+    "md5": md5, "collkey": collkey, "collfold": collfold, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
     "regexp_replace": regexp_replace,
     "make_date": make_date, "epoch_us": epoch_us, "add_interval": add_interval, "age": age,
 }
