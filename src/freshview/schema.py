@@ -32,20 +32,35 @@ AVG_MIN_SCALE = 16
 
 @dataclass(frozen=True)
 class SqlType:
-    """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric."""
+    """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric,
+    ``element`` for ``array`` (a one-dimensional array of a scalar type: ``integer[]`` ↔ Arrow
+    ``list<int32>`` ↔ Spark ``ArrayType``).
+
+    ``interval`` is PostgreSQL's (months, days, microseconds): Arrow ``month_day_nano_interval``
+    (nanoseconds = microseconds · 1000) and, as Spark cannot ship its CalendarIntervalType through
+    Arrow, a Spark struct ``<months: int, days: int, micros: bigint>`` (``runtime.relation`` converts
+    at the boundary)."""
 
     kind: str
     precision: int | None = None
     scale: int | None = None
+    element: "SqlType | None" = None
 
     KINDS = (
         "int2", "int4", "int8", "numeric", "float4", "float8",
-        "text", "bool", "date", "timestamp", "timestamptz", "interval", "null",
+        "text", "bool", "date", "timestamp", "timestamptz", "interval", "null", "array",
     )
+    ELEMENT_KINDS = ("int2", "int4", "int8", "numeric", "float4", "float8", "text", "bool", "date",
+                     "timestamp", "timestamptz")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise SchemaError(f"unknown column type {self.kind!r}")
+        if (self.kind == "array") != (self.element is not None):
+            raise SchemaError("an array type needs an element type (and only an array has one)")
+        if self.element is not None and self.element.kind not in self.ELEMENT_KINDS:
+            raise SchemaError(f"arrays of {self.element} are not supported (elements: "
+                              + ", ".join(self.ELEMENT_KINDS) + ")")
 
     # -- classification -------------------------------------------------
     @property
@@ -64,6 +79,10 @@ class SqlType:
     def is_temporal(self) -> bool:
         return self.kind in ("date", "timestamp", "timestamptz")
 
+    @property
+    def is_array(self) -> bool:
+        return self.kind == "array"
+
     # -- spellings -------------------------------------------------------
     @property
     def pg(self) -> str:
@@ -78,6 +97,8 @@ class SqlType:
             if self.precision is None:
                 return "numeric"
             return f"numeric({self.precision},{self.scale or 0})"
+        if self.element is not None:
+            return f"{self.element.pg}[]"
         return names[self.kind]
 
     def __str__(self) -> str:
@@ -88,6 +109,8 @@ class SqlType:
         if self.kind == "numeric":
             p, s = self.decimal_precision_scale
             return pa.decimal128(p, s)
+        if self.element is not None:
+            return pa.list_(self.element.arrow)
         return _ARROW[self.kind]
 
     @property
@@ -104,11 +127,16 @@ class SqlType:
         if self.kind == "numeric":
             p, s = self.decimal_precision_scale
             return st.DecimalType(p, s)
+        if self.element is not None:
+            return st.ArrayType(self.element.spark(), True)
+        if self.kind == "interval":
+            return st.StructType([st.StructField("months", st.IntegerType()), st.StructField("days", st.IntegerType()),
+                                  st.StructField("micros", st.LongType())])
         return {
             "int2": st.ShortType(), "int4": st.IntegerType(), "int8": st.LongType(),
             "float4": st.FloatType(), "float8": st.DoubleType(), "text": st.StringType(),
             "bool": st.BooleanType(), "date": st.DateType(), "timestamp": st.TimestampNTZType(),
-            "timestamptz": st.TimestampType(), "interval": st.DayTimeIntervalType(),
+            "timestamptz": st.TimestampType(),
             "null": st.StringType(),
         }[self.kind]
 
@@ -118,7 +146,25 @@ class SqlType:
         return SqlType("numeric", precision, scale)
 
     @staticmethod
+    def array(element: "SqlType") -> "SqlType":
+        return SqlType("array", element=element)
+
+    def to_json(self) -> list:
+        """``[kind, precision, scale]`` (plus the element's for an array), as ``TableSchema`` stores it."""
+        out: list = [self.kind, self.precision, self.scale]
+        return out + [self.element.to_json()] if self.element is not None else out
+
+    @staticmethod
+    def from_json(data: list) -> "SqlType":
+        element = SqlType.from_json(data[3]) if len(data) > 3 and data[3] is not None else None
+        return SqlType(data[0], data[1], data[2], element)
+
+    @staticmethod
     def from_arrow(dtype: pa.DataType) -> "SqlType":
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return SqlType.array(SqlType.from_arrow(dtype.value_type))
+        if pa.types.is_interval(dtype) or pa.types.is_duration(dtype):
+            return SqlType("interval")
         if pa.types.is_decimal(dtype):
             return SqlType.numeric(dtype.precision, dtype.scale)
         if pa.types.is_timestamp(dtype):
@@ -143,7 +189,7 @@ _ARROW: dict[str, pa.DataType] = {
     "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
     "float4": pa.float32(), "float8": pa.float64(), "text": pa.string(),
     "bool": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.duration("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.month_day_nano_interval(),
     "null": pa.null(),
 }
 
@@ -168,7 +214,10 @@ _TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*
 
 
 def parse_type(text: str) -> SqlType:
-    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)`` or ``varchar(20)``."""
+    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)``, ``varchar(20)`` or ``integer[]``."""
+    stripped = text.strip()
+    if stripped.endswith("[]"):
+        return SqlType.array(parse_type(stripped[:-2]))
     match = _TYPE_RE.match(text)
     if not match:
         raise SchemaError(f"cannot read column type {text!r}")
@@ -236,13 +285,14 @@ class TableSchema:
     def to_json(self) -> dict:
         return {
             "columns": [[c.name, c.type.kind, c.type.precision, c.type.scale, c.nullable]
+                        + ([c.type.element.to_json()] if c.type.element is not None else [])
                         for c in self.columns],
             "primary_key": list(self.primary_key),
         }
 
     @staticmethod
     def from_json(data: dict) -> "TableSchema":
-        cols = tuple(Column(n, SqlType(k, p, s), nl) for n, k, p, s, nl in data["columns"])
+        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:6]), c[4]) for c in data["columns"])
         return TableSchema(cols, tuple(data["primary_key"]))
 
     @staticmethod

@@ -125,6 +125,10 @@ def null_default(t: pa.DataType) -> pa.Scalar:
         return pa.scalar(0, pa.int64()).cast(t)
     if pa.types.is_date32(t):
         return pa.scalar(0, pa.int32()).cast(t)
+    if pa.types.is_list(t):
+        return pa.scalar([], t)
+    if pa.types.is_interval(t):
+        return pa.scalar((0, 0, 0), t)
     return pa.scalar(0, t)
 
 
