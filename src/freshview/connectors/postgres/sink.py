@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
+from freshview.algebra.batch import group_ids
 from freshview.connectors.postgres.types import UnsupportedTypeError, to_pg_text
 from freshview.plan import nodes as pn
 from freshview.plan.shape import result_key
@@ -140,8 +141,14 @@ class ResultTable:
         # DISTINCT does.
         ordered = pa.concat_tables([old, new])
         ordered = ordered.append_column("_fv_at", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
-        last = ordered.group_by(list(self.shape.key), use_threads=False).aggregate([("_fv_at", "max")])
-        chosen = ordered.take(last.column("_fv_at_max"))
+        if any(pa.types.is_list(ordered.schema.field(k).type) for k in self.shape.key):  # (not groupable by Arrow)
+            ids, _ = group_ids([ordered.column(k) for k in self.shape.key], ordered.num_rows)
+            last_at = np.full(int(ids.max()) + 1, -1, np.int64)
+            np.maximum.at(last_at, ids, np.arange(ordered.num_rows))
+            chosen = ordered.take(pa.array(last_at, pa.int64()))
+        else:
+            last = ordered.group_by(list(self.shape.key), use_threads=False).aggregate([("_fv_at", "max")])
+            chosen = ordered.take(last.column("_fv_at_max"))
         return chosen.select(names), pc.cast(pc.greater(chosen.column(WEIGHT), 0), pa.int64())
 
     def _net_small(self, delta: pa.Table, names: list[str]) -> tuple[list[list], list[int]]:
@@ -152,12 +159,14 @@ class ResultTable:
             return columns, weights
         at = [names.index(k) for k in self.shape.key]
         chosen: dict[tuple, int] = {}  # key -> row: its (last) new row if any, else an old row
+        def key(i: int) -> tuple:
+            return tuple(_hashable(columns[j][i]) for j in at)
         for i, w in enumerate(weights):
             if w < 0:
-                chosen.setdefault(tuple(columns[j][i] for j in at), i)
+                chosen.setdefault(key(i), i)
         for i, w in enumerate(weights):
             if w > 0:
-                chosen[tuple(columns[j][i] for j in at)] = i
+                chosen[key(i)] = i
         rows = list(chosen.values())
         return [[col[i] for i in rows] for col in columns], [1 if weights[i] > 0 else 0 for i in rows]
 
@@ -173,9 +182,15 @@ class _Queries:
     def __init__(self, table: sql.Identifier, shape: ResultShape) -> None:
         names = [n for n, _ in shape.columns]
         cols = sql.SQL(", ").join(sql.Identifier(n) for n in names)
+        # An array column travels as a text[] of array literals (PostgreSQL has no arrays of arrays:
+        # integer[][] would be one two-dimensional array) and is cast back after unnest.
         arrays = sql.SQL(", ").join([sql.SQL("%t::bigint[]")] + [
-            sql.SQL("%t::{}[]").format(sql.SQL(t)) for _, t in shape.columns])
-        source = sql.SQL("unnest({a}) AS s({op}, {cols})").format(a=arrays, op=sql.Identifier(_OP), cols=cols)
+            sql.SQL("%t::{}[]").format(sql.SQL("text" if t.endswith("[]") else t)) for _, t in shape.columns])
+        typed = sql.SQL(", ").join(
+            sql.SQL("{0}::{1} AS {0}").format(sql.Identifier(n), sql.SQL(t)) if t.endswith("[]") else sql.Identifier(n)
+            for n, t in shape.columns)
+        source = sql.SQL("(SELECT {op}, {typed} FROM unnest({a}) AS u({op}, {cols})) AS s").format(
+            a=arrays, op=sql.Identifier(_OP), cols=cols, typed=typed)
         op = sql.Identifier(_OP)
         count = sql.Identifier(COUNT_COLUMN)
         keys = shape.key
@@ -219,7 +234,7 @@ def _array_literal(values: pa.Array | pa.ChunkedArray) -> str:
     text = to_pg_text(values)
     t = values.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t)):
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_list(t):
             text = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
         text = pc.binary_join_element_wise('"', text, '"', "")
     text = pc.fill_null(text, "NULL")
@@ -234,6 +249,13 @@ def _quoted(text: str) -> str:
 def _interval_text(v: dt.timedelta) -> str:
     return f"{v.days:+d} day {v.seconds * 1_000_000 + v.microseconds:+d} microsecond"
 
+
+def _month_day_nano_text(v: Any) -> str:
+    return f"{v.months} mon {v.days} day {v.nanoseconds // 1000} microsecond"
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
 
 _TEXT_OF: dict[pa.DataType, Callable[[Any], str]] = {
     pa.bool_(): lambda v: "true" if v else "false",
@@ -250,6 +272,11 @@ def _text_of(t: pa.DataType) -> Callable[[Any], str]:
         return lambda v: v.isoformat(" ")
     if pa.types.is_duration(t):
         return _interval_text
+    if t == pa.month_day_nano_interval():
+        return _month_day_nano_text
+    if pa.types.is_list(t):
+        element = _text_of(t.value_type)
+        return lambda v: _small_literal(v, element)
     if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
             or pa.types.is_null(t)):
         return str
