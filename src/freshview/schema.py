@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pyarrow as pa
@@ -298,6 +300,45 @@ class TableSchema:
     @staticmethod
     def of(columns: Iterable[tuple[str, SqlType]], primary_key: Sequence[str] = ()) -> "TableSchema":
         return TableSchema(tuple(Column(n, t) for n, t in columns), tuple(primary_key))
+
+
+# ---------------------------------------------------------------------- intervals in Arrow
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])  # month_day_nano_interval's layout
+INTERVAL_STRUCT = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("micros", pa.int64())])
+
+
+def interval_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A month_day_nano_interval array as numpy (months, days, microseconds: int64; valid: bool)."""
+    raw = np.frombuffer(arr.buffers()[1], dtype=_MDN, count=len(arr), offset=arr.offset * _MDN.itemsize)
+    valid = np.ones(len(arr), bool) if arr.null_count == 0 else np.asarray(arr.is_valid())
+    return (raw["months"].astype(np.int64), raw["days"].astype(np.int64), raw["nanos"] // 1000, valid)
+
+
+def interval_array(months: np.ndarray, days: np.ndarray, micros: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """The month_day_nano_interval array of int64 parts (NULL where not ``valid``); a part out of range
+    (months/days beyond int32, microseconds beyond ±292 years) raises ``OverflowError``."""
+    n = len(valid)
+    m, d, u = (np.where(valid, x, 0).astype(np.int64) for x in (months, days, micros))
+    if (np.abs(m) > 2**31 - 1).any() or (np.abs(d) > 2**31 - 1).any() or (np.abs(u) > (2**63 - 1) // 1000).any():
+        raise OverflowError("interval out of range")
+    raw = np.zeros(n, dtype=_MDN)
+    raw["months"], raw["days"], raw["nanos"] = m, d, u * 1000
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(pa.month_day_nano_interval(), n, [mask, pa.py_buffer(raw.tobytes())],
+                                 null_count=int(n - valid.sum()))
+
+
+def interval_to_struct(arr: pa.Array) -> pa.Array:
+    """month_day_nano → Spark's struct<months, days, micros> (Spark cannot ship intervals through Arrow)."""
+    m, d, u, valid = interval_parts(arr)
+    fields = [pa.array(m, pa.int32()), pa.array(d, pa.int32()), pa.array(u, pa.int64())]
+    return pa.StructArray.from_arrays(fields, fields=list(INTERVAL_STRUCT), mask=pa.array(~valid))
+
+
+def interval_from_struct(arr: pa.Array) -> pa.Array:
+    """The inverse of ``interval_to_struct``."""
+    parts = [np.asarray(arr.field(i).fill_null(0), dtype=np.int64) for i in range(3)]
+    return interval_array(*parts, np.asarray(arr.is_valid()))
 
 
 def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:

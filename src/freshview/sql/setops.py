@@ -50,6 +50,9 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
         return pn.UnionAll(tuple(align(qb, node, "UNION ALL", [qb.query(p) for p in parts])))
     keyword = op if node.args.get("distinct") else f"{op} ALL"
     left, right = align(qb, node, op, [qb.query(node.left), qb.query(node.right)])
+    if any(t.kind == "interval" for _, t in left.columns):  # rows are matched by value: see sql/functions.py
+        raise qb.unsupported(node, f"{keyword} over an interval column (PostgreSQL holds '1 day' and "
+                                   "'24 hours' equal but prints them apart)", op.split()[0])
     if isinstance(node, exp.Union):
         return pn.Distinct(pn.UnionAll((left, right)))
     return counted(left, right, keyword)

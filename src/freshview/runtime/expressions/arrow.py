@@ -1085,9 +1085,7 @@ def _literal(value, t: SqlType) -> pa.Scalar:
         return pa.scalar(dt.datetime(value.year, value.month, value.day, tzinfo=tz), t.arrow)
     if kind == "interval":
         months, days, micros = value
-        if months:
-            raise _fail("internal: an interval with months has no Arrow duration")
-        return pa.scalar(days * 86_400_000_000 + micros, pa.int64()).cast(t.arrow)
+        return pa.scalar((months, days, micros * 1000), t.arrow)
     if kind == "null":
         return _null(pa.null())
     return pa.scalar(value, t.arrow)

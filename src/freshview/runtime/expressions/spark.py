@@ -393,6 +393,10 @@ _PG_ESCAPE = re.compile(r"\\(.)", re.S)
 def literal(value, t: SqlType) -> Column:
     if value is None:
         return F.lit(None).cast(t.spark())
+    if t.kind == "interval":
+        months, days, micros = value
+        return F.struct(F.lit(months).cast("int").alias("months"), F.lit(days).cast("int").alias("days"),
+                        F.lit(micros).cast("long").alias("micros"))
     if t.kind == "numeric":
         p, s = t.decimal_precision_scale
         return F.lit(decimal.Decimal(value)).cast(f"decimal({p},{s})")
