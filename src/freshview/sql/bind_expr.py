@@ -182,6 +182,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         left, right = _midnight_as_date(left, right), _midnight_as_date(right, left)
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
+        if left.type.is_array or right.type.is_array:  # (GROUP BY, DISTINCT and UNION over arrays are)
+            raise self.unsupported(node, f"comparing arrays ({op}; joins on arrays)")
         target = self._comparable(node, left, right)
         return Call(ty.BOOL, op, (self.coerce(left, target), self.coerce(right, target)))
 

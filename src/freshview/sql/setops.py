@@ -55,6 +55,8 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
                                    "'24 hours' equal but prints them apart)", op.split()[0])
     if isinstance(node, exp.Union):
         return pn.Distinct(pn.UnionAll((left, right)))
+    if any(t.is_array for _, t in left.columns):  # (matched by a join, and joins do not key on arrays)
+        raise qb.unsupported(node, f"{keyword} over an array column", op.split()[0])
     return counted(left, right, keyword)
 
 
