@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pyarrow as pa
@@ -32,7 +34,14 @@ AVG_MIN_SCALE = 16
 
 @dataclass(frozen=True)
 class SqlType:
-    """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric."""
+    """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric,
+    ``element`` for ``array`` (a one-dimensional array of a scalar type: ``integer[]`` ↔ Arrow
+    ``list<int32>`` ↔ Spark ``ArrayType``).
+
+    ``interval`` is PostgreSQL's (months, days, microseconds): Arrow ``month_day_nano_interval``
+    (nanoseconds = microseconds · 1000) and, as Spark cannot ship its CalendarIntervalType through
+    Arrow, a Spark struct ``<months: int, days: int, micros: bigint>`` (``runtime.relation`` converts
+    at the boundary)."""
 
     kind: str
     precision: int | None = None
@@ -41,15 +50,23 @@ class SqlType:
     # binary (PostgreSQL) or, in the MySQL dialect, that dialect's default.  Not part of equality:
     # a collation changes how values compare, not what they are (sql/dialect.py applies it).
     collation: str | None = field(default=None, compare=False)
+    element: "SqlType | None" = None
 
     KINDS = (
         "int2", "int4", "int8", "numeric", "float4", "float8",
-        "text", "bool", "date", "timestamp", "timestamptz", "interval", "null",
+        "text", "bool", "date", "timestamp", "timestamptz", "interval", "null", "array",
     )
+    ELEMENT_KINDS = ("int2", "int4", "int8", "numeric", "float4", "float8", "text", "bool", "date",
+                     "timestamp", "timestamptz")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise SchemaError(f"unknown column type {self.kind!r}")
+        if (self.kind == "array") != (self.element is not None):
+            raise SchemaError("an array type needs an element type (and only an array has one)")
+        if self.element is not None and self.element.kind not in self.ELEMENT_KINDS:
+            raise SchemaError(f"arrays of {self.element} are not supported (elements: "
+                              + ", ".join(self.ELEMENT_KINDS) + ")")
 
     # -- classification -------------------------------------------------
     @property
@@ -68,6 +85,10 @@ class SqlType:
     def is_temporal(self) -> bool:
         return self.kind in ("date", "timestamp", "timestamptz")
 
+    @property
+    def is_array(self) -> bool:
+        return self.kind == "array"
+
     # -- spellings -------------------------------------------------------
     @property
     def pg(self) -> str:
@@ -82,6 +103,8 @@ class SqlType:
             if self.precision is None:
                 return "numeric"
             return f"numeric({self.precision},{self.scale or 0})"
+        if self.element is not None:
+            return f"{self.element.pg}[]"
         return names[self.kind]
 
     def __str__(self) -> str:
@@ -92,6 +115,8 @@ class SqlType:
         if self.kind == "numeric":
             p, s = self.decimal_precision_scale
             return pa.decimal128(p, s)
+        if self.element is not None:
+            return pa.list_(self.element.arrow)
         return _ARROW[self.kind]
 
     @property
@@ -108,11 +133,16 @@ class SqlType:
         if self.kind == "numeric":
             p, s = self.decimal_precision_scale
             return st.DecimalType(p, s)
+        if self.element is not None:
+            return st.ArrayType(self.element.spark(), True)
+        if self.kind == "interval":
+            return st.StructType([st.StructField("months", st.IntegerType()), st.StructField("days", st.IntegerType()),
+                                  st.StructField("micros", st.LongType())])
         return {
             "int2": st.ShortType(), "int4": st.IntegerType(), "int8": st.LongType(),
             "float4": st.FloatType(), "float8": st.DoubleType(), "text": st.StringType(),
             "bool": st.BooleanType(), "date": st.DateType(), "timestamp": st.TimestampNTZType(),
-            "timestamptz": st.TimestampType(), "interval": st.DayTimeIntervalType(),
+            "timestamptz": st.TimestampType(),
             "null": st.StringType(),
         }[self.kind]
 
@@ -122,7 +152,25 @@ class SqlType:
         return SqlType("numeric", precision, scale)
 
     @staticmethod
+    def array(element: "SqlType") -> "SqlType":
+        return SqlType("array", element=element)
+
+    def to_json(self) -> list:
+        """``[kind, precision, scale]`` (plus the element's for an array), as ``TableSchema`` stores it."""
+        out: list = [self.kind, self.precision, self.scale]
+        return out + [self.element.to_json()] if self.element is not None else out
+
+    @staticmethod
+    def from_json(data: list) -> "SqlType":
+        element = SqlType.from_json(data[3]) if len(data) > 3 and data[3] is not None else None
+        return SqlType(data[0], data[1], data[2], element)
+
+    @staticmethod
     def from_arrow(dtype: pa.DataType) -> "SqlType":
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return SqlType.array(SqlType.from_arrow(dtype.value_type))
+        if pa.types.is_interval(dtype) or pa.types.is_duration(dtype):
+            return SqlType("interval")
         if pa.types.is_decimal(dtype):
             return SqlType.numeric(dtype.precision, dtype.scale)
         if pa.types.is_timestamp(dtype):
@@ -147,7 +195,7 @@ _ARROW: dict[str, pa.DataType] = {
     "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
     "float4": pa.float32(), "float8": pa.float64(), "text": pa.string(),
     "bool": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.duration("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.month_day_nano_interval(),
     "null": pa.null(),
 }
 
@@ -175,13 +223,16 @@ _COLLATE_RE = re.compile(r"^(.*?)\s+collate\s+\"?([A-Za-z0-9_]+)\"?\s*$", re.I |
 
 
 def parse_type(text: str) -> SqlType:
-    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)``, ``varchar(20)`` or ``text COLLATE utf8mb4_bin``."""
+    """Parse a PostgreSQL type name such as ``NUMERIC(10,2)``, ``varchar(20)``, ``integer[]`` or ``text COLLATE utf8mb4_bin``."""
     collate = _COLLATE_RE.match(text)
     if collate:
         base = parse_type(collate.group(1))
         if base.kind != "text":
             raise SchemaError(f"COLLATE applies to text columns, not {base}")
         return SqlType("text", collation=collate.group(2).lower())
+    stripped = text.strip()
+    if stripped.endswith("[]"):
+        return SqlType.array(parse_type(stripped[:-2]))
     match = _TYPE_RE.match(text)
     if not match:
         raise SchemaError(f"cannot read column type {text!r}")
@@ -249,18 +300,58 @@ class TableSchema:
     def to_json(self) -> dict:
         return {
             "columns": [[c.name, c.type.kind, c.type.precision, c.type.scale, c.nullable]
+                        + ([c.type.element.to_json()] if c.type.element is not None else [])
                         for c in self.columns],
             "primary_key": list(self.primary_key),
         }
 
     @staticmethod
     def from_json(data: dict) -> "TableSchema":
-        cols = tuple(Column(n, SqlType(k, p, s), nl) for n, k, p, s, nl in data["columns"])
+        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:6]), c[4]) for c in data["columns"])
         return TableSchema(cols, tuple(data["primary_key"]))
 
     @staticmethod
     def of(columns: Iterable[tuple[str, SqlType]], primary_key: Sequence[str] = ()) -> "TableSchema":
         return TableSchema(tuple(Column(n, t) for n, t in columns), tuple(primary_key))
+
+
+# ---------------------------------------------------------------------- intervals in Arrow
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanos", "<i8")])  # month_day_nano_interval's layout
+INTERVAL_STRUCT = pa.struct([("months", pa.int32()), ("days", pa.int32()), ("micros", pa.int64())])
+
+
+def interval_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A month_day_nano_interval array as numpy (months, days, microseconds: int64; valid: bool)."""
+    raw = np.frombuffer(arr.buffers()[1], dtype=_MDN, count=len(arr), offset=arr.offset * _MDN.itemsize)
+    valid = np.ones(len(arr), bool) if arr.null_count == 0 else np.asarray(arr.is_valid())
+    return (raw["months"].astype(np.int64), raw["days"].astype(np.int64), raw["nanos"] // 1000, valid)
+
+
+def interval_array(months: np.ndarray, days: np.ndarray, micros: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """The month_day_nano_interval array of int64 parts (NULL where not ``valid``); a part out of range
+    (months/days beyond int32, microseconds beyond ±292 years) raises ``OverflowError``."""
+    n = len(valid)
+    m, d, u = (np.where(valid, x, 0).astype(np.int64) for x in (months, days, micros))
+    if (np.abs(m) > 2**31 - 1).any() or (np.abs(d) > 2**31 - 1).any() or (np.abs(u) > (2**63 - 1) // 1000).any():
+        raise OverflowError("interval out of range")
+    raw = np.zeros(n, dtype=_MDN)
+    raw["months"], raw["days"], raw["nanos"] = m, d, u * 1000
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(pa.month_day_nano_interval(), n, [mask, pa.py_buffer(raw.tobytes())],
+                                 null_count=int(n - valid.sum()))
+
+
+def interval_to_struct(arr: pa.Array) -> pa.Array:
+    """month_day_nano → Spark's struct<months, days, micros> (Spark cannot ship intervals through Arrow)."""
+    m, d, u, valid = interval_parts(arr)
+    fields = [pa.array(m, pa.int32()), pa.array(d, pa.int32()), pa.array(u, pa.int64())]
+    return pa.StructArray.from_arrays(fields, fields=list(INTERVAL_STRUCT), mask=pa.array(~valid))
+
+
+def interval_from_struct(arr: pa.Array) -> pa.Array:
+    """The inverse of ``interval_to_struct``."""
+    parts = [np.asarray(arr.field(i).fill_null(0), dtype=np.int64) for i in range(3)]
+    return interval_array(*parts, np.asarray(arr.is_valid()))
 
 
 def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:

@@ -106,7 +106,23 @@ def test_temporal_and_null_types():
             [reference_value_hash(7, pa.int64()), null_hash(0)]
     assert hash_array(pa.nulls(2), 4).tolist() == [null_hash(4)] * 2
     with pytest.raises(TypeError, match="cannot hash"):
-        hash_array(pa.array([[1]]))
+        hash_array(pa.array([{"a": 1}]))
+
+
+def test_lists_and_intervals_hash_and_compare_by_value():
+    from freshview.algebra.hashing import canonical, values_equal
+
+    lists = pa.array([["ab", "c"], ["a", "bc"], [], None, [None], ["ab", "c"], [""], ["ab", "c"]], pa.list_(pa.string()))
+    h = hash_array(lists).tolist()
+    assert len(set(h[:5] + h[6:7])) == 6 and h[0] == h[5] == h[7]
+    assert hash_array(lists.slice(5)).tolist() == h[5:]  # slices (offsets) hash alike
+    ints = pa.array([[1, None, 2], [1, 2], [1, None, 2], [-0.0]], pa.list_(pa.float64()))
+    assert hash_array(ints).tolist()[0] == hash_array(ints).tolist()[2] != hash_array(ints).tolist()[1]
+    assert hash_array(ints).tolist()[3] == hash_array(pa.array([[0.0]], pa.list_(pa.float64()))).tolist()[0]
+    c = canonical(lists)
+    assert values_equal(c, c, np.array([0, 0, 2, 3]), np.array([5, 1, 3, 3])).tolist() == [True, False, False, True]
+    iv = pa.array([(0, 1, 0), (0, 0, 86_400 * 10**9), (0, 1, 0)], pa.month_day_nano_interval())
+    assert hash_array(iv).tolist()[0] == hash_array(iv).tolist()[2] != hash_array(iv).tolist()[1]  # representation
 
 
 def test_equal_values_hash_equal_across_types_and_layouts():

@@ -232,3 +232,30 @@ def test_one_statement_per_view_and_it_is_prepared(pg):
             assert any("fv_prep" in s for (s,) in prepared)
         finally:
             c.execute("DROP TABLE fv_prep")
+
+
+ARRAYS = [("k", "text[]", pa.list_(pa.string())), ("xs", "integer[]", pa.list_(pa.int32())),
+          ("fs", "double precision[]", pa.list_(pa.float64())), ("ds", "date[]", pa.list_(pa.date32())),
+          ("ns", "numeric(10,2)[]", pa.list_(pa.decimal128(10, 2))), ("iv", "interval", pa.month_day_nano_interval())]
+
+
+def test_arrays_and_intervals_are_written_exactly(conn, path):
+    """Array columns (keys too) and intervals with months, days and microseconds, every part signed."""
+    table = make(conn, "fv_arrays", [(n, t) for n, t, _ in ARRAYS], ["k"], nullable=True)
+    cols = [(n, a) for n, _, a in ARRAYS]
+    odd = ['a "q", {b} \\ c', None, "", "NULL", "x,y"]
+    table.apply(conn, weighted(cols, [
+        (odd, [1, None, -3], [0.5, float("inf"), None], [dt.date(2024, 2, 29)], [Decimal("1.50"), None],
+         pa.scalar((14, -3, -5_000_000_000), pa.month_day_nano_interval()).as_py(), 1),
+        ([], [], [], [], [], pa.scalar((0, 1, 0), pa.month_day_nano_interval()).as_py(), 1),
+        (None, None, None, None, None, None, 1),
+    ]))
+    got = conn.execute("SELECT k, xs, fs, ds, ns, iv::text, iv = interval '1 year 2 mons -3 days -5 seconds' "
+                       "FROM fv_arrays ORDER BY k NULLS LAST").fetchall()
+    assert got == [([], [], [], [], [], "1 day", False),
+                   (odd, [1, None, -3], [0.5, float("inf"), None], [dt.date(2024, 2, 29)], [Decimal("1.50"), None],
+                    "1 year 2 mons -3 days -00:00:05", True),
+                   (None, None, None, None, None, None, None)]
+    table.apply(conn, weighted(cols, [([], [], [], [], [], pa.scalar((0, 1, 0), pa.month_day_nano_interval()).as_py(),
+                                       -1), ([], [7], [], [], [], None, 1)]))
+    assert conn.execute("SELECT k, xs FROM fv_arrays WHERE k = '{}'").fetchall() == [([], [7])]

@@ -81,3 +81,17 @@ def test_boolean_tests(make_flow, oracle):
         ("b3", "SELECT o_id, qty FROM orders JOIN customers ON o_customer = c_id "
                "WHERE qty IS DISTINCT FROM c_id AND (qty > 3) IS NOT TRUE"),
     ], seed=34)
+
+
+def test_interval_columns(make_flow, oracle):
+    """Interval-valued output columns (timestamp differences, age, interval arithmetic, an aggregate's
+    non-key interval), compared part by part (months, days, microseconds), and read by another view."""
+    _run(make_flow, oracle, {"customers": CUSTOMERS, "orders": ORDERS}, [
+        ("i1", "SELECT c_id, c_ts - TIMESTAMP '2024-01-01 06:30' AS d, age(c_ts, TIMESTAMP '2020-02-29 12:00') AS a, "
+               "age(TIMESTAMP '2023-01-31', c_ts) AS b FROM customers"),
+        ("i2", "SELECT o_id, qty * INTERVAL '1 month' AS m, INTERVAL '90 minutes' * qty AS h, "
+               "(o_date + qty * INTERVAL '1 day') - TIMESTAMP '2024-01-01 06:00' AS x FROM orders"),
+        ("i3", "SELECT c_region, max(c_ts) - min(c_ts) AS span, COUNT(*) AS n FROM customers GROUP BY c_region"),
+        ("i4", "SELECT c_id, d + INTERVAL '1 hour' AS d1, d > INTERVAL '10 days' AS far, d * 2 AS twice, "
+               "EXTRACT(EPOCH FROM a) AS ea FROM i1"),
+    ], seed=53)

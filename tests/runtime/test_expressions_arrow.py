@@ -863,6 +863,14 @@ PG_CASES: list[PgCase] = [
                                                      float("inf"), float("-inf"), 1e15, 1e14, 123456789012345.0,
                                                      0.0001, 0.00001, 2.5e-5, 1e-310, 5e-324, -1.25e100)]),
     PgCase("CAST(c0 AS text)", [FLOAT4], [(v,) for v in (0.1, 1.0, 1e6, 123456.0, 1.5e-5, 0.0001, 3.4e38, -0.0)]),
+    # (Java 17's Float.toString is not always shortest: 1.17549435E-38 for 1.1754944e-38)
+    PgCase("CAST(c0 AS text)", [FLOAT4], [(v,) for v in (1.17549435e-38, 16777216.0, 1 / 3, 2.0 ** -149, 9.999999e-5,
+                                                         123456.7, 1234567.0, float("nan"), float("-inf"))]),
+    # years past 9999 (no '+') and before 1 (BC; there is no year 0)
+    PgCase("CAST(c0 + 1 AS text)", [DATE], [(dt.date(9999, 12, 31),), (dt.date(2000, 1, 1),)]),
+    PgCase("CAST(c0 - 1 AS text)", [DATE], [(dt.date(1, 1, 1),), (dt.date(1, 3, 1),)]),
+    PgCase("CAST(c0 + INTERVAL '1 day' AS text)", [TS], [(dt.datetime(9999, 12, 31, 12, 30, 0, 5),)]),
+    PgCase("CAST(c0 - INTERVAL '1 day' AS text)", [TSTZ], [(dt.datetime(1, 1, 1, 1, 2, 3, tzinfo=UTC),)]),
     PgCase("CAST(c0 AS text)", [SqlType.numeric(20, 6)], [(_D("1.5"),), (_D("-0.000001"),), (_D("0"),),
                                                            (_D("12345678901234.345678"),)]),
     PgCase("CAST(c0 AS text)", [NUM2], [(_D("-0.05"),), (_D("10.00"),)]),

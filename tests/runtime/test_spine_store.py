@@ -376,7 +376,7 @@ def test_reopen_keeps_state_and_definitions(tmp_path):
     with pytest.raises(StateError, match="not empty"):
         s.load("v_totals/op3/left", table(schema, [(1, None)], [1]))
     with pytest.raises(StateError, match="cannot hash"):
-        s.ensure_arrangement("bad", Layout(pa.schema([("l", pa.list_(pa.int64()))])))
+        s.ensure_arrangement("bad", Layout(pa.schema([("l", pa.struct([("a", pa.int64())]))])))
     s.close()
     with pytest.raises(StateError, match="closed"):
         s.scan("v_totals/op3/left")

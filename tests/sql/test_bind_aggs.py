@@ -41,6 +41,14 @@ def test_names_types_and_dropped_distinct():
     assert got[3].type.decimal_precision_scale[1] >= 16
 
 
+def test_array_agg_types():
+    got = aggs("SELECT array_agg(o_id ORDER BY f DESC) AS a, array_agg(DISTINCT note) AS b, "
+               "array_agg(amount) AS c FROM orders")
+    assert [a.type.pg for a in got] == ["integer[]", "text[]", str(got[2].arg.type) + "[]"]
+    assert got[0].order[0].desc and got[0].order[0].nulls_first and got[1].distinct
+    assert all(a.recomputed for a in got)
+
+
 def test_aggregates_in_having_and_expressions():
     p = plan("SELECT o_customer, SUM(big) / COUNT(DISTINCT note) AS r FROM orders GROUP BY 1 "
              "HAVING bool_and(f > 0) AND COUNT(DISTINCT note) > 1")
@@ -51,10 +59,22 @@ def test_aggregates_in_having_and_expressions():
 @pytest.mark.parametrize("sql, error, fragment, column", [
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY f) FROM orders", UnsupportedSqlError,
      "ordered-set aggregate", None),
-    ("SELECT array_agg(o_id) FROM orders", UnsupportedSqlError, "array_agg", 8),
+    ("SELECT array_agg(o_id) FILTER (WHERE f > 0) FROM orders", UnsupportedSqlError, "array_agg(...) FILTER", 8),
+    ("SELECT array_agg(o_id * INTERVAL '1 day') FROM orders", UnsupportedSqlError, "array_agg() of an interval", 18),
+    ("SELECT array_agg(a) FROM (SELECT array_agg(o_id) AS a FROM orders) s", UnsupportedSqlError,
+     "array_agg() of an array", 18),
+    ("SELECT a FROM (SELECT array_agg(o_id) AS a FROM orders) s WHERE a = a", UnsupportedSqlError,
+     "comparing arrays", None),
+    ("SELECT array_agg(o_id) FROM orders INTERSECT SELECT array_agg(o_id) FROM orders", UnsupportedSqlError,
+     "INTERSECT over an array column", None),
+    ("SELECT COUNT(*) FROM orders GROUP BY o_id * INTERVAL '1 day'", UnsupportedSqlError, "GROUP BY an interval",
+     None),
+    ("SELECT DISTINCT o_id * INTERVAL '1 day' AS d FROM orders", UnsupportedSqlError,
+     "SELECT DISTINCT over an interval", None),
+    ("SELECT o_id * INTERVAL '1 day' FROM orders UNION SELECT INTERVAL '1 day' FROM orders", UnsupportedSqlError,
+     "UNION over an interval", None),
     ("SELECT max(o_id * INTERVAL '1 day') FROM orders", UnsupportedSqlError,
      "max() of an interval", 12),
-    ("SELECT array_agg(o_id ORDER BY o_id) FROM orders", UnsupportedSqlError, "array_agg", 8),
     ("SELECT string_agg(note, note) FROM orders", UnsupportedSqlError, "non-constant delimiter", 25),
     ("SELECT string_agg(DISTINCT note, ',' ORDER BY o_id) FROM orders", SqlError,
      "ORDER BY expressions must appear in argument list", 47),

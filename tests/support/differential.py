@@ -56,6 +56,20 @@ def _rows_counter(table: pa.Table) -> Counter:
     return Counter(tuple(_canon(v) for v in r) for r in table_rows(table))
 
 
+def _element_key(x: Any) -> tuple:
+    nan = isinstance(x, float) and x != x
+    return (x is None, nan, 0 if x is None or nan else x)
+
+
+def _sorted_lists(table: pa.Table) -> pa.Table:
+    """Every list value of ``table`` with its elements sorted (NULLs last)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_list(f.type):
+            values = [None if v is None else sorted(v, key=_element_key) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, f, pa.array(values, f.type))
+    return table
+
+
 def _signed_diff(new: Counter, old: Counter) -> Counter:
     out: Counter = Counter(new)
     out.subtract(old)
@@ -156,6 +170,7 @@ def run_differential(
     null_prob: float = 0.1,
     executions: Sequence[str] = EXECUTORS,
     canon: Callable[[pa.Table], pa.Table] | None = None,
+    unordered_lists: Sequence[str] = (),
 ) -> DifferentialReport:
     """Run a random change stream through freshview and PostgreSQL and compare every view after every step.
 
@@ -173,6 +188,8 @@ def run_differential(
     (``tests.support.mysql_oracle.MariaDBOracle`` for the MySQL dialect; the flows then
     come from a ``make_flow`` that passes ``dialect="mysql"``).  ``canon``, if given, maps
     both sides before they are compared (e.g. text to collation keys).
+    ``unordered_lists``: views whose array columns are compared as multisets of
+    elements (array_agg without ORDER BY, where PostgreSQL's order is unspecified).
     """
     rng = random.Random(seed)
     report = DifferentialReport(seed=seed)
@@ -222,10 +239,14 @@ def run_differential(
         sizes = {n: d.num_rows for n, d in deltas.items()}
         for vname in registered:
             expected = oracle.query(vname)
+            if vname in unordered_lists:
+                expected = _sorted_lists(expected)
             for e, flow in flows.items():
                 context = (f"seed={seed} step={step} view={vname} execution={e}\n  sql: {sql_of[vname]}\n"
                            f"  deltas: {sizes}")
                 actual = flow.snapshot(vname)
+                if vname in unordered_lists:
+                    actual = _sorted_lists(actual)
                 if canon is not None:
                     assert_same_rows(canon(actual), canon(expected), context=context)
                 else:

@@ -34,10 +34,27 @@ _OID_ARROW: dict[int, pa.DataType] = {
     700: pa.float32(), 701: pa.float64(),
     25: pa.string(), 1043: pa.string(), 1042: pa.string(), 19: pa.string(), 18: pa.string(),
     1082: pa.date32(), 1114: pa.timestamp("us"), 1184: pa.timestamp("us", tz="UTC"),
-    1186: pa.duration("us"),
+    1186: pa.month_day_nano_interval(),
 }
+_ISO_INTERVAL = re.compile(r"P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)W)?(?:(-?\d+)D)?"
+                           r"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?[\d.]+)S)?)?")
+
+
+def _interval_parts(text: str) -> tuple[int, int, int]:
+    """PostgreSQL's ISO 8601 interval text (IntervalStyle iso_8601) as (months, days, nanoseconds):
+    the parts kept apart, as freshview's month_day_nano values hold them ('1 day' is not '24 hours')."""
+    m = _ISO_INTERVAL.fullmatch(text)
+    assert m, f"cannot read interval {text!r}"
+    y, mo, w, d, h, mi, s = m.groups()
+    micros = int(h or 0) * 3_600_000_000 + int(mi or 0) * 60_000_000 + int(Decimal(s or 0) * 1_000_000)
+    return (int(y or 0) * 12 + int(mo or 0), int(w or 0) * 7 + int(d or 0), micros * 1000)
 _NUMERIC_OID = 1700
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+
+
+class _IntervalLoader(psycopg.adapt.Loader):
+    def load(self, data: Any) -> tuple[int, int, int]:
+        return _interval_parts(bytes(data).decode())
 
 
 class PgOracle:
@@ -49,6 +66,8 @@ class PgOracle:
         # test probing an error) does not poison the connection.
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute("SET TIME ZONE 'UTC'")
+        self.conn.execute("SET IntervalStyle = 'iso_8601'")
+        self.conn.adapters.register_loader("interval", _IntervalLoader)
         self.schema_name: str | None = None
         self.tables: dict[str, TableSchema] = {}
         self.reset()

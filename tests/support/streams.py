@@ -61,7 +61,7 @@ def default_value(col_type: SqlType, rng: random.Random) -> Any:
         value = dt.datetime.combine(rng.choice(_DATES), rng.choice(_TIMES))
         return value.replace(tzinfo=dt.timezone.utc) if kind == "timestamptz" else value
     if kind == "interval":
-        return dt.timedelta(days=rng.randint(0, 3), seconds=rng.choice([0, 1800, 3600]))
+        return (rng.randint(0, 2), rng.randint(0, 3), rng.choice([0, 1800, 3600]) * 10**9)  # (months, days, ns)
     if kind == "null":
         return None
     raise ValueError(f"no default generator for {col_type}")

@@ -81,6 +81,31 @@ def consolidate(table: pa.Table, *, hashes: np.ndarray | None = None, order: np.
     return _with_weights(data.take(firsts), sums, table.schema)
 
 
+def group_ids(columns: list[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group numbers of the rows of ``columns`` (equal rows, NULL equal NULL, one number) and each
+    group's first row: grouping for key types Arrow's hash aggregation cannot key on (lists, intervals)."""
+    if not columns:
+        return np.zeros(n, np.int64), np.zeros(min(n, 1), np.int64)
+    data = pa.table({f"c{i}": c for i, c in enumerate(columns)})
+    hashes = hashing.hash_rows(data.columns)
+    perm = hashing.argsort(hashes)
+    same = hashes[perm][1:] == hashes[perm][:-1]
+    candidates = np.flatnonzero(same)
+    if candidates.size:
+        equal = rows_equal_at(data, perm[candidates], perm[candidates + 1])
+        if not equal.all():  # two different rows share a hash (rare): number the rows by value
+            seen: dict = {}
+            rows = list(zip(*[c.to_pylist() for c in data.columns]))
+            ids = np.array([seen.setdefault(repr(r), len(seen)) for r in rows], np.int64)
+            firsts = np.zeros(len(seen), np.int64)
+            firsts[ids[::-1]] = np.arange(n)[::-1]
+            return ids, firsts
+    starts = np.concatenate([[True], ~same]) if n else np.zeros(0, bool)
+    ids = np.empty(n, np.int64)
+    ids[perm] = np.cumsum(starts) - 1
+    return ids, perm[starts]
+
+
 def _group_by_value(table: pa.Table, columns: list[str], keep_zero: bool) -> pa.Table:
     """Consolidate by grouping on ``columns`` with Arrow's hash aggregation (groups in order of appearance)."""
     grouped = table.group_by(columns, use_threads=False).aggregate([(WEIGHT, "sum")])

@@ -26,6 +26,14 @@ is first made a canonical word (``canonical``), then hashed:
   all strings at once from a cumulative sum over the data buffer: the sum of
   a string's terms at buffer positions ``s .. e`` times ``P**-s`` (``P`` is
   odd, hence invertible mod 2**64).
+* month_day_nano intervals: the 16 bytes (months, days, nanoseconds) as words
+  ``lo, hi``, hashed as a decimal128 (so '1 day' and '24 hours' differ: this
+  is representation equality, not PostgreSQL's interval comparison).
+* lists (one-dimensional arrays): a byte string per list, hashed as a string
+  above: per element a validity byte (0 for NULL) then its canonical bytes,
+  zeroed for NULL: 8 little-endian bytes per word (16 for a decimal128 or
+  interval), or for a string its length as 8 bytes then its UTF-8 bytes.
+  Equality is the byte strings' (element by element, NULL equals NULL).
 * NULL in column position ``i`` (any type, the null type too):
   ``mix(0x6A09E667F3BCC909 + i)``.
 
@@ -204,6 +212,12 @@ def canonical(col: pa.Array) -> Canonical:
         offsets = _fixed(col, width, count=len(col) + 1).astype(np.int64)
         data = col.buffers()[2]
         return Canonical(None, offsets, np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), valid)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        offsets, data = _list_bytes(col)
+        return Canonical(None, offsets, data, valid)
+    if t == pa.month_day_nano_interval():
+        return Canonical(_fixed(col, np.dtype("<u8"), count=2 * len(col), per_value=2).reshape(-1, 2),
+                         None, None, valid)
     if pa.types.is_decimal(t):
         if t.bit_width != 128:
             raise TypeError(f"cannot hash {t}: only decimal128 is supported")
@@ -223,6 +237,38 @@ def canonical(col: pa.Array) -> Canonical:
         words = _fixed(col, np.dtype(f"<i{t.bit_width // 8}")).astype(np.int64).view(np.uint64)
         return Canonical(words, None, None, valid)
     raise TypeError(f"cannot hash Arrow type {t}")
+
+
+def _list_bytes(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each list of ``col`` as one byte string (offsets, data): see the module docstring."""
+    offs = np.asarray(col.offsets, dtype=np.int64)
+    child = col.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+    offs = offs - offs[0]
+    c = canonical(child)
+    n = len(child)
+    valid = np.ones(n, bool) if c.valid is None else c.valid
+    if c.data is not None:  # strings: validity, length (8 bytes), bytes
+        lens = (c.offsets[1:] - c.offsets[:-1]) * valid
+        size = 9 + lens
+        pos = np.zeros(n + 1, np.int64)
+        np.cumsum(size, out=pos[1:])
+        data = np.zeros(int(pos[-1]), np.uint8)
+        data[pos[:-1]] = valid
+        if n:
+            data[pos[:-1, None] + 1 + np.arange(8)] = lens.astype("<u8").view(np.uint8).reshape(-1, 8)
+        total = int(lens.sum())
+        if total:
+            firsts = np.cumsum(lens) - lens
+            step = np.arange(total) - np.repeat(firsts, lens)
+            data[np.repeat(pos[:-1] + 9, lens) + step] = c.data[np.repeat(c.offsets[:-1], lens) + step]
+        return pos[offs], data
+    if c.words is None:  # the null type: only the validity byte
+        return offs, np.zeros(n, np.uint8)
+    words = c.words.reshape(n, 2 if c.words.ndim == 2 else 1).astype("<u8", copy=True)
+    words[~valid] = 0
+    width = 1 + 8 * words.shape[1]
+    data = np.concatenate([valid.astype(np.uint8)[:, None], words.view(np.uint8).reshape(n, width - 1)], axis=1)
+    return offs * width, data.reshape(-1)
 
 
 def values_equal(x: Canonical, y: Canonical, i: np.ndarray, j: np.ndarray) -> np.ndarray:

@@ -143,7 +143,7 @@ class _Lift:
 
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
         extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
-        values = tuple(f"{op_id}/val{j}" for j, a in enumerate(node.aggs) if a.distinct or a.func == "string_agg")
+        values = tuple(f"{op_id}/val{j}" for j, a in enumerate(node.aggs) if a.distinct or a.recomputed)
         return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes, values))
 
     def visit_TopK(self, op_id: str, node: pn.TopK) -> Operator:

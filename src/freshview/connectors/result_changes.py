@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.algebra.batch import group_ids
 from freshview.schema import WEIGHT
 
 _AT = "_fv_at"
@@ -51,8 +52,14 @@ def net_changes(delta: pa.Table, names: Sequence[str], key: Sequence[str],
     # has one, else an old row (a delete).  group_by holds NULL keys equal.
     ordered = pa.concat_tables([old, new])
     ordered = ordered.append_column(_AT, pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
-    last = ordered.group_by(list(key), use_threads=False).aggregate([(_AT, "max")])
-    chosen = ordered.take(last.column(_AT + "_max"))
+    if any(pa.types.is_list(ordered.schema.field(k).type) for k in key):  # (not groupable by Arrow)
+        ids, _ = group_ids([ordered.column(k) for k in key], ordered.num_rows)
+        last_at = np.full(int(ids.max()) + 1, -1, np.int64)
+        np.maximum.at(last_at, ids, np.arange(ordered.num_rows))
+        chosen = ordered.take(pa.array(last_at, pa.int64()))
+    else:
+        last = ordered.group_by(list(key), use_threads=False).aggregate([(_AT, "max")])
+        chosen = ordered.take(last.column(_AT + "_max"))
     return chosen.select(names), pc.cast(pc.greater(chosen.column(WEIGHT), 0), pa.int64())
 
 
@@ -68,12 +75,17 @@ def net_changes_small(delta: pa.Table, names: Sequence[str], key: Sequence[str],
     chosen: dict[tuple, int] = {}  # key -> row: its (last) new row if any, else an old row
     for i, w in enumerate(weights):
         if w < 0:
-            chosen.setdefault(tuple(columns[j][i] for j in at), i)
+            chosen.setdefault(tuple(_hashable(columns[j][i]) for j in at), i)
     for i, w in enumerate(weights):
         if w > 0:
-            chosen[tuple(columns[j][i] for j in at)] = i
+            chosen[tuple(_hashable(columns[j][i]) for j in at)] = i
     rows = list(chosen.values())
     return [[col[i] for i in rows] for col in columns], [1 if weights[i] > 0 else 0 for i in rows]
+
+
+def _hashable(value):
+    """A key value usable in a dict: array values (Python lists) as tuples, all the way down."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 __all__ = ["net_changes", "net_changes_small"]

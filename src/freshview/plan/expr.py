@@ -112,11 +112,12 @@ class AggOrder:
 @dataclass(frozen=True)
 class AggCall:
     """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
-    var_samp, var_pop, stddev_samp, stddev_pop or string_agg.
+    var_samp, var_pop, stddev_samp, stddev_pop, string_agg or array_agg.
 
-    ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg).
-    ``order`` and ``separator``: string_agg's ORDER BY keys and (constant) delimiter.
-    FILTER (WHERE p) is bound away: ``arg`` becomes ``CASE WHEN p THEN arg END``.
+    ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg;
+    array_agg: over the distinct values, NULL one of them).
+    ``order``: string_agg's and array_agg's ORDER BY keys; ``separator``: string_agg's (constant) delimiter.
+    FILTER (WHERE p) is bound away: ``arg`` becomes ``CASE WHEN p THEN arg END`` (not for array_agg).
     """
 
     func: str
@@ -125,6 +126,12 @@ class AggCall:
     distinct: bool = False
     order: tuple[AggOrder, ...] = ()
     separator: str | None = None
+
+    @property
+    def recomputed(self) -> bool:
+        """Whether the operator recomputes it per touched group from the group's stored values
+        (string_agg, array_agg: their result depends on every value and its order)."""
+        return self.func in ("string_agg", "array_agg")
 
     def exprs(self) -> tuple[Expr, ...]:
         """Every expression over the input row: the argument, then the ORDER BY keys."""

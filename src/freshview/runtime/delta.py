@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from freshview.algebra.batch import consolidate
-from freshview.runtime.relation import arrow_schema, col_name, conform  # noqa: F401 (re-exported)
+from freshview.runtime.relation import arrow_schema, col_name, conform, for_spark  # noqa: F401 (re-exported)
 from freshview.schema import WEIGHT
 
 
@@ -59,7 +59,7 @@ class Delta:
             if self.loader is not None:
                 self.df = self.loader(self.arrow)
             else:
-                self.df = self._spark.createDataFrame(self.arrow, schema=spark_schema(self.schema))
+                self.df = self._spark.createDataFrame(for_spark(self.arrow), schema=spark_schema(self.schema))
         return self.df
 
     def materialize(self, consolidated: bool = True) -> pa.Table:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from freshview.plan.nodes import Columns
-from freshview.schema import WEIGHT
+from freshview.schema import WEIGHT, interval_from_struct, interval_to_struct
 
 
 def col_name(i: int) -> str:
@@ -23,9 +23,24 @@ def arrow_schema(columns: Columns, extra: list[pa.Field] | None = None) -> pa.Sc
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table``'s columns of ``schema``, in its order and cast to its types."""
+    """``table``'s columns of ``schema``, in its order and cast to its types (a Spark interval struct
+    becomes month_day_nano)."""
     table = table.select(schema.names)
     if table.schema.equals(schema):
         return table
-    arrays = [table.column(f.name).cast(f.type) for f in schema]
+    arrays = [_interval(table.column(f.name)) if pa.types.is_interval(f.type) and pa.types.is_struct(
+        table.schema.field(f.name).type) else table.column(f.name).cast(f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _interval(col: pa.ChunkedArray) -> pa.Array:
+    return interval_from_struct(col.combine_chunks())
+
+
+def for_spark(table: pa.Table) -> pa.Table:
+    """``table`` as Spark takes it: intervals as struct<months, days, micros> (see ``SqlType``)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_interval(f.type):
+            table = table.set_column(i, pa.field(f.name, interval_to_struct(pa.array([], f.type)).type),
+                                     interval_to_struct(table.column(i).combine_chunks()))
+    return table

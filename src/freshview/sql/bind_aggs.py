@@ -12,8 +12,13 @@ What comes out is one ``AggCall`` per call, with PostgreSQL's result type:
   operator keeps a multiset per such aggregate; string_agg's ORDER BY may
   then only name the argument, as in PostgreSQL); dropped where it cannot
   change the result (min, max, bool_and, bool_or).
-* ORDER BY inside the call: kept for string_agg, where the order is the
-  result's; ignored by the aggregates whose result does not depend on it.
+* ORDER BY inside the call: kept for string_agg and array_agg, where the
+  order is the result's; ignored by the aggregates whose result does not
+  depend on it.
+* array_agg(x) is ``x``'s type as a one-dimensional array (``integer[]``),
+  NULL elements kept; x must be a scalar type (no intervals, no arrays of
+  arrays).  FILTER on array_agg is refused: rewriting it as a CASE would add
+  NULL elements instead of dropping rows.
 * ``every`` is ``bool_and``; ``stddev`` is ``stddev_samp``; ``variance`` is
   ``var_samp``.  var/stddev of integers and numerics are numeric, of floats
   double precision (as in PostgreSQL).
@@ -76,8 +81,8 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if b.aggs is None:
         raise UnsupportedSqlError(f"aggregate function {name.upper()} is not allowed in {b.context}",
                                   locate(node, b.sql), b.sql)
-    if func == "array_agg":
-        raise b.unsupported(node, "array_agg (freshview has no array column type; string_agg is supported)",
+    if func == "array_agg" and where is not None:
+        raise b.unsupported(node, "array_agg(...) FILTER (WHERE ...) (write the condition in WHERE or a CASE)",
                             "array_agg")
     if isinstance(node, exp.Anonymous):
         if len(node.expressions) != 1:
@@ -94,7 +99,7 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         if len(arg_node.expressions) != 1:
             raise b.unsupported(node, f"{name.upper()}(DISTINCT ...) of several arguments", "DISTINCT")
         distinct, arg_node = True, arg_node.expressions[0]
-    if order_nodes and func not in _ORDER_FREE + ("string_agg",):
+    if order_nodes and func not in _ORDER_FREE + ("string_agg", "array_agg"):
         raise b.unsupported(node, f"ORDER BY inside {name}()", "ORDER")
 
     from freshview.sql.bind_expr import ExprBinder  # the binder module imports this one
@@ -116,8 +121,10 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if arg_node is None:
         raise b.type_error(node, f"function {name}() needs an argument")
     arg = inner.bind(arg_node)
-    if arg.type.kind == "interval":  # intervals live inside expressions only (sql.functions)
+    if arg.type.kind == "interval":  # (interval sums would need interval accumulators)
         raise b.unsupported(arg_node, f"{name}() of an interval")
+    if arg.type.is_array and func not in ("count",):
+        raise b.unsupported(arg_node, f"{name}() of an array")
 
     if func == "count":
         if distinct and b.collation_of(arg) is not None:  # distinct under the collation: count distinct keys
@@ -141,12 +148,15 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
         result = ty.BOOL if arg.type.kind == "bool" else None
     elif func in _VARIANCE:
         result = variance_type(arg.type)
-    elif func == "string_agg":
+    elif func in ("string_agg", "array_agg"):
         if arg.type.kind == "null":
             arg = Literal(ty.TEXT, None)
-        result = ty.TEXT if arg.type.kind == "text" else None
-        separator = _separator(b, node)
-        order = tuple(_order_key(inner, o) for o in order_nodes)
+        if func == "string_agg":
+            result = ty.TEXT if arg.type.kind == "text" else None
+            separator = _separator(b, node)
+        else:
+            result = SqlType.array(arg.type)  # (the element kinds were checked above)
+        order = tuple(_order_key(inner, o, func) for o in order_nodes)
         if distinct and any(o.expr != arg for o in order):
             raise SqlError("in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
                            locate(order_nodes[0], b.sql), b.sql)
@@ -176,7 +186,7 @@ def _separator(b: "ExprBinder", node: exp.Expression) -> str:
     return str(sep.value)
 
 
-def _order_key(inner: "ExprBinder", o: exp.Expression) -> AggOrder:
+def _order_key(inner: "ExprBinder", o: exp.Expression, func: str) -> AggOrder:
     if not isinstance(o, exp.Ordered):
         return AggOrder(inner.bind(o))
     desc = bool(o.args.get("desc"))
@@ -185,7 +195,7 @@ def _order_key(inner: "ExprBinder", o: exp.Expression) -> AggOrder:
         nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
     e = inner.bind(o.this)
     if not (e.type.is_numeric or e.type.is_temporal or e.type.kind in ("text", "bool", "null")):
-        raise inner.unsupported(o, f"ORDER BY a {e.type} inside string_agg()")
+        raise inner.unsupported(o, f"ORDER BY a {e.type} inside {func}()")
     return AggOrder(e, desc, bool(nulls_first))
 
 

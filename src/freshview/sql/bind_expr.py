@@ -199,6 +199,8 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         left, right = self.bind(node.left), self.bind(node.right)
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
+        if left.type.is_array or right.type.is_array:  # (GROUP BY, DISTINCT and UNION over arrays are)
+            raise self.unsupported(node, f"comparing arrays ({op}; joins on arrays)")
         target = self._comparable(node, left, right)
         left, right = self.coerce(left, target), self.coerce(right, target)
         return Call(ty.BOOL, op, self.collated(node, left, right))

@@ -197,10 +197,9 @@ class QueryBuilder:
                     out_origins.append(sel)
                 continue
             out_exprs.append(select_binder.bind(sel))
-            if out_exprs[-1].type.kind == "interval" and not isinstance(out_exprs[-1], ColumnRef):
-                raise UnsupportedSqlError(  # (inside expressions intervals are supported: sql/functions.py)
-                    "an interval-valued output column is not supported (intervals can be added to dates and "
-                    "timestamps, compared, or EXTRACTed from)", locate(sel, self.sql), self.sql)
+            if out_exprs[-1].type.kind == "interval" and node.args.get("distinct"):
+                raise self.unsupported(sel, "SELECT DISTINCT over an interval column (PostgreSQL holds '1 day' "
+                                            "and '24 hours' equal but prints them apart)")
             out_names.append(_output_name(sel, len(out_names)))
             out_origins.append(sel)
         _check_unique_names(out_names, node, self.sql)
@@ -218,8 +217,9 @@ class QueryBuilder:
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
             for g in group_node.expressions:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
-                if group_exprs[-1].type.kind == "interval" and not isinstance(group_exprs[-1], ColumnRef):
-                    raise self.unsupported(g, "GROUP BY an interval-valued expression")
+                if group_exprs[-1].type.kind == "interval":
+                    raise self.unsupported(g, "GROUP BY an interval (PostgreSQL groups '1 day' with '24 hours' "
+                                              "and keeps either spelling)")
         having_node = node.args.get("having")
         having: Expr | None = None
         if having_node is not None:

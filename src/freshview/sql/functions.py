@@ -16,13 +16,18 @@ and spark_functions.py), or a rewrite into existing operators:
 * ``to_char(ts, fmt)``            -> concatenation of EXTRACTs, lpad and CASE
 * ``mod(a, b)``                   -> ``a % b`` (sqlglot already spells it so)
 
-Intervals are values inside expressions only: an interval expression is
-``make_interval(months, days, microseconds)`` over int8 expressions (or an
-interval literal), so ``date + qty * INTERVAL '1 day'``,
+Intervals are PostgreSQL's (months, days, microseconds): an interval
+expression is ``make_interval(months, days, microseconds)`` over int8
+expressions (or an interval literal), so ``date + qty * INTERVAL '1 day'``,
 ``ts - INTERVAL '1 month'``, ``o_date + (qty || ' days')::interval``,
 ``ts1 - ts2 > INTERVAL '2 hours'`` and ``EXTRACT(EPOCH FROM ts1 - ts2)``
 bind to ``add_interval`` and integer arithmetic on the parts; an interval
-as a view's output column is refused by the query builder.
+column (of a source, or of a view read by another) is taken apart with
+``interval_part:months|days|micros``.  Evaluated, ``make_interval`` is an
+interval value (an output column: Arrow month_day_nano, see ``SqlType``).
+Intervals compare as PostgreSQL's interval_cmp (a month is 30 days, a day
+24 hours); GROUP BY, DISTINCT and set operations over an interval are
+refused by the query builder, as equal intervals may be spelled apart.
 
 Functions whose value is not a function of their arguments (now(),
 random(), current_date ...) are refused: a view is maintained
@@ -499,6 +504,8 @@ def _parts(e: Expr) -> tuple[Expr, Expr, Expr] | None:
         return tuple(Literal(ty.INT8, v) for v in e.value)  # type: ignore[return-value]
     if isinstance(e, Call) and e.op == "make_interval":
         return e.args  # type: ignore[return-value]
+    if e.type.kind == "interval":  # a column, a CASE ...: taken apart where evaluated
+        return tuple(Call(ty.INT8, f"interval_part:{p}", (e,)) for p in ("months", "days", "micros"))  # type: ignore[return-value]
     return None
 
 

@@ -55,8 +55,13 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
                                   "case-insensitive) "
                                   f"(use {op} ALL, or SELECT DISTINCT over a UNION ALL)", locate(node, qb.sql, op),
                                   qb.sql)
+    if any(t.kind == "interval" for _, t in left.columns):  # rows are matched by value: see sql/functions.py
+        raise qb.unsupported(node, f"{keyword} over an interval column (PostgreSQL holds '1 day' and "
+                                   "'24 hours' equal but prints them apart)", op.split()[0])
     if isinstance(node, exp.Union):
         return pn.Distinct(pn.UnionAll((left, right)))
+    if any(t.is_array for _, t in left.columns):  # (matched by a join, and joins do not key on arrays)
+        raise qb.unsupported(node, f"{keyword} over an array column", op.split()[0])
     return counted(left, right, keyword)
 
 

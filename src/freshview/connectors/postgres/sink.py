@@ -135,9 +135,15 @@ class _Queries:
     def __init__(self, table: sql.Identifier, shape: ResultShape) -> None:
         names = [n for n, _ in shape.columns]
         cols = sql.SQL(", ").join(sql.Identifier(n) for n in names)
+        # An array column travels as a text[] of array literals (PostgreSQL has no arrays of arrays:
+        # integer[][] would be one two-dimensional array) and is cast back after unnest.
         arrays = sql.SQL(", ").join([sql.SQL("%t::bigint[]")] + [
-            sql.SQL("%t::{}[]").format(sql.SQL(t)) for _, t in shape.columns])
-        source = sql.SQL("unnest({a}) AS s({op}, {cols})").format(a=arrays, op=sql.Identifier(_OP), cols=cols)
+            sql.SQL("%t::{}[]").format(sql.SQL("text" if t.endswith("[]") else t)) for _, t in shape.columns])
+        typed = sql.SQL(", ").join(
+            sql.SQL("{0}::{1} AS {0}").format(sql.Identifier(n), sql.SQL(t)) if t.endswith("[]") else sql.Identifier(n)
+            for n, t in shape.columns)
+        source = sql.SQL("(SELECT {op}, {typed} FROM unnest({a}) AS u({op}, {cols})) AS s").format(
+            a=arrays, op=sql.Identifier(_OP), cols=cols, typed=typed)
         op = sql.Identifier(_OP)
         count = sql.Identifier(COUNT_COLUMN)
         keys = shape.key
@@ -181,7 +187,7 @@ def _array_literal(values: pa.Array | pa.ChunkedArray) -> str:
     text = to_pg_text(values)
     t = values.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t)):
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_list(t):
             text = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
         text = pc.binary_join_element_wise('"', text, '"', "")
     text = pc.fill_null(text, "NULL")
@@ -195,6 +201,10 @@ def _quoted(text: str) -> str:
 
 def _interval_text(v: dt.timedelta) -> str:
     return f"{v.days:+d} day {v.seconds * 1_000_000 + v.microseconds:+d} microsecond"
+
+
+def _month_day_nano_text(v: Any) -> str:
+    return f"{v.months} mon {v.days} day {v.nanoseconds // 1000} microsecond"
 
 
 _TEXT_OF: dict[pa.DataType, Callable[[Any], str]] = {
@@ -212,6 +222,11 @@ def _text_of(t: pa.DataType) -> Callable[[Any], str]:
         return lambda v: v.isoformat(" ")
     if pa.types.is_duration(t):
         return _interval_text
+    if t == pa.month_day_nano_interval():
+        return _month_day_nano_text
+    if pa.types.is_list(t):
+        element = _text_of(t.value_type)
+        return lambda v: _small_literal(v, element)
     if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
             or pa.types.is_null(t)):
         return str

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -169,6 +170,19 @@ def _parse_decimals(strings: pa.Array, dtype: pa.Decimal128Type) -> pa.Array:
 
 
 _US_PER_DAY = 86_400_000_000
+_MDN = np.dtype([("m", "<i4"), ("d", "<i4"), ("n", "<i8")])  # Arrow's month_day_nano_interval layout
+
+
+def _array_text(values: pa.Array) -> pa.Array:
+    """PostgreSQL array literals (``{"1",NULL,"2"}``) of a list column: every element quoted (backslash
+    and double quote escaped), NULL elements the bare word, a NULL list NULL."""
+    offsets = np.asarray(values.offsets, dtype=np.int64)
+    elements = to_pg_text(values.flatten())
+    quoted = pc.replace_substring(pc.replace_substring(elements, "\\", "\\\\"), '"', '\\"')
+    quoted = pc.fill_null(pc.binary_join_element_wise('"', quoted, '"', ""), "NULL")
+    lists = pa.ListArray.from_arrays(pa.array(offsets - offsets[0], pa.int32()), quoted)
+    text = pc.binary_join_element_wise("{", pc.binary_join(lists, ","), "}", "")
+    return pc.if_else(pc.is_valid(values), text, pa.scalar(None, pa.string()))
 
 
 def to_pg_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -177,8 +191,9 @@ def to_pg_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     Every type a view's column can have is rendered without Python per value:
     numbers, ``true``/``false``, ISO dates and timestamps (``Z`` for UTC),
     decimals at their scale, floats as the shortest text that reads back as the
-    same value (``nan``, ``inf`` as PostgreSQL accepts them), and intervals as
-    ``±D day ±U microsecond`` (days kept apart, as psycopg writes a timedelta).
+    same value (``nan``, ``inf`` as PostgreSQL accepts them), intervals as
+    ``M mon D day U microsecond`` (each part with its own sign, exactly), and
+    arrays as array literals of their elements' text.
     """
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
@@ -187,6 +202,14 @@ def to_pg_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
         return values.cast(pa.string())
     if pa.types.is_null(t):
         return pa.nulls(len(values), pa.string())
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _array_text(values)
+    if t == pa.month_day_nano_interval():
+        parts = np.frombuffer(values.buffers()[1], dtype=_MDN, count=len(values), offset=values.offset * 16)
+        months, days = pa.array(parts["m"]).cast(pa.string()), pa.array(parts["d"]).cast(pa.string())
+        micros = pa.array(parts["n"] // 1000).cast(pa.string())
+        text = pc.binary_join_element_wise(months, " mon ", days, " day ", micros, " microsecond", "")
+        return pc.if_else(pc.is_valid(values), text, pa.scalar(None, pa.string()))
     if pa.types.is_duration(t):
         us = pc.cast(values, pa.duration("us")).cast(pa.int64())
         days = pc.divide(us, _US_PER_DAY)  # truncates toward zero; floor it so the rest is >= 0

@@ -156,7 +156,7 @@ def not_in(left: pn.Node, right: pn.Node, lkeys: tuple[Expr, ...], rkeys: tuple[
 _ZERO = {
     "int2": 0, "int4": 0, "int8": 0, "float4": 0.0, "float8": 0.0, "numeric": decimal.Decimal(0),
     "text": "", "bool": False, "date": dt.date(1970, 1, 1), "timestamp": dt.datetime(1970, 1, 1),
-    "timestamptz": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc), "interval": dt.timedelta(0),
+    "timestamptz": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc), "interval": (0, 0, 0),
 }
 
 

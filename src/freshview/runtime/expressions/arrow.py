@@ -1085,9 +1085,7 @@ def _literal(value, t: SqlType) -> pa.Scalar:
         return pa.scalar(dt.datetime(value.year, value.month, value.day, tzinfo=tz), t.arrow)
     if kind == "interval":
         months, days, micros = value
-        if months:
-            raise _fail("internal: an interval with months has no Arrow duration")
-        return pa.scalar(days * 86_400_000_000 + micros, pa.int64()).cast(t.arrow)
+        return pa.scalar((months, days, micros * 1000), t.arrow)
     if kind == "null":
         return _null(pa.null())
     return pa.scalar(value, t.arrow)
@@ -1457,14 +1455,38 @@ def _cast_float_text(v: Datum, src: SqlType, dst: SqlType, n: int) -> Datum:
     return _float_text(v, src.kind)
 
 
+def _cast_date_text(v: Datum, src: SqlType, dst: SqlType, n: int) -> Datum:
+    if _is_scalar(v):
+        return _calendar_text(_broadcast(v, 1).cast(pa.string()))[0]
+    return _calendar_text(v.cast(pa.string()))
+
+
+def _calendar_text(text: pa.Array) -> pa.Array:
+    """ISO text of dates/timestamps spelled as PostgreSQL: no ``+`` before years past 9999, and years
+    before 1 as ``YYYY-MM-DD… BC`` (ISO year 0 is 1 BC, -1 is 2 BC)."""
+    text = pc.replace_substring_regex(text, pattern=r"^\+", replacement="")
+    bc = pc.fill_null(pc.match_substring_regex(text, r"^(-|0000-)"), False)
+    if not pc.any(bc).as_py():
+        return text
+    import re as _re
+
+    def era(s: str) -> str:  # (BC rows only: rare, so Python per row)
+        m = _re.fullmatch(r"(-?\d+)(-.*)", s, _re.S)
+        return f"{1 - int(m.group(1)):04d}{m.group(2)} BC"
+    bc_rows = bc.to_pylist()
+    return pa.array([era(x) if b else x for x, b in zip(text.to_pylist(), bc_rows)], pa.string())
+
+
 def _cast_timestamp_text(v: Datum, src: SqlType, dst: SqlType, n: int) -> Datum:
+    if _is_scalar(v):
+        return _cast_timestamp_text(_broadcast(v, 1), src, dst, 1)[0]
     text = v.cast(pa.string())
     text = pc.replace_substring_regex(text, pattern=r"Z$", replacement="")
     text = pc.replace_substring_regex(text, pattern=r"\.0+$", replacement="")
     text = pc.replace_substring_regex(text, pattern=r"(\.[0-9]*[1-9])0+$", replacement=r"\1")
     if src.kind == "timestamptz":
         text = pc.binary_join_element_wise(text, "+00", "")
-    return text
+    return _calendar_text(text)
 
 
 def _cast_temporal(v: Datum, src: SqlType, dst: SqlType, n: int) -> Datum:
@@ -1623,7 +1645,7 @@ _CASTS: dict[tuple[str, str], Callable[[Datum, SqlType, SqlType, int], Datum]] =
     ("text", "date"): _cast_text_temporal,
     ("text", "timestamp"): _cast_text_temporal,
     ("text", "timestamptz"): _cast_text_temporal,
-    ("date", "text"): _cast_to_text,
+    ("date", "text"): _cast_date_text,
     ("timestamp", "text"): _cast_timestamp_text,
     ("timestamptz", "text"): _cast_timestamp_text,
     **{(a, b): _cast_temporal for a in ("date", "timestamp", "timestamptz")

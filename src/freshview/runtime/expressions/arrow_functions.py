@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from freshview.runtime.expressions import arrow as A
 from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
+from freshview.schema import interval_array, interval_parts
 
 Datum = A.Datum
 _F8 = pa.float64()
@@ -561,6 +562,30 @@ def op_age(ev, e, part: str) -> Datum:
     return out[0] if _all_scalar(ev, e) else out
 
 
+def op_make_interval(ev, e) -> Datum:
+    """(months, days, microseconds) int8 parts → month_day_nano_interval (NULL if a part is NULL)."""
+    parts = ev.strict_args(e.args)
+    n = _rows(ev, e)
+    valid = np.ones(n, bool)
+    for part in parts:
+        valid = valid & A._valid_mask(part, n)
+    try:
+        out = interval_array(*(A._np(p, n, 0).astype(np.int64) for p in parts), valid)
+    except OverflowError:
+        raise A._fail("interval out of range") from None
+    return out[0] if _all_scalar(ev, e) else out
+
+
+def op_interval_part(ev, e, part: str) -> Datum:
+    """One int8 part (months, days, micros) of an interval."""
+    (x,) = ev.strict_args(e.args)
+    n = _rows(ev, e)
+    arr = A._broadcast(x, n, pa.month_day_nano_interval())
+    months, days, micros, valid = interval_parts(arr)
+    out = A._from_np({"months": months, "days": days, "micros": micros}[part], valid, pa.int64())
+    return out[0] if _all_scalar(ev, e) else out
+
+
 OPS: dict[str, Callable[..., Datum]] = {
     "sqrt": op_sqrt, "cbrt": op_cbrt, "exp": op_exp, "ln": op_ln, "log10": op_log10, "power": op_power,
     "sign": op_sign, "trunc": op_trunc,
@@ -569,8 +594,9 @@ OPS: dict[str, Callable[..., Datum]] = {
     "initcap": op_initcap, "md5": op_md5, "collkey": op_collkey, "collfold": op_collfold, "starts_with": op_starts_with, "octet_length": op_octet_length,
     "concat_ws": op_concat_ws, "regexp_replace": op_regexp_replace,
     "make_date": op_make_date, "epoch_us": op_epoch_us, "add_interval": op_add_interval, "age": op_age,
+    "make_interval": op_make_interval, "interval_part": op_interval_part,
 }
 # Ops that never raise (their arguments permitting): evaluated eagerly under CASE/COALESCE/AND/OR.
 SAFE_OPS = frozenset({"collkey", "collfold", "cbrt", "sign", "replace", "strpos", "left", "right", "lpad", "rpad", "reverse",
                       "initcap", "md5", "starts_with", "octet_length", "concat_ws", "regexp_replace",
-                      "epoch_us", "age"})
+                      "epoch_us", "age", "interval_part"})

@@ -280,7 +280,9 @@ def cast(value: Column, source: SqlType, target: SqlType) -> Column:
     if target.kind == "text" and source.is_float:
         return _float_text(value, source.kind)
     if target.kind == "text" and source.kind == "timestamptz":
-        return F.concat(value.cast("string"), F.lit("+00"))  # PostgreSQL prints the offset (UTC)
+        return _calendar_text(F.concat(value.cast("string"), F.lit("+00")))  # PostgreSQL prints the offset (UTC)
+    if target.kind == "text" and source.is_temporal:
+        return _calendar_text(value.cast("string"))
     if target.kind == "numeric" and source.is_float:
         # Spark turns NaN and infinities into NULL; a numeric cannot hold them.
         x = value.cast("double")
@@ -321,13 +323,38 @@ def _cast_text(value: Column, target: SqlType) -> Column:
     return F.when(~value.rlike(pattern), _invalid(value, kind).cast(target.spark())).otherwise(out)
 
 
+def _calendar_text(text: Column) -> Column:
+    """Dates and timestamps as PostgreSQL spells them: no ``+`` before years past 9999 (Spark writes
+    ``+10000-01-01``), and years before 1 as ``0222-09-04 BC`` (ISO year −221: there is no year 0)."""
+    text = F.regexp_replace(text, r"^\+", "")
+    m = r"^(-?[0-9]+)(-.*)$"
+    year = F.lit(1) - F.regexp_extract(text, m, 1).cast("long")
+    bc = F.concat(F.lpad(year.cast("string"), 4, "0"), F.regexp_extract(text, m, 2), F.lit(" BC"))
+    return F.when(text.rlike(r"^(-|0000-)"), bc).otherwise(text)
+
+
+def _shortest_real(value: Column) -> Column:
+    """A real's shortest round-trip digits in Java's ``d.dddE±x`` form (Java 17's ``Float.toString`` is
+    not always shortest: 1.17549435E-38 for PostgreSQL's 1.1754944e-38): the first of 1 .. 9 significant
+    digits that reads back as the same real."""
+    x = value.cast("double")
+    shortest = None
+    for p in range(9, 0, -1):
+        text = F.regexp_replace(F.upper(F.format_string(f"%.{p - 1}e", x)), r"E\+?", "E")
+        if p == 1:  # 1E-45: with a fraction, as Java's form has one
+            text = F.regexp_replace(text, r"^(-?[0-9])E", "$1.0E")
+        shortest = text if shortest is None else F.when(text.cast("float") == value, text).otherwise(shortest)
+    finite = ~F.isnan(value) & (F.abs(value) != F.lit(float("inf")))
+    return F.when(finite, shortest).otherwise(value.cast("string"))
+
+
 def _float_text(value: Column, kind: str) -> Column:
     """PostgreSQL's float output from Java's: shortest digits, exponent form outside 1e-4 .. 1e15 (1e6 for real).
 
     Java prints 100.0, 1.0E-5, 1.2345E10; PostgreSQL prints 100, 1e-05, 12345000000.
     """
     limit = 15 if kind == "float8" else 6
-    text = value.cast("string")
+    text = value.cast("string") if kind == "float8" else _shortest_real(value)
     parts = r"^(-?)([0-9]+)\.([0-9]+)(?:E(-?[0-9]+))?$"
     sign = F.regexp_extract(text, parts, 1)
     ipart = F.regexp_extract(text, parts, 2)
@@ -366,6 +393,10 @@ _PG_ESCAPE = re.compile(r"\\(.)", re.S)
 def literal(value, t: SqlType) -> Column:
     if value is None:
         return F.lit(None).cast(t.spark())
+    if t.kind == "interval":
+        months, days, micros = value
+        return F.struct(F.lit(months).cast("int").alias("months"), F.lit(days).cast("int").alias("days"),
+                        F.lit(micros).cast("long").alias("micros"))
     if t.kind == "numeric":
         p, s = t.decimal_precision_scale
         return F.lit(decimal.Decimal(value)).cast(f"decimal({p},{s})")

@@ -307,6 +307,20 @@ def age(e: Call, a: list[Column], part: str) -> Column:
     return ((mday + k * dim) * sign).cast("long")
 
 
+def make_interval(e: Call, a: list[Column], param: str) -> Column:
+    """(months, days, microseconds) → Spark's interval struct (``SqlType``), NULL if a part is NULL."""
+    m, d, u = a
+    big = (F.abs(m) > _lit_long(2**31 - 1)) | (F.abs(d) > _lit_long(2**31 - 1)) | (F.abs(u) > _lit_long((2**63 - 1) // 1000))
+    value = F.struct(m.cast("int").alias("months"), d.cast("int").alias("days"), u.cast("long").alias("micros"))
+    spark_type = e.type.spark().simpleString()
+    return (F.when(m.isNull() | d.isNull() | u.isNull(), F.lit(None).cast(spark_type))
+            .when(big, _raise("interval out of range", spark_type)).otherwise(value))
+
+
+def interval_part(e: Call, a: list[Column], part: str) -> Column:
+    return a[0].getField(part).cast("long")
+
+
 LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "sqrt": sqrt, "cbrt": cbrt, "exp": exp, "ln": _log(F.log), "log10": _log(F.log10), "power": power,
     "sign": sign, "trunc": trunc,
@@ -315,4 +329,5 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "md5": md5, "collkey": collkey, "collfold": collfold, "starts_with": starts_with, "octet_length": octet_length, "concat_ws": concat_ws,
     "regexp_replace": regexp_replace,
     "make_date": make_date, "epoch_us": epoch_us, "add_interval": add_interval, "age": age,
+    "make_interval": make_interval, "interval_part": interval_part,
 }

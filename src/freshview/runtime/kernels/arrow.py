@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra.batch import consolidate, normalize_floats
+from freshview.algebra.batch import consolidate, group_ids, normalize_floats
 from freshview.errors import ExecutionError
 from freshview.plan.expr import ColumnRef, Expr
 from freshview.runtime.expressions.arrow import evaluate, evaluate_filter
@@ -99,8 +99,19 @@ class ArrowKernels:
             x = _value(t.expr, rel)
             arrays.append(pc.if_else(pc.is_valid(x), w, 0) if t.sum_type is None else _times(x, w, t.sum_type))
         table = pa.Table.from_arrays(arrays, names=schema.names)
-        out = table.group_by(names, use_threads=False).aggregate([(c, "sum") for c in schema.names[len(names):]])
-        out = out.rename_columns([c.removesuffix("_sum") for c in out.column_names])
+        sums = [(c, "sum") for c in schema.names[len(names):]]
+        if any(pa.types.is_list(f.type) or pa.types.is_interval(f.type) for f in schema if f.name in names):
+            # keys Arrow's hash aggregation cannot hold: grouped by dense group numbers instead
+            ids, firsts = group_ids([table.column(n) for n in names], table.num_rows)
+            numbered = table.drop_columns(names).append_column("_fv_g", pa.array(ids, pa.int64()))
+            out = numbered.group_by(["_fv_g"], use_threads=False).aggregate(sums)
+            at = np.asarray(out.column("_fv_g"), dtype=np.int64)
+            keys = table.select(names).take(pa.array(firsts[at], pa.int64()))
+            out = pa.Table.from_arrays(keys.columns + [out.column(f"{c}_sum") for c, _ in sums],
+                                       names=names + [c for c, _ in sums])
+        else:
+            out = table.group_by(names, use_threads=False).aggregate(sums)
+            out = out.rename_columns([c.removesuffix("_sum") for c in out.column_names])
         try:
             return pa.Table.from_arrays([out.column(f.name).cast(f.type) for f in schema], schema=schema)
         except pa.ArrowInvalid:

@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from freshview.plan.expr import ColumnRef, Expr
-from freshview.runtime.delta import Delta, column, spark_schema
+from freshview.runtime.delta import Delta, column, for_spark, spark_schema
 from freshview.runtime.expressions.spark import lower
 from freshview.runtime.kernels import Term, sums_schema
 from freshview.runtime.relation import col_name
@@ -103,8 +103,8 @@ class SparkKernels:
         return Delta(schema, joined.select(*cols), None, self.spark)
 
     def _frames(self, left: pa.Table, right: pa.Table):
-        return (self.spark.createDataFrame(left, schema=spark_schema(left.schema)).alias("l"),
-                self.spark.createDataFrame(right, schema=spark_schema(right.schema)).alias("r"))
+        return (self.spark.createDataFrame(for_spark(left), schema=spark_schema(left.schema)).alias("l"),
+                self.spark.createDataFrame(for_spark(right), schema=spark_schema(right.schema)).alias("r"))
 
     def sums(self, rel: Delta, groups: Sequence[Expr], terms: Sequence[Term], memo: dict) -> pa.Table:
         key = ("sums", tuple(terms))
@@ -164,7 +164,7 @@ class BulkKernels(SparkKernels):
 
     def _load(self, table: pa.Table):
         if table.num_rows < self.PARQUET_MIN_ROWS:
-            return self.spark.createDataFrame(table, schema=spark_schema(table.schema))
+            return self.spark.createDataFrame(for_spark(table), schema=spark_schema(table.schema))
         import os
         import tempfile
 
@@ -176,6 +176,7 @@ class BulkKernels(SparkKernels):
         self._files += 1
         os.mkdir(path)
         n, k = table.num_rows, self._parallelism
+        table = for_spark(table)
         for i in range(k):
             part = table.slice(i * n // k, (i + 1) * n // k - i * n // k)
             pq.write_table(part, os.path.join(path, f"part-{i}.parquet"), compression="none")

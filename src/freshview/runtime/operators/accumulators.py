@@ -125,6 +125,10 @@ def null_default(t: pa.DataType) -> pa.Scalar:
         return pa.scalar(0, pa.int64()).cast(t)
     if pa.types.is_date32(t):
         return pa.scalar(0, pa.int32()).cast(t)
+    if pa.types.is_list(t):
+        return pa.scalar([], t)
+    if pa.types.is_interval(t):
+        return pa.scalar((0, 0, 0), t)
     return pa.scalar(0, t)
 
 
@@ -298,7 +302,11 @@ def finalize(spec: GroupSpec, acc: pa.Table) -> pa.Table:
         k = acc.column(f"k{i}")
         cols.append(_cast(pc.if_else(acc.column(f"z{i}"), pa.scalar(None, k.type), k), t))
     for j, a in enumerate(spec.aggs):
-        if a.func == "count_star":
+        if a.func in _MORE_FUNCS or any(suffix == "nan" for suffix, _ in a.acc):  # float SUM/AVG too
+            from freshview.runtime.operators import linear_aggs
+
+            col = linear_aggs.finalize(a.func, acc, j, a.result)
+        elif a.func == "count_star":
             col = acc.column("cnt")
         elif a.func == "count":
             col = acc.column(f"n{j}")
@@ -309,10 +317,6 @@ def finalize(spec: GroupSpec, acc: pa.Table) -> pa.Table:
                 col = _rescale_half_up(col, a.result)
         elif a.func == "avg":
             col = _avg(acc.column(f"s{j}"), acc.column(f"n{j}"), a.result)
-        elif a.func in _MORE_FUNCS:
-            from freshview.runtime.operators import linear_aggs
-
-            col = linear_aggs.finalize(a.func, acc, j, a.result)
         else:
             col = acc.column(f"m{j}")
         cols.append(_cast(col, a.result))

@@ -16,8 +16,8 @@ bool_and/bool_or, var/stddev and COUNT/SUM/AVG(DISTINCT) are linear in
 accumulators too (``linear_aggs`` states what they sum and how they
 finalise; a DISTINCT aggregate sums the presence transitions of its
 (group, value) multiset).  string_agg is recomputed for each touched group
-from its stored values (``ordered_aggs``); its result then replaces the old
-one like a MIN/MAX extreme.
+from its stored values (``ordered_aggs``), and so is array_agg; the result then
+replaces the old one like a MIN/MAX extreme.
 
 Groups are keyed null-safely (a NULL group is a group): each key column is
 stored as (value with NULL replaced, is-NULL flag).  An aggregate without
@@ -82,7 +82,7 @@ class Aggregation:
         self.key_names = [f.name for f in self.key_fields]
         self.acc_schema = self.spec.acc_schema  # keys, cnt, then per aggregate its _acc_types columns
         self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
-        self.value_aggs = [j for j, a in enumerate(node.aggs) if a.distinct or a.func == "string_agg"]
+        self.value_aggs = [j for j, a in enumerate(node.aggs) if a.distinct or a.recomputed]
         self.terms = self._terms()
         self.memo: dict = {}  # per executor: what its kernels built once
 
@@ -123,7 +123,7 @@ class Aggregation:
             partial, recomputed = self._update_values(k, memo, store, d, partial, keys)
             found = dict(zip(self.extreme_aggs, extremes or []))
             found.update(recomputed)
-            extremes = [found[j] for j, a in enumerate(self.node.aggs) if a.func in ("min", "max", "string_agg")]
+            extremes = [found[j] for j, a in enumerate(self.node.aggs) if a.func in ("min", "max") or a.recomputed]
 
         # old + Σ_Δ per group, finalised: vectorised, no Python per group (see ``accumulators``).
         acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes)
@@ -137,7 +137,7 @@ class Aggregation:
         """The partial sums Σ_Δ needs: per aggregate Σ x·w and Σ w over non-NULL x (count: the latter)."""
         terms = []
         for j, a in enumerate(self.node.aggs):
-            if a.func in ("count_star", "min", "max", "string_agg") or a.distinct:
+            if a.func in ("count_star", "min", "max") or a.recomputed or a.distinct:
                 continue  # DISTINCT: from its multiset's transitions (``_update_values``)
             if linear_aggs.handles(a):
                 terms += linear_aggs.terms(j, a, _sum_acc_type)
@@ -201,9 +201,9 @@ class Aggregation:
         recomputed: dict[int, pa.Table] = {}
         for j, name in zip(self.value_aggs, self.state.values):
             a = aggs[j]
-            if a.func == "string_agg":
+            if a.recomputed:
                 order_cols = [table.column(f"o{j}_{m}") for m in range(len(a.order))]
-                ordered_aggs.apply_changes(store, name, enc, table.column(f"a{j}"), order_cols, weight, self.key_names)
+                ordered_aggs.apply_changes(store, name, a, enc, table.column(f"a{j}"), order_cols, weight, self.key_names)
                 recomputed[j] = ordered_aggs.recompute(store, name, a, keys, self.key_names)
                 continue
             parts = _acc_types(a)

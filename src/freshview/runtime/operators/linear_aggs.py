@@ -22,6 +22,12 @@ and how they finalise (``finalize``, Arrow compute over all groups at once).
   (NaN, ±Infinity): while that is > 0 (and n is enough for a result) the result
   is NaN, as PostgreSQL's float8_accum makes it; counting them apart keeps
   the sums finite, so deleting an Infinity brings the exact result back.
+* SUM/AVG(x) of floats (also DISTINCT): ``s`` = Σx·w over the finite x,
+  ``n``, and the counts of NaN, +Infinity and −Infinity apart (``nan``,
+  ``pinf``, ``ninf``): the result is NaN while a NaN or both infinities are
+  in, else ±Infinity while one is, else the finite sum (or ``s / n``), as
+  PostgreSQL's float8 addition gives.  Summing them into ``s`` would keep
+  NaN after they are deleted (Infinity − Infinity is NaN).
 * COUNT/SUM/AVG/var/stddev(DISTINCT x): per aggregate a multiset arrangement of
   (group, x) rows with their multiplicities.  ``store.apply_report`` gives
   each changed (group, x) its old and new weight; x enters the group's set
@@ -54,7 +60,12 @@ _TRUE = Literal(ty.BOOL, True)
 
 
 def handles(agg: AggCall) -> bool:
-    return agg.func in BOOLS + VARIANCE
+    return agg.func in BOOLS + VARIANCE or is_float_sum(agg)
+
+
+def is_float_sum(agg: AggCall) -> bool:
+    """SUM/AVG of a float: finite sum plus counts of the non-finite values (module docstring)."""
+    return agg.func in ("sum", "avg") and agg.arg is not None and agg.arg.type.is_float
 
 
 def acc_types(agg: AggCall, sum_acc_type) -> list[tuple[str, pa.DataType]]:
@@ -64,6 +75,8 @@ def acc_types(agg: AggCall, sum_acc_type) -> list[tuple[str, pa.DataType]]:
     if agg.func == "bool_or":
         return [("n", pa.int64()), ("t", pa.int64())]
     arg = agg.arg.type  # type: ignore[union-attr]
+    if is_float_sum(agg):
+        return [("s", pa.float64()), ("n", pa.int64())] + [(c, pa.int64()) for c in _NON_FINITE]
     if arg.is_float:
         return [("s", pa.float64()), ("q", pa.float64()), ("n", pa.int64()), ("x", pa.int64())]
     return [("s", sum_acc_type(arg)), ("q", sum_acc_type(_square(agg.arg).type)), ("n", pa.int64())]  # type: ignore[arg-type]
@@ -81,6 +94,14 @@ def terms(j: int, agg: AggCall, sum_acc_type) -> list[Term]:
         x8 = x if x.type.kind == "float8" else Cast(ty.FLOAT8, x)
         finite = Call(ty.BOOL, "=", (Call(ty.FLOAT8, "-", (x8, x8)), Literal(ty.FLOAT8, 0.0)))
         xf = Case(ty.FLOAT8, ((finite, x8),), None)  # NULL for NaN and ±Infinity
+        if is_float_sum(agg):
+            pinf = Call(ty.BOOL, "=", (x8, Literal(ty.FLOAT8, math.inf)))
+            ninf = Call(ty.BOOL, "=", (x8, Literal(ty.FLOAT8, -math.inf)))
+            nan = Call(ty.BOOL, "and", (Call(ty.BOOL, "not", (finite,)),
+                                        Call(ty.BOOL, "not", (Call(ty.BOOL, "or", (pinf, ninf)),))))
+            only = lambda c: Case(ty.BOOL, ((c, _TRUE),), None)  # noqa: E731  (counted where true)
+            return [Term(f"s{j}", xf, pa.float64()), Term(f"n{j}", x), Term(f"nan{j}", only(nan)),
+                    Term(f"pinf{j}", only(pinf)), Term(f"ninf{j}", only(ninf))]
         infinite = Case(ty.BOOL, ((Call(ty.BOOL, "not", (finite,)), _TRUE),), None)
         return [Term(f"s{j}", xf, pa.float64()), Term(f"q{j}", Call(ty.FLOAT8, "*", (xf, xf)), pa.float64()),
                 Term(f"n{j}", x), Term(f"x{j}", infinite)]
@@ -96,10 +117,20 @@ def _square(x: Expr) -> Expr:
     return Call(t, "*", (x, x))  # type: ignore[arg-type]
 
 
+_NON_FINITE = ("nan", "pinf", "ninf")
+
+
 # ---------------------------------------------------------------------- finalize
 def finalize(func: str, acc: pa.Table, j: int, result: pa.DataType):
-    """The result column of bool_* / var / stddev aggregate ``j`` from accumulator rows ``acc``."""
+    """The result column of bool_* / var / stddev / float SUM, AVG aggregate ``j`` from accumulator rows ``acc``."""
     n = acc.column(f"n{j}")
+    if func in ("sum", "avg"):
+        s = acc.column(f"s{j}")
+        value = pc.divide(s, n.cast(pa.float64())) if func == "avg" else s
+        nan, pinf, ninf = (pc.greater(acc.column(f"{c}{j}"), 0) for c in _NON_FINITE)
+        value = pc.if_else(pinf, math.inf, pc.if_else(ninf, -math.inf, value))
+        value = pc.if_else(pc.or_(nan, pc.and_(pinf, ninf)), math.nan, value)
+        return pc.if_else(pc.greater(n, 0), value, pa.scalar(None, pa.float64()))
     if func in BOOLS:
         other = acc.column(f"f{j}" if func == "bool_and" else f"t{j}")
         value = pc.equal(other, 0) if func == "bool_and" else pc.greater(other, 0)
@@ -201,6 +232,10 @@ def distinct_partials(store, name: str, keys: list, value, weight, parts: list[t
             cols["n"] = pa.array(p_np, pa.int64())
         elif suffix == "x":
             cols["x"] = pa.array(np.where(finite, 0, p_np) if finite is not None else np.zeros_like(p_np), pa.int64())
+        elif suffix in _NON_FINITE:
+            raw = np.asarray(pc.fill_null(report.column("v").cast(pa.float64()), 0.0), dtype=np.float64)
+            is_class = {"nan": np.isnan(raw), "pinf": raw == math.inf, "ninf": raw == -math.inf}[suffix]
+            cols[suffix] = pa.array(np.where(is_class, p_np, 0), pa.int64())
         elif suffix == "s":
             cols["s"] = _times(v, pa.array(p_np, pa.int64()), t)
         elif suffix == "q":

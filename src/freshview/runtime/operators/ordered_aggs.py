@@ -1,29 +1,32 @@
-"""string_agg: an order-dependent aggregate, recomputed per touched group from its stored values.
+"""string_agg and array_agg: order-dependent aggregates, recomputed per touched group from its stored values.
 
-string_agg is not linear (its result depends on the order of all the
-group's values), so each string_agg keeps an arrangement of its group's
-non-NULL values with their ORDER BY keys — rows (``k*``, ``z*``, ``v``,
-``o0..``) with multiplicities, keyed by the group — and the rule is
+They are not linear (the result depends on the order of all the group's
+values), so each keeps an arrangement of its group's values (string_agg:
+the non-NULL ones; array_agg: all, NULL included) with their ORDER BY keys
+— rows (``k*``, ``z*``, ``v``, ``o0..``) with multiplicities, keyed by the
+group — and the rule is
 
-    Δout(g) = −string_agg(V_old(g)) + string_agg(V_old(g) + ΔV(g))
+    Δout(g) = −agg(V_old(g)) + agg(V_old(g) + ΔV(g))
 
 for every group g the change touches: the change's (group, value, keys)
 rows are applied to the arrangement, then the touched groups' slices are
 read back by group key (``lookup``) and aggregated at once, with Arrow
 compute and no Python per group: rows repeated by multiplicity, sorted by
-(group, ORDER BY keys, value), cut into one list per group and joined with
-the delimiter.  The new result replaces the stored one (``m{j}``) exactly
+(group, ORDER BY keys, value), cut into one list per group (array_agg's
+result) and, for string_agg, joined with the delimiter.  The new result replaces the stored one (``m{j}``) exactly
 like a MIN/MAX extreme, so ``accumulators.merge`` emits −old/+new.
 
 Order: the ORDER BY keys as written (ASC/DESC, NULLS FIRST/LAST, NULLs
 largest by default as in PostgreSQL; NaN above every number; strings by
 bytes, the C collation);
 rows that tie on every key — PostgreSQL leaves their order unspecified —
-come in ascending value order, so the result is deterministic.  Without
-ORDER BY that is the values' ascending order.  A group without non-NULL
-values gives NULL.  ``string_agg(DISTINCT x, d ORDER BY x)`` (PostgreSQL
-allows only the argument itself as ORDER BY key with DISTINCT) takes each
-stored value once, whatever its multiplicity.
+come in ascending value order, NULLs last, so the result is deterministic.
+Without ORDER BY that is the values' ascending order (PostgreSQL's is the
+order rows arrive in, unspecified).  A group without (non-NULL, for
+string_agg) values gives NULL.  ``string_agg(DISTINCT x, d ORDER BY x)``
+and ``array_agg(DISTINCT x ...)`` (PostgreSQL allows only the argument
+itself as ORDER BY key with DISTINCT) take each stored value once, whatever
+its multiplicity (array_agg: NULL once too).
 """
 
 from __future__ import annotations
@@ -44,18 +47,22 @@ def layout_fields(agg: AggCall) -> list[pa.Field]:
         pa.field(f"o{m}", o.expr.type.arrow) for m, o in enumerate(agg.order)]
 
 
-def apply_changes(store, name: str, keys: list, value, order_cols: list, weight, key_names: list[str]) -> None:
-    """Apply the change's (group, value, ORDER BY keys) rows with non-NULL value to the arrangement."""
+def apply_changes(store, name: str, agg: AggCall, keys: list, value, order_cols: list, weight,
+                  key_names: list[str]) -> None:
+    """Apply the change's (group, value, ORDER BY keys) rows to the arrangement (string_agg: those with
+    a non-NULL value)."""
     names = key_names + ["v"] + [f"o{m}" for m in range(len(order_cols))] + [WEIGHT]
     sub = pa.Table.from_arrays(list(keys) + [value] + list(order_cols) + [weight], names=names)
-    sub = sub.filter(pc.is_valid(value))
+    if agg.func == "string_agg":
+        sub = sub.filter(pc.is_valid(value))
     if sub.num_rows:
         store.apply(name, consolidate(sub))
 
 
 def recompute(store, name: str, agg: AggCall, probe: pa.Table, key_names: list[str]) -> pa.Table:
     """Per probe group (``probe``: distinct encoded keys; no key columns: the one global group), its
-    string_agg over the stored values: the key columns then ``v`` (NULL where the group has no value)."""
+    string_agg / array_agg over the stored values: the key columns then ``v`` (NULL where the group
+    has no value)."""
     groups = probe.num_rows if key_names else 1
     rows = store.lookup(name, probe if key_names else pa.table({}))
     w = np.asarray(rows.column(WEIGHT), dtype=np.int64) if rows.num_rows else np.zeros(0, np.int64)
@@ -80,12 +87,17 @@ def recompute(store, name: str, agg: AggCall, probe: pa.Table, key_names: list[s
     sort_cols["_v"] = rows.column("v")
     sort_keys.append(("_v", "ascending"))
     order = pc.sort_indices(pa.table(sort_cols), sort_keys=sort_keys) if rows.num_rows else pa.array([], pa.uint64())
-    values = rows.column("v").take(order).combine_chunks() if rows.num_rows else pa.array([], pa.string())
+    value_type = agg.arg.type.arrow  # type: ignore[union-attr]
+    values = rows.column("v").take(order).combine_chunks() if rows.num_rows else pa.array([], value_type)
     counts = np.bincount(gid, minlength=groups)[:groups] if len(gid) else np.zeros(groups, np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values.cast(pa.string()))
-    joined = pc.binary_join(lists, agg.separator or "")
-    result = pc.if_else(pa.array(counts > 0), joined, pa.scalar(None, pa.string()))
+    if agg.func == "array_agg":
+        mask = pa.array(counts == 0)
+        result = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values.cast(value_type), mask=mask)
+    else:
+        lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values.cast(pa.string()))
+        joined = pc.binary_join(lists, agg.separator or "")
+        result = pc.if_else(pa.array(counts > 0), joined, pa.scalar(None, pa.string()))
     cols = [probe.column(k) for k in key_names] + [result]
     return pa.Table.from_arrays(cols, names=key_names + ["v"])
 

@@ -89,6 +89,8 @@ def sort_codes(col: pa.Array | pa.ChunkedArray, descending: bool = False, nulls_
         col = pc.if_else(pc.equal(col, 0.0), pa.scalar(0.0, col.type), col)
     if pa.types.is_interval(col.type):
         codes = _interval_codes(col)
+    elif pa.types.is_list(col.type):
+        codes = _list_codes(col)
     else:
         codes = np.asarray(pc.rank(col, sort_keys="ascending", tiebreaker="dense")).astype(np.int64)
     valid = np.asarray(col.is_valid()).astype(bool) if col.null_count else np.ones(n, bool)
@@ -110,6 +112,17 @@ def _interval_codes(col: pa.Array) -> np.ndarray:
     spans = [0 if v is None else (v.months * 30 + v.days) * day + v.nanoseconds for v in col.to_pylist()]
     distinct = {v: i for i, v in enumerate(sorted(set(spans)))}
     return np.array([distinct[v] + 1 for v in spans], np.int64)
+
+
+def _list_codes(col: pa.Array) -> np.ndarray:
+    """Dense codes of arrays in PostgreSQL's order (element by element, a NULL element above every value,
+    NaN above every number, then the shorter first; Python per row, as Arrow cannot sort lists)."""
+    def element(x):
+        nan = isinstance(x, float) and x != x
+        return (x is None, nan, 0 if x is None or nan else x)
+    keys = [() if v is None else tuple(element(x) for x in v) for v in col.to_pylist()]
+    distinct = {v: i for i, v in enumerate(sorted(set(keys)))}
+    return np.array([distinct[v] + 1 for v in keys], np.int64)
 
 
 def sort_order(table: pa.Table, keys: Sequence[pn.SortKey], lead: Sequence[np.ndarray] = ()) -> np.ndarray:
