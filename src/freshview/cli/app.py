@@ -115,6 +115,9 @@ def run(
                                         "(small ones in-process, large ones on Spark), spark or local always."),
     quiet: bool = typer.Option(False, "--quiet", help="Log warnings and errors only."),
     verbose: bool = typer.Option(False, "--verbose", help="Log every step."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this "
+                                               "port (/metrics): per view lag, steps, rows, step time; WAL kept."),
+    metrics_addr: str = typer.Option("0.0.0.0", "--metrics-addr", help="Address the metrics endpoint listens on."),
 ) -> None:
     """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it)."""
     from freshview.errors import FreshviewError
@@ -126,7 +129,19 @@ def run(
     directory = state_dir or Path.home() / ".local" / "state" / "freshview" / control.slot_name(dsn)
     directory.mkdir(parents=True, exist_ok=True)
     progress = _SnapshotBars(enabled=not quiet)
-    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value))
+    metrics = None
+    if metrics_port is not None:
+        from freshview.service.metrics import ServiceMetrics
+
+        metrics = ServiceMetrics()
+        try:
+            metrics.serve(metrics_port, addr=metrics_addr)
+        except OSError as exc:
+            console.print(f"[red]cannot serve metrics on {metrics_addr}:{metrics_port}[/]: {exc}")
+            raise typer.Exit(2)
+        logging.getLogger("freshview").info("Prometheus metrics on http://%s:%d/metrics", metrics_addr, metrics_port)
+    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value),
+                      metrics=metrics)
 
     def stop(signum, _frame):
         logging.getLogger("freshview").info("signal %s: stopping after the current step", signum)

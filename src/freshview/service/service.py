@@ -57,6 +57,8 @@ from freshview.errors import CatalogError, FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.schema import WEIGHT, TableSchema
 from freshview.service import batching, control
+from freshview.service.metrics import ServiceMetrics
+from freshview.service.status import retained_wal_bytes
 from freshview.service.names import engine_name, qualified_from_engine, qualify
 from freshview.sql import build_plan
 
@@ -102,7 +104,8 @@ class Service:
 
     def __init__(self, dsn: str, state_dir: str | Path, *, spark: Any = None,
                  options: ServiceOptions | None = None, snapshot_progress: SnapshotProgress | None = None,
-                 slot: str | None = None, publication: str = control.PUBLICATION) -> None:
+                 slot: str | None = None, publication: str = control.PUBLICATION,
+                 metrics: ServiceMetrics | None = None) -> None:
         self.dsn = dsn
         self.state_dir = Path(state_dir)
         self.spark = spark
@@ -110,6 +113,7 @@ class Service:
         self.snapshot_progress = snapshot_progress
         self.slot = slot or control.slot_name(dsn)
         self.publication = publication
+        self.metrics = metrics  # Prometheus metrics (service.metrics), fed by the hooks marked "metrics hook"
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the stream is followed and requests are served
         self.pg: psycopg.Connection | None = None
@@ -158,6 +162,7 @@ class Service:
                     next_poll = now + self.options.poll_s
                 if now >= next_beat:
                     self._heartbeat()
+                    self._record_source_metrics()  # metrics hook
                     next_beat = now + self.options.heartbeat_s
         finally:
             self._close()
@@ -424,6 +429,8 @@ class Service:
             self._after_commit(end_lsn, write)
             if write:
                 self._record_latencies(group)
+            if self.metrics is not None:  # metrics hook
+                self.metrics.record_step(summary, self._result_commit_time - lag_from if write else None)
             if log.isEnabledFor(logging.DEBUG):
                 per_view = ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped)
                 log.debug("%s (%s)", summary, per_view)
@@ -673,6 +680,8 @@ class Service:
             if request is not None:
                 control.finish_request(self.pg, request)
         self._drop_unused_sources()
+        if self.metrics is not None:  # metrics hook
+            self.metrics.forget_view(name)
         log.info("view %s dropped", name)
 
     # ------------------------------------------------------------------ following base tables
@@ -733,6 +742,10 @@ class Service:
             self.flow.set_meta("follow_from", self.follow_from)
 
     # ------------------------------------------------------------------ status
+    def _record_source_metrics(self) -> None:
+        if self.metrics is not None and self.pg is not None:
+            self.metrics.record_source(self.slot, self.pg_lsn, retained_wal_bytes(self.pg, self.slot))
+
     def _heartbeat(self) -> None:
         assert self.pg is not None
         self.pg.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",

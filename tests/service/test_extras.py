@@ -1,0 +1,70 @@
+"""End to end: Prometheus metrics of a running service, who may drop a view, quoted mixed-case names."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import psycopg
+import psycopg.conninfo
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from freshview.service.metrics import ServiceMetrics
+from freshview.service.service import ServiceOptions
+from tests.support.service import wait_until_fresh
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def wait_for(predicate, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("execution", ["local", "spark"])
+def test_metrics_move_after_a_change(database, start_service, execution):
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, g text, v int)")
+        conn.execute("INSERT INTO t SELECT i, 'g' || (i % 3), i FROM generate_series(1, 30) i")
+    metrics = ServiceMetrics()
+    server = metrics.serve(0, addr="127.0.0.1")
+    port = server.server_port
+    try:
+        start_service(metrics=metrics, options=ServiceOptions(poll_s=0.05, heartbeat_s=0.2, execution=execution))
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("CALL freshview.create_view('public.sums', 'SELECT g, SUM(v) AS s FROM t GROUP BY g')")
+            before = scrape(port)
+            retained = ("freshview_source_retained_wal_bytes", (("source", metrics_source(database)),))
+            assert wait_for(lambda: retained in scrape(port)), "no retained WAL reported"
+            conn.execute("INSERT INTO t VALUES (31, 'g1', 100), (32, 'new', 5)")
+            wait_until_fresh(database, ["public.sums"])
+            view = (("view", "public.sums"),)
+            after = wait_for(lambda: (s := scrape(port)).get(("freshview_view_steps_total", view)) and s)
+        assert after, "the view's step was not counted"
+        assert after[("freshview_view_steps_total", view)] >= 1 + before.get(("freshview_view_steps_total", view), 0)
+        assert after[("freshview_view_rows_in_total", view)] >= 2
+        assert after[("freshview_view_rows_out_total", view)] >= 2  # g1 changed (-1 +1) and 'new' appeared
+        assert 0 <= after[("freshview_view_lag_seconds", view)] < 60
+        assert after[("freshview_view_step_seconds_count", (("executor", execution),))] >= 1
+        assert after[("freshview_steps_total", ())] >= 1
+        position = wait_for(lambda: scrape(port).get(("freshview_source_position_bytes",
+                                                       (("source", metrics_source(database)),))))
+        assert position and position > 0
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def metrics_source(dsn: str) -> str:
+    from freshview.service.control import slot_name
+
+    return slot_name(dsn)
