@@ -68,3 +68,39 @@ def metrics_source(dsn: str) -> str:
     from freshview.service.control import slot_name
 
     return slot_name(dsn)
+
+
+def as_role(dsn: str, role: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    params["user"] = role
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+def test_only_the_creator_or_an_administrator_drops_a_view(database, start_service):
+    with psycopg.connect(database, autocommit=True) as admin:
+        admin.execute("CREATE TABLE t (id int PRIMARY KEY, g text)")
+        admin.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+        for role in ("fv_alice", "fv_bob", "fv_alice_team"):
+            admin.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
+                          f"CREATE ROLE {role} LOGIN; END IF; END$$")
+        admin.execute("GRANT fv_alice TO fv_alice_team")
+        admin.execute("GRANT SELECT ON t TO PUBLIC")
+    start_service()
+    with psycopg.connect(as_role(database, "fv_alice"), autocommit=True) as alice, \
+            psycopg.connect(as_role(database, "fv_bob"), autocommit=True) as bob, \
+            psycopg.connect(as_role(database, "fv_alice_team"), autocommit=True) as team, \
+            psycopg.connect(database, autocommit=True) as admin:
+        for name in ("a1", "a2", "a3"):
+            alice.execute(f"CALL freshview.create_view('public.{name}', 'SELECT g, COUNT(*) AS n FROM t GROUP BY g')")
+        assert admin.execute("SELECT owner FROM freshview.views WHERE name = 'public.a1'").fetchone()[0] == "fv_alice"
+        with pytest.raises(psycopg.errors.RaiseException,
+                           match=r"permission denied to drop view public.a1 for role fv_bob: the role that "
+                                 r"created it \(fv_alice\)"):
+            bob.execute("CALL freshview.drop_view('public.a1')")
+        assert admin.execute("SELECT status FROM freshview.views WHERE name = 'public.a1'").fetchone()[0] == "active"
+        assert admin.execute("SELECT count(*) FROM public.a1").fetchone()[0] == 3
+        alice.execute("CALL freshview.drop_view('public.a1')")  # the creator
+        team.execute("CALL freshview.drop_view('public.a2')")  # a member of the creator's role
+        admin.execute("CALL freshview.drop_view('public.a3')")  # a superuser
+        assert admin.execute("SELECT count(*) FROM freshview.views").fetchone()[0] == 0
+        assert admin.execute("SELECT to_regclass('public.a1')").fetchone()[0] is None

@@ -592,7 +592,7 @@ class Service:
                 if request.action == "create":
                     self._create(request.name, request.sql or "", request=request.id, reader=request.requested_by)
                 else:
-                    self._drop(request.name, request=request.id)
+                    self._drop(request.name, request=request.id, requested_by=request.requested_by)
             except (FreshviewError, ChangeError, CatalogError) as exc:
                 message = str(exc) if str(exc).startswith("freshview") else f"freshview: {exc}"
                 with self.pg.transaction():
@@ -616,8 +616,8 @@ class Service:
             if self.pg.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None:
                 raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
             with self.pg.transaction():
-                self.pg.execute("INSERT INTO freshview.views (name, sql, status) VALUES (%s, %s, 'creating') "
-                                "ON CONFLICT (name) DO NOTHING", (name, view_sql))
+                self.pg.execute("INSERT INTO freshview.views (name, sql, status, owner) VALUES (%s, %s, 'creating', "
+                                "%s) ON CONFLICT (name) DO NOTHING", (name, view_sql, reader))
         try:
             probe = _TableProbe(self.flow, self.pg)
             build_plan(view_sql, probe)  # SQL errors surface here, with positions, before any work
@@ -646,10 +646,12 @@ class Service:
                     self.pg.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(result.name, psql.Identifier(reader)))
                 result.apply(self.pg, initial)
                 self.pg.execute(
-                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn) VALUES (%s, %s, 'active', %s, %s) "
+                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
+                    "VALUES (%s, %s, 'active', %s, %s, %s) "
                     "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, "
-                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now()",
-                    (name, view_sql, pc.sum(initial.column(WEIGHT)).as_py() or 0, format_lsn(self.flow_lsn)))
+                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now(), "
+                    "owner = COALESCE(EXCLUDED.owner, freshview.views.owner)",
+                    (name, view_sql, pc.sum(initial.column(WEIGHT)).as_py() or 0, format_lsn(self.flow_lsn), reader))
                 if request is not None:
                     control.finish_request(self.pg, request)
         except psycopg.Error as exc:
@@ -659,13 +661,18 @@ class Service:
         self.results[name] = result
         log.info("view %s created (%d rows)", name, initial.num_rows)
 
-    def _drop(self, name: str, request: int | None = None) -> None:
+    def _drop(self, name: str, request: int | None = None, requested_by: str | None = None) -> None:
         assert self.pg is not None and self.flow is not None
         name = qualify(name)
         view = engine_name(name)
-        known = self.pg.execute("SELECT 1 FROM freshview.views WHERE name = %s", (name,)).fetchone()
+        known = self.pg.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
         if known is None and view not in self.flow.views:
             raise CatalogError(f"freshview: no view named {name}")
+        if request is not None:  # a user's request: only the view's creator or an administrator may drop it
+            refusal = control.drop_refusal(name, control.drop_rights(self.pg, requested_by,
+                                                                     known[0] if known else None))
+            if refusal:
+                raise CatalogError(refusal)
         if view in self.flow.views:
             readers = self.flow.readers(view)
             if readers:
