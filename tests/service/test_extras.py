@@ -104,3 +104,49 @@ def test_only_the_creator_or_an_administrator_drops_a_view(database, start_servi
         admin.execute("CALL freshview.drop_view('public.a3')")  # a superuser
         assert admin.execute("SELECT count(*) FROM freshview.views").fetchone()[0] == 0
         assert admin.execute("SELECT to_regclass('public.a1')").fetchone()[0] is None
+
+
+QUOTED = r"""
+CREATE SCHEMA "Sales";
+CREATE TABLE "Sales"."Orders" ("Order Id" int PRIMARY KEY, "Region" text, "Amount" numeric(10,2), plain int);
+INSERT INTO "Sales"."Orders" SELECT g, (ARRAY['North','south',NULL])[1 + g % 3], g * 1.5, g % 4
+                             FROM generate_series(1, 40) g;
+CREATE TABLE lower_case (id int PRIMARY KEY, v int);
+INSERT INTO lower_case SELECT g, g % 5 FROM generate_series(1, 20) g;
+"""
+
+
+def test_quoted_mixed_case_names_end_to_end(database, start_service):
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(QUOTED)
+    start_service()
+    views = ['"Sales"."Big Totals"', 'public."Per Region Count"', "public.plain_view", '"Sales".lower_join']
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("""CALL freshview.create_view('"Sales"."Big Totals"', 'SELECT "Region", SUM("Amount") AS "Total", """
+                     """COUNT(*) AS n FROM "Sales"."Orders" GROUP BY "Region"', 600)""")
+        # a view reading the quoted view (straight from the engine), named without a schema
+        conn.execute("""CALL freshview.create_view('"Per Region Count"', 'SELECT COUNT(*) AS "Regions", SUM("Total") """
+                     """AS "All" FROM "Sales"."Big Totals"', 600)""")
+        conn.execute("CALL freshview.create_view('Plain_View', 'SELECT V, COUNT(*) AS N FROM Lower_Case GROUP BY v', 600)")
+        conn.execute("""CALL freshview.create_view('"Sales".lower_join', 'SELECT o."Order Id", l.v FROM "Sales"."Orders" o """
+                     """JOIN lower_case l ON o.plain = l.v', 600)""")
+        names = [r[0] for r in conn.execute("SELECT name FROM freshview.views ORDER BY created_at")]
+        assert names == views
+        columns = [r[0] for r in conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = "
+                                              "'\"Sales\".\"Big Totals\"'::regclass AND attnum > 0 ORDER BY attnum")]
+        assert columns == ["Region", "Total", "n"]
+        wait_until_fresh(database, views)
+        with conn.transaction():
+            conn.execute("""INSERT INTO "Sales"."Orders" VALUES (100, 'West', 2.5, 1), (101, NULL, NULL, 2)""")
+            conn.execute("""UPDATE "Sales"."Orders" SET "Region" = 'North' WHERE "Order Id" % 3 = 2""")
+            conn.execute("""DELETE FROM "Sales"."Orders" WHERE "Order Id" IN (3, 4)""")
+            conn.execute("UPDATE lower_case SET v = v + 1 WHERE id < 5")
+        wait_until_fresh(database, views)
+        assert conn.execute("""SELECT "Total" FROM "Sales"."Big Totals" WHERE "Region" = 'West'""").fetchone()[0] == 2.5
+        with pytest.raises(psycopg.errors.RaiseException, match=r'views public."Per Region Count" read "Sales"'):
+            conn.execute("""CALL freshview.drop_view('"Sales"."Big Totals"')""")
+        for name in reversed(views):
+            conn.execute("CALL freshview.drop_view(%s)", (name,))
+        assert conn.execute("""SELECT to_regclass('"Sales"."Big Totals"')""").fetchone()[0] is None
+        with pytest.raises(psycopg.errors.RaiseException, match="invalid table name"):
+            conn.execute("CALL freshview.create_view('bad name', 'SELECT 1 AS x FROM lower_case')")

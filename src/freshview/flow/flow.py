@@ -37,7 +37,8 @@ from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
 from freshview.sql import build_plan
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
+# A name or schema.name; a part is any text without '.' or NUL (as a quoted SQL identifier: FROM "Big Totals").
+_NAME = re.compile(r"^[^.\x00]+(\.[^.\x00]+)?$")
 CATALOG_KEY = "catalog"
 CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
 
@@ -634,7 +635,8 @@ def _row_text(table: pa.Table, schema: TableSchema) -> str:
 
 def _check_name(name: str, what: str) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise CatalogError(f"invalid {what} name {name!r}: use letters, digits and _ (optionally schema.name)")
+        raise CatalogError(f"invalid {what} name {name!r}: use name or schema.name, "
+                           "where a name is non-empty and has no '.'")
 
 
 def _indent(text: str) -> str:

@@ -47,6 +47,7 @@ from psycopg import sql as psql
 
 from freshview.connectors.postgres import protocol as p
 from freshview.connectors.postgres.catalog import SourceTable, describe_table
+from freshview.connectors.postgres.identifiers import qualified
 from freshview.connectors.postgres.changes import ChangeError, SourceTransaction, TransactionAssembler, to_deltas
 from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
 from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
@@ -59,7 +60,7 @@ from freshview.schema import WEIGHT, TableSchema
 from freshview.service import batching, control
 from freshview.service.metrics import ServiceMetrics
 from freshview.service.status import retained_wal_bytes
-from freshview.service.names import engine_name, qualified_from_engine, qualify
+from freshview.service.names import engine_name, identifier, qualified_from_engine, qualify
 from freshview.sql import build_plan
 
 log = logging.getLogger("freshview.service")
@@ -681,8 +682,7 @@ class Service:
             self.flow.drop_view(view)
         self.results.pop(name, None)
         with self.pg.transaction():
-            schema, _, table = name.partition(".")
-            self.pg.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(psql.Identifier(schema, table)))
+            self.pg.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(name)))
             self.pg.execute("DELETE FROM freshview.views WHERE name = %s", (name,))
             if request is not None:
                 control.finish_request(self.pg, request)
@@ -697,16 +697,15 @@ class Service:
         if not tables:
             return
         assert self.pg is not None and self.flow is not None
-        published = {f"{s}.{t}" for s, t in self.pg.execute(
+        published = {qualified(s, t) for s, t in self.pg.execute(
             "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
             (self.publication,)).fetchall()}
         for table in tables:
             if table in published:
                 continue
-            schema, _, bare = table.partition(".")
             try:
                 self.pg.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
-                    psql.Identifier(self.publication), psql.Identifier(schema, bare)))
+                    psql.Identifier(self.publication), identifier(table)))
             except psycopg.errors.InsufficientPrivilege:
                 raise CatalogError(
                     f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
@@ -776,18 +775,15 @@ class _TableProbe:
         found = self.flow.relation_columns(name)
         if found is not None:
             return found
-        try:
-            qualified = qualify(name)
-        except CatalogError:
-            return None
-        if qualified not in self.tables:
+        table = qualified_from_engine(name)  # the front end names tables as the engine does
+        if table not in self.tables:
             try:
-                self.tables[qualified] = describe_table(self.conn, qualified)
+                self.tables[table] = describe_table(self.conn, table)
             except CatalogError as exc:
                 if "does not exist" in str(exc):
                     return None
                 raise
-        schema = self.tables[qualified].schema
+        schema = self.tables[table].schema
         return tuple((c.name, c.type) for c in schema.columns), False
 
 
