@@ -284,6 +284,8 @@ class Service:
     def _wipe_state(self) -> None:
         if self.state_dir.exists():
             for entry in self.state_dir.iterdir():
+                if entry.name == "freshview.log":  # the CLI's log (cli/logs.py), not state
+                    continue
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
     def _reset_engine(self) -> None:
