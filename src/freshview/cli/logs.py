@@ -20,6 +20,7 @@ Spark's own log4j configuration (``runtime/log4j2.properties``, set by
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -44,7 +45,7 @@ def route_output(log_path: Path, console: Console, level: int = logging.INFO) ->
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_file = open(log_path, "a", buffering=1, encoding="utf-8")
-    saved = _redirect_descriptors(log_file)
+    _redirect_descriptors(log_file)
     root = logging.getLogger()
     previous = (root.handlers[:], root.level, logging.getLogger("freshview").level)
     file_handler = logging.StreamHandler(log_file)
@@ -66,27 +67,37 @@ def route_output(log_path: Path, console: Console, level: int = logging.INFO) ->
         logging.captureWarnings(False)
         root.handlers[:], root.level = previous[0], previous[1]
         logging.getLogger("freshview").setLevel(previous[2])
-        if saved is None:
-            log_file.close()
-        # else: descriptors 1 and 2 keep pointing at the log until the process exits, so what the JVM or
-        # an embedded server print while shutting down stays out of the terminal too.
+        log_file.close()  # descriptors 1 and 2 (dup2'd) keep pointing at the log until the process exits,
+        # so what the JVM or an embedded server print while shutting down stays out of the terminal too
 
 
-def _redirect_descriptors(log_file) -> tuple | None:
-    """Point fds 1 and 2 at the log file; sys.stdout/stderr (and rich) keep the terminal. None: not possible."""
+def _redirect_descriptors(log_file) -> None:
+    """Point fds 1 and 2 at the log file; sys.stdout/stderr (and rich) keep the terminal (when fds exist)."""
     try:
         if sys.stdout.fileno() != 1 or sys.stderr.fileno() != 2:
-            return None
+            return
     except (AttributeError, OSError, ValueError):  # a test runner's in-memory capture
-        return None
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     out_fd, err_fd = os.dup(1), os.dup(2)
     old_out, old_err = sys.stdout, sys.stderr
-    sys.stdout = os.fdopen(out_fd, "w", buffering=1, encoding=old_out.encoding, errors="replace", closefd=False)
-    sys.stderr = os.fdopen(err_fd, "w", buffering=1, encoding=old_err.encoding, errors="replace", closefd=False)
+    sys.stdout = os.fdopen(out_fd, "w", buffering=1, encoding=old_out.encoding, errors="replace")
+    sys.stderr = os.fdopen(err_fd, "w", buffering=1, encoding=old_err.encoding, errors="replace")
     os.dup2(log_file.fileno(), 1)
     os.dup2(log_file.fileno(), 2)
-    return out_fd, err_fd
+    atexit.register(_close_terminal, old_out, old_err)
+
+
+def _close_terminal(old_out, old_err) -> None:
+    """At exit: late writes go to the log (the original objects write to fds 1 and 2), our copies close."""
+    ours = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = old_out, old_err
+    for stream in ours:
+        if stream is not old_out and stream is not old_err:
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
