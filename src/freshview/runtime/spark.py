@@ -13,11 +13,10 @@ import threading
 import warnings
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
 # PySpark warns on every Arrow conversion that it does not yet fully support pandas >= 3; freshview
 # hands Spark Arrow tables, not pandas frames, so that one warning is noise.
 warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+from pyspark.sql import SparkSession  # noqa: E402 - after the filter: importing PySpark may warn
 
 _lock = threading.Lock()
 _owned: SparkSession | None = None

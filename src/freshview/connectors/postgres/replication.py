@@ -137,7 +137,7 @@ class ReplicationConnection:
             try:
                 pgconn.consume_input()
             except psycopg.OperationalError as exc:  # the server ended the walsender (say wal_sender_timeout)
-                raise ReplicationError(f"replication stream lost: {str(exc).strip()}") from None
+                raise ReplicationError(f"the server closed the stream: {str(exc).strip()}") from None
 
         deadline = time.monotonic() + timeout
         while True:
