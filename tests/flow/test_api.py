@@ -123,7 +123,7 @@ def test_register_view_errors(flow):
     with pytest.raises(CatalogError, match="already a source"):
         flow.register_view("orders", "SELECT o_id FROM orders")
     with pytest.raises(CatalogError, match="invalid view name"):
-        flow.register_view("bad name", "SELECT o_id FROM orders")
+        flow.register_view("a.b.c", "SELECT o_id FROM orders")
     with pytest.raises(CatalogError, match="different schema"):
         flow.register_source("orders", "o_id BIGINT", primary_key=["o_id"])
     assert flow.views == ["totals"]

@@ -25,6 +25,7 @@ import psycopg.conninfo
 from psycopg import sql
 
 from freshview.connectors.postgres import control
+from freshview.connectors.postgres.identifiers import identifier
 from freshview.service.service import Service, ServiceOptions
 from tests.support.oracle import _fmt, diff_rows
 
@@ -133,9 +134,7 @@ class ProcessService:
 
 def result_rows(conn: psycopg.Connection, table: str) -> list[tuple]:
     """A result table's rows as a multiset (a counted row appears _fv_count times)."""
-    schema, _, name = table.rpartition(".")
-    ident = sql.Identifier(schema or "public", name)
-    cur = conn.execute(sql.SQL("SELECT * FROM {}").format(ident))
+    cur = conn.execute(sql.SQL("SELECT * FROM {}").format(identifier(table)))  # "A"."B c" or public.x
     columns = [d.name for d in cur.description]
     rows = cur.fetchall()
     if "_fv_count" not in columns:

@@ -115,18 +115,45 @@ def run(
                                         "(small ones in-process, large ones on Spark), spark or local always."),
     quiet: bool = typer.Option(False, "--quiet", help="Log warnings and errors only."),
     verbose: bool = typer.Option(False, "--verbose", help="Log every step."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this "
+                                               "port (/metrics): per view lag, steps, rows, step time; WAL kept."),
+    metrics_addr: str = typer.Option("0.0.0.0", "--metrics-addr", help="Address the metrics endpoint listens on."),
 ) -> None:
-    """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it)."""
-    from freshview.errors import FreshviewError
+    """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it).
+
+    freshview's own lines go to the terminal; library warnings, Spark's and the JVM's output go to
+    <state-dir>/freshview.log (printed at start)."""
+    from freshview.cli.logs import LOG_NAME, route_output
     from freshview.connectors.postgres import control
-    from freshview.service.service import Service, ServiceOptions
 
     dsn = _require_dsn(dsn)
-    _configure_logging(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
     directory = state_dir or Path.home() / ".local" / "state" / "freshview" / control.slot_name(dsn)
     directory.mkdir(parents=True, exist_ok=True)
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    with route_output(directory / LOG_NAME, console, level) as log_path:
+        console.print(f"logs: {log_path}", markup=False, highlight=False, soft_wrap=True)
+        _run_service(dsn, directory, execution, quiet, metrics_port, metrics_addr)
+
+
+def _run_service(dsn: str, directory: Path, execution: "Execution", quiet: bool, metrics_port: Optional[int],
+                 metrics_addr: str) -> None:
+    from freshview.errors import FreshviewError
+    from freshview.service.service import Service, ServiceOptions
+
     progress = _SnapshotBars(enabled=not quiet)
-    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value))
+    metrics = None
+    if metrics_port is not None:
+        from freshview.service.metrics import ServiceMetrics
+
+        metrics = ServiceMetrics()
+        try:
+            metrics.serve(metrics_port, addr=metrics_addr)
+        except OSError as exc:
+            console.print(f"[red]cannot serve metrics on {metrics_addr}:{metrics_port}[/]: {exc}")
+            raise typer.Exit(2)
+        logging.getLogger("freshview").info("Prometheus metrics on http://%s:%d/metrics", metrics_addr, metrics_port)
+    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value),
+                      metrics=metrics)
 
     def stop(signum, _frame):
         logging.getLogger("freshview").info("signal %s: stopping after the current step", signum)
@@ -194,10 +221,18 @@ def demo(
     rate: float = typer.Option(200.0, help="Target source transactions per second."),
     data_dir: Optional[Path] = typer.Option(None, help="Keep the embedded database here (default: temporary)."),
 ) -> None:
-    """The live demo: embedded PostgreSQL, sample shop, views created with CALL, a live dashboard."""
-    from freshview.cli.demo import run_demo
+    """The live demo: embedded PostgreSQL, sample shop, views created with CALL, a live dashboard.
 
-    run_demo(duration=duration, n_orders=orders, rate=rate, data_dir=data_dir)
+    Library and server output goes to a log file (printed at start)."""
+    import tempfile
+
+    from freshview.cli.demo import run_demo
+    from freshview.cli.logs import route_output
+
+    log_path = (data_dir / "freshview.log") if data_dir else Path(tempfile.gettempdir()) / "freshview-demo.log"
+    with route_output(log_path, console, logging.WARNING):  # the dashboard says what the service does
+        console.print(f"logs: {log_path}", markup=False, highlight=False, soft_wrap=True)
+        run_demo(duration=duration, n_orders=orders, rate=rate, data_dir=data_dir)
 
 
 @app.command()
@@ -210,14 +245,6 @@ def version() -> None:
 
 def _ms(value) -> str:
     return "-" if value is None else f"{value:.0f} ms"
-
-
-def _configure_logging(level: int) -> None:
-    from rich.logging import RichHandler
-
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s", force=True)
-    logging.getLogger("freshview").setLevel(level)
 
 
 class _SnapshotBars:

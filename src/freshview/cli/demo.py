@@ -153,11 +153,11 @@ def _load_shop(dsn: str, n_orders: int, console: Console) -> None:
                 conn.execute(
                     "INSERT INTO orders SELECT g, 1 + (g * 2654435761) %% %s, (%s::text[])[1 + g %% 4], "
                     "TIMESTAMP '2025-01-01' + (g %% 525600) * interval '1 minute', 0 "
-                    "FROM generate_series(%s, %s) g", (n_customers, STATUSES, start, end))
+                    "FROM generate_series(%s::bigint, %s::bigint) g", (n_customers, STATUSES, start, end))
                 conn.execute(
                     "INSERT INTO order_items SELECT g, l, 1 + (g * 31 + l * 17) %% %s, 1 + (g + l) %% 3, "
                     "(1 + (g * 13 + l) %% 20000) / 100.0 "
-                    "FROM generate_series(%s, %s) g CROSS JOIN LATERAL generate_series(1, 1 + g %% 5) l",
+                    "FROM generate_series(%s::bigint, %s::bigint) g CROSS JOIN LATERAL generate_series(1, 1 + g %% 5) l",
                     (n_products, start, end))
                 conn.execute("UPDATE orders o SET total = s.total FROM (SELECT order_id, SUM(quantity * price) "
                              "AS total FROM order_items WHERE order_id BETWEEN %s AND %s GROUP BY order_id) s "

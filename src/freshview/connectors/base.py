@@ -146,6 +146,11 @@ class Snapshot(Protocol):
 
 
 class Source(Protocol):
+    label: str  # names the source in metrics and logs (PostgreSQL: the slot)
+
+    def retained_bytes(self) -> int | None:
+        """How much change log the server keeps for this service (PostgreSQL: WAL behind the slot), if known."""
+
     def attach(self, position: Position | None, has_state: bool) -> Attached:
         """Find (or create) the source's stream position; say if it was lost (``position``, the engine's,
         can no longer be streamed from, or the source's own position is gone while ``has_state``)."""
@@ -244,8 +249,11 @@ class ControlSchema(Protocol):
 
     def relation_exists(self, name: str) -> bool: ...
 
-    def begin_create(self, name: str, sql: str) -> None:
-        """Record a view as being created (status creating)."""
+    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
+        """Record a view as being created (status creating) by ``owner`` (the requesting user)."""
+
+    def drop_refusal(self, name: str, requester: str | None) -> str | None:
+        """Why ``requester`` may not drop view ``name`` (only its creator or an administrator may), or None."""
 
     def abandon_create(self, name: str) -> None: ...
 

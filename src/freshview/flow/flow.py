@@ -38,7 +38,8 @@ from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from
 from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$")
+# A name or schema.name; a part is any text without '.' or NUL (as a quoted SQL identifier: FROM "Big Totals").
+_NAME = re.compile(r"^[^.\x00]+(\.[^.\x00]+)?$")
 CATALOG_KEY = "catalog"
 CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
 
@@ -639,7 +640,8 @@ def _row_text(table: pa.Table, schema: TableSchema) -> str:
 
 def _check_name(name: str, what: str) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise CatalogError(f"invalid {what} name {name!r}: use letters, digits and _ (optionally schema.name)")
+        raise CatalogError(f"invalid {what} name {name!r}: use name or schema.name, "
+                           "where a name is non-empty and has no '.'")
 
 
 def _indent(text: str) -> str:

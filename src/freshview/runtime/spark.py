@@ -10,8 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
+from pathlib import Path
 
-from pyspark.sql import SparkSession
+# PySpark warns on every Arrow conversion that it does not yet fully support pandas >= 3; freshview
+# hands Spark Arrow tables, not pandas frames, so that one warning is noise.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+from pyspark.sql import SparkSession  # noqa: E402 - after the filter: importing PySpark may warn
 
 _lock = threading.Lock()
 _owned: SparkSession | None = None
@@ -38,6 +43,10 @@ DEFAULT_CONF = {
 }
 
 
+# Errors only, without Spark's "default log4j profile" banner (see the file).
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
+
+
 def _default_driver_memory() -> str:
     """A quarter of the machine's RAM, between 2 and 8 GiB: a view's first computation ships whole
     source tables into the JVM (SF1 lineitem needs more than 2 GiB); the heap is a cap, not an allocation."""
@@ -62,6 +71,8 @@ def get_session(master: str | None = None, driver_memory: str | None = None) -> 
         builder = builder.config("spark.driver.memory", memory)
         for key, value in DEFAULT_CONF.items():
             builder = builder.config(key, value)
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}")
         _owned = builder.getOrCreate()
         _owned.sparkContext.setLogLevel("ERROR")
         logging.getLogger("py4j").setLevel(logging.WARNING)

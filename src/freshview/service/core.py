@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +43,9 @@ from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
 from freshview.service import batching, decide, following, recovery, requests
 from freshview.service.names import engine_name, qualified_from_engine
+
+if TYPE_CHECKING:
+    from freshview.service.metrics import ServiceMetrics
 
 log = logging.getLogger("freshview.service")
 
@@ -83,8 +86,10 @@ class Core:
     """Keeps the views of one database fresh through ``connect()``'s connector. ``run()`` blocks until ``stop()``."""
 
     def __init__(self, connect: Callable[[], Connector], state_dir: str | Path, *, spark: Any = None,
-                 options: ServiceOptions | None = None, snapshot_progress: SnapshotProgress | None = None) -> None:
+                 options: ServiceOptions | None = None, snapshot_progress: SnapshotProgress | None = None,
+                 metrics: "ServiceMetrics | None" = None) -> None:
         self.connect = connect
+        self.metrics = metrics  # Prometheus metrics (service.metrics), fed by the hooks marked "metrics hook"
         self.state_dir = Path(state_dir)
         self.spark = spark
         self.options = options or ServiceOptions()
@@ -135,6 +140,7 @@ class Core:
                     next_poll = now + self.options.poll_s
                 if now >= next_beat:
                     self._heartbeat()
+                    self._record_source_metrics()  # metrics hook
                     next_beat = now + self.options.heartbeat_s
         finally:
             self._close()
@@ -348,6 +354,8 @@ class Core:
                 continue
             self.timings["engine"] += time.perf_counter() - ticked - (self.timings["write"] - written)
             self._after_commit(step)
+            if self.metrics is not None:  # metrics hook
+                self.metrics.record_step(summary, committed_at[0] - lag_from if step.write and committed_at else None)
             if step.write:
                 self.steps += 1
                 now = committed_at[0] if committed_at else time.time()
@@ -481,6 +489,13 @@ class Core:
             self.connector.control.mark_failed(name, message)
 
     # ------------------------------------------------------------------ status
+    def _record_source_metrics(self) -> None:
+        if self.metrics is not None:
+            value = getattr(self.at.results, "value", None)  # a numeric position (an LSN), if the source has one
+            source = self.connector.source
+            self.metrics.record_source(source.label, value if isinstance(value, int) else None,
+                                       source.retained_bytes())
+
     def _heartbeat(self) -> None:
         self.connector.control.heartbeat(self.status)
 

@@ -1,41 +1,38 @@
 """Database names and engine names.
 
-A view's SQL says ``orders`` or ``public.orders``; the SQL front end resolves
-``public.x`` to ``x``, so tables of the ``public`` schema are known to the
-engine by their bare name and others as ``schema.table``.  Result tables are
-named the same way, which lets one view read another straight from the
-engine (no round trip through the database).  Only lower-case unquoted
-identifiers are supported: what PostgreSQL folds unquoted names to.
+A name in a request is SQL text, read as PostgreSQL reads it
+(``connectors.postgres.identifiers.parse``): ``orders``, ``public.Orders``
+(unquoted parts fold to lower case) or ``"Sales"."Big Totals"`` (quoted
+parts are kept as written).  The service spells it two ways:
+
+* the **qualified** name: ``schema.table``, each part quoted only when it
+  must be (``public.orders``, ``"Sales"."Big Totals"``); valid SQL and
+  ``regclass`` text, the name in ``freshview.views`` and in messages, and
+  how the change stream names a table;
+* the **engine** name: the raw parts joined by ``.``, ``public.`` dropped
+  (``orders``, ``Sales.Big Totals``): what the SQL front end looks up for
+  ``FROM "Sales"."Big Totals"``, so one view can read another straight from
+  the engine.
 """
 
 from __future__ import annotations
 
-import re
+from freshview.connectors.postgres.identifiers import TableName, identifier, parse
 
-from freshview.errors import CatalogError
-
-_PART = r"[a-z_][a-z0-9_$]*"
-_QUALIFIED = re.compile(rf"^(?:({_PART})\.)?({_PART})$")
+__all__ = ["engine_name", "identifier", "qualified_from_engine", "qualify"]
 
 
 def qualify(name: str) -> str:
-    """``orders`` -> ``public.orders``; refuses names freshview cannot follow."""
-    text = name.strip()
-    if text.lower() == text.strip('"').lower() and _QUALIFIED.match(text.lower()):
-        text = text.lower()
-    match = _QUALIFIED.match(text)
-    if not match:
-        raise CatalogError(f"freshview: invalid table name {name!r}: use schema.table with lower-case letters, "
-                           "digits and _ (quoted identifiers are not supported)")
-    schema, table = match.group(1) or "public", match.group(2)
-    return f"{schema}.{table}"
+    """``orders`` -> ``public.orders``; ``"Sales"."Orders"`` stays; refuses names freshview cannot follow."""
+    return parse(name).qualified
 
 
 def engine_name(qualified: str) -> str:
-    """The name the engine knows a table or view by (``public.x`` -> ``x``)."""
-    schema, _, table = qualified.partition(".")
-    return table if schema == "public" else qualified
+    """The name the engine knows a table or view by (``public.x`` -> ``x``, ``"A"."B c"`` -> ``A.B c``)."""
+    name = parse(qualified)
+    return name.table if name.schema == "public" else f"{name.schema}.{name.table}"
 
 
 def qualified_from_engine(name: str) -> str:
-    return name if "." in name else f"public.{name}"
+    schema, dot, table = name.partition(".")
+    return (TableName(schema, table) if dot else TableName("public", name)).qualified

@@ -39,4 +39,6 @@ def views_to_drop(engine_views: Sequence[str], wanted: set[str]) -> list[str]:
 def wipe_state(state_dir: Path) -> None:
     if state_dir.exists():
         for entry in state_dir.iterdir():
+            if entry.name == "freshview.log":  # the CLI's log (cli/logs.py), not state
+                continue
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()

@@ -32,7 +32,7 @@ def serve(core: "Core") -> None:
             if request.action == "create":
                 create(core, request.name, request.sql or "", request=request.id, reader=request.requested_by)
             else:
-                drop(core, request.name, request=request.id)
+                drop(core, request.name, request=request.id, requested_by=request.requested_by)
         except (FreshviewError, ChangeError, CatalogError) as exc:
             message = str(exc) if str(exc).startswith("freshview") else f"freshview: {exc}"
             control.finish_request(request.id, message)
@@ -55,7 +55,7 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
                                f"drop it first with CALL freshview.drop_view('{name}')")
         if control.relation_exists(name):
             raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
-        control.begin_create(name, view_sql)
+        control.begin_create(name, view_sql, reader)
     try:
         probe = TableProbe(flow, core.connector.source)
         build_plan(view_sql, probe)  # SQL errors surface here, with positions, before any work
@@ -83,12 +83,16 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
     log.info("view %s created (%d rows)", name, initial.num_rows)
 
 
-def drop(core: "Core", name: str, request: int | None = None) -> None:
+def drop(core: "Core", name: str, request: int | None = None, requested_by: str | None = None) -> None:
     flow = core.flow
     name = qualify(name)
     view = engine_name(name)
     if core.connector.control.view(name) is None and view not in flow.views:
         raise CatalogError(f"freshview: no view named {name}")
+    if request is not None:  # a user's request: only the view's creator or an administrator may drop it
+        refusal = core.connector.control.drop_refusal(name, requested_by)
+        if refusal:
+            raise CatalogError(refusal)
     if view in flow.views:
         readers = flow.readers(view)
         if readers:
@@ -97,6 +101,8 @@ def drop(core: "Core", name: str, request: int | None = None) -> None:
         flow.drop_view(view)
     core.connector.results.drop(name, request)
     core.drop_unused_sources()
+    if core.metrics is not None:  # metrics hook
+        core.metrics.forget_view(name)
     log.info("view %s dropped", name)
 
 
@@ -112,10 +118,7 @@ class TableProbe:
         found = self.flow.relation_columns(name)
         if found is not None:
             return found
-        try:
-            qualified = qualify(name)
-        except CatalogError:
-            return None
+        qualified = qualified_from_engine(name)  # the front end names tables as the engine does
         if qualified not in self.tables:
             try:
                 self.tables[qualified] = self.source.describe(qualified)

@@ -26,10 +26,10 @@ class Service(Core):
 
     def __init__(self, dsn: str, state_dir: str | Path, *, spark: Any = None,
                  options: ServiceOptions | None = None, snapshot_progress: SnapshotProgress | None = None,
-                 slot: str | None = None, publication: str | None = None) -> None:
+                 slot: str | None = None, publication: str | None = None, metrics: Any = None) -> None:
         from freshview.connectors.postgres.control import slot_name
 
         self.dsn = dsn
         self.slot = slot or slot_name(dsn)
         super().__init__(lambda: connector_for(dsn, slot=self.slot, publication=publication), state_dir,
-                         spark=spark, options=options, snapshot_progress=snapshot_progress)
+                         spark=spark, options=options, snapshot_progress=snapshot_progress, metrics=metrics)

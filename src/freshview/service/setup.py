@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from freshview.connectors.postgres import control
+from freshview.connectors.postgres.identifiers import identifier, parse, qualified
 from freshview.service.names import qualify
 
 RECOMMENDED_WAL_KEEP = "10GB"
@@ -45,13 +46,12 @@ class SetupReport:
 _IDENTITY = {"d": "default", "f": "full", "i": "index", "n": "nothing"}
 
 _TABLES = """
-SELECT n.nspname || '.' || c.relname, c.relreplident,
+SELECT n.nspname, c.relname, c.relreplident,
        EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'freshview')
   AND n.nspname NOT LIKE 'pg_toast%%' AND NOT c.relispartition
-  AND NOT EXISTS (SELECT 1 FROM freshview.views v WHERE v.name = n.nspname || '.' || c.relname)
-ORDER BY 1
+ORDER BY 1, 2
 """
 
 
@@ -73,20 +73,23 @@ def setup(conn: psycopg.Connection, *, role: str = "freshview", publish: list[st
 
     for table in full_identity:
         name = qualify(table)
-        schema, _, bare = name.partition(".")
-        conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(schema, bare)))
+        conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(identifier(name)))
         report.applied.append(f"ALTER TABLE {name} REPLICA IDENTITY FULL")
     for table in publish:
         name = qualify(table)
-        schema, _, bare = name.partition(".")
+        parts = parse(name)
         already = conn.execute("SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
-                               "AND tablename = %s", (control.PUBLICATION, schema, bare)).fetchone()
+                               "AND tablename = %s", (control.PUBLICATION, parts.schema, parts.table)).fetchone()
         if not already:
             conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
-                sql.Identifier(control.PUBLICATION), sql.Identifier(schema, bare)))
+                sql.Identifier(control.PUBLICATION), parts.identifier))
             report.applied.append(f"ALTER PUBLICATION {control.PUBLICATION} ADD TABLE {name}")
 
-    for name, ident, has_pk in conn.execute(_TABLES).fetchall():
+    results = {name for (name,) in conn.execute("SELECT name FROM freshview.views").fetchall()}
+    for schema, bare, ident, has_pk in conn.execute(_TABLES).fetchall():
+        name = qualified(schema, bare)
+        if name in results:
+            continue
         ident = ident.decode() if isinstance(ident, bytes) else str(ident)
         identity = _IDENTITY.get(ident, ident)
         if identity == "full":
@@ -116,7 +119,7 @@ def role_sql(conn: psycopg.Connection, role: str) -> list[str]:
     """The least-privilege role: REPLICATION, SELECT on published tables, its own result tables."""
     database = conn.execute("SELECT current_database()").fetchone()[0]
     r = _ident(conn, role)
-    published = [f"{s}.{t}" for s, t in conn.execute(
+    published = [qualified(s, t) for s, t in conn.execute(
         "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s ORDER BY 1, 2",
         (control.PUBLICATION,)).fetchall()]
     statements = [

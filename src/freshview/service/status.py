@@ -46,6 +46,13 @@ def read_status(conn: psycopg.Connection, dsn: str) -> Status:
     return Status(service, slot_info, [dict(zip(names, r)) for r in cur.fetchall()])
 
 
+def retained_wal_bytes(conn: psycopg.Connection, slot: str) -> int | None:
+    """WAL the slot keeps on the server, in bytes (None: no such slot)."""
+    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint FROM pg_replication_slots "
+                       "WHERE slot_name = %s", (slot,)).fetchone()
+    return None if row is None else row[0]
+
+
 def control_missing() -> Exception:
     from freshview.errors import CatalogError
 

@@ -3,6 +3,11 @@
 Every error raised by the front end points into the user's text: ``locate``
 turns a sqlglot node into a line/column, using the token offsets sqlglot
 records, or the first descendant that has them.
+
+Identifiers are compared as PostgreSQL compares them: ``parse_query`` folds
+unquoted ones to lower case (sqlglot's ``normalize_identifiers``) and keeps
+quoted ones as written, so ``"Sales"."Orders"`` and ``Region`` mean what
+they mean to PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from freshview.errors import SqlError, SqlLocation
 
@@ -35,7 +41,7 @@ def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expression:
         raise SqlError(
             f"a view must be a SELECT query, not {stmt.key.upper()}", locate(stmt, sql), sql
         )
-    return stmt
+    return normalize_identifiers(stmt, dialect=DIALECT)
 
 
 def _offset_to_location(sql: str, offset: int) -> SqlLocation:

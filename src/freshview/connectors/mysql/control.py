@@ -1,7 +1,7 @@
 """The ``freshview`` database inside MySQL/MariaDB: status tables, the request queue, procedures.
 
 This is how a database user talks to the service without leaving SQL, as on
-PostgreSQL (``service/control.py``)::
+PostgreSQL (``connectors/postgres/control.py``)::
 
     CALL freshview.create_view('app.customer_totals', 'SELECT ...');
     CALL freshview.create_view_timeout('app.customer_totals', 'SELECT ...', 600);

@@ -9,6 +9,12 @@ answer it cancels the request and says that no service seems to run.
 ``freshview.progress`` the service's position in the change stream (the LSN
 whose effects are in the result tables, committed with them).
 
+Who may drop a view (``drop_refusal``): the role that created it (recorded
+as the view's ``owner``), a member of that role, a superuser, or a member of
+the role owning the ``freshview`` schema (the administrator who ran
+``freshview setup``).  Requests carry ``session_user``, set by a SECURITY
+DEFINER function, so a caller cannot claim to be someone else.
+
 Callers need no rights on the request table: the queue is reached through
 SECURITY DEFINER functions with a fixed search_path, as PostgreSQL's
 documentation asks (the procedures cannot be SECURITY DEFINER themselves,
@@ -45,6 +51,8 @@ CREATE TABLE IF NOT EXISTS freshview.views (
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+-- the role that created the view (requests.requested_by): it may drop it (see control.drop_refusal)
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS owner text;
 
 CREATE TABLE IF NOT EXISTS freshview.requests (
     id           bigserial PRIMARY KEY,
@@ -140,6 +148,46 @@ GRANT SELECT ON freshview.views, freshview.progress TO PUBLIC;
 """
 
 
+@dataclass(frozen=True)
+class DropRights:
+    """What the database says about the role asking to drop a view (``drop_rights``)."""
+
+    requester: str | None
+    owner: str | None  # the view's creator; None for views created before owners were recorded
+    superuser: bool = False
+    member_of_owner: bool = False  # pg_has_role(requester, owner, 'MEMBER'): the creator itself included
+    schema_admin: bool = False  # member of the role owning the freshview schema
+
+
+def drop_refusal(view: str, rights: DropRights) -> str | None:
+    """Why ``rights.requester`` may not drop ``view``, or None when it may."""
+    if rights.superuser or rights.schema_admin or rights.member_of_owner:
+        return None
+    if rights.owner is not None and rights.requester == rights.owner:
+        return None
+    who = (f"the role that created it ({rights.owner}), a member of that role" if rights.owner
+           else "no creator is recorded for it, so only")
+    return (f"freshview: permission denied to drop view {view} for role {rights.requester or '(unknown)'}: "
+            f"{who}, a superuser or the freshview schema's owner may drop it")
+
+
+def drop_rights(conn: psycopg.Connection, requester: str | None, owner: str | None) -> DropRights:
+    """Ask the database about ``requester``: superuser, member of ``owner``, member of the schema's owner."""
+    if requester is None:
+        return DropRights(None, owner)
+    row = conn.execute(
+        "SELECT r.rolsuper, "
+        " CASE WHEN %(owner)s::text IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles o WHERE o.rolname = %(owner)s) "
+        "   THEN false ELSE pg_has_role(r.oid, (SELECT o.oid FROM pg_roles o WHERE o.rolname = %(owner)s), "
+        "   'MEMBER') END, "
+        " pg_has_role(r.oid, (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = %(schema)s), 'MEMBER') "
+        "FROM pg_roles r WHERE r.rolname = %(requester)s",
+        {"requester": requester, "owner": owner, "schema": SCHEMA}).fetchone()
+    if row is None:  # the role is gone
+        return DropRights(requester, owner)
+    return DropRights(requester, owner, bool(row[0]), bool(row[1]), bool(row[2]))
+
+
 def install(conn: psycopg.Connection) -> None:
     """Create or upgrade the freshview schema and the (initially empty) publication."""
     with conn.transaction():
@@ -205,10 +253,14 @@ class PostgresControl:
     def relation_exists(self, name: str) -> bool:
         return self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
 
-    def begin_create(self, name: str, sql: str) -> None:
+    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
         with self.conn.transaction():
-            self.conn.execute("INSERT INTO freshview.views (name, sql, status) VALUES (%s, %s, 'creating') "
-                              "ON CONFLICT (name) DO NOTHING", (name, sql))
+            self.conn.execute("INSERT INTO freshview.views (name, sql, status, owner) VALUES (%s, %s, 'creating', "
+                              "%s) ON CONFLICT (name) DO NOTHING", (name, sql, owner))
+
+    def drop_refusal(self, name: str, requester: str | None) -> str | None:
+        row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
+        return drop_refusal(name, drop_rights(self.conn, requester, row[0] if row else None))
 
     def abandon_create(self, name: str) -> None:
         self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from freshview.connectors.postgres.identifiers import qualified
+
 _I16 = struct.Struct("!h").unpack_from
 _I32 = struct.Struct("!i").unpack_from
 _U32 = struct.Struct("!I").unpack_from
@@ -53,7 +55,8 @@ class Relation:
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.namespace}.{self.name}"
+        """``schema.table``, parts quoted when they must be (``identifiers.qualified``)."""
+        return qualified(self.namespace, self.name)
 
 
 @dataclass(frozen=True)

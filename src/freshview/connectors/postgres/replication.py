@@ -132,11 +132,18 @@ class ReplicationConnection:
         """XLogData frames (``w``, start, end, send time, payload) as they come, less their first ``skip`` bytes."""
         pgconn = self.conn.pgconn
         get = pgconn.get_copy_data
+
+        def consume() -> None:
+            try:
+                pgconn.consume_input()
+            except psycopg.OperationalError as exc:  # the server ended the walsender (say wal_sender_timeout)
+                raise ReplicationError(f"the server closed the stream: {str(exc).strip()}") from None
+
         deadline = time.monotonic() + timeout
         while True:
             nbytes, data = get(1)  # non-blocking
             if nbytes == 0:
-                pgconn.consume_input()  # whatever the socket holds already, without waiting
+                consume()  # whatever the socket holds already, without waiting
                 nbytes, data = get(1)
             if nbytes == 0:
                 self._maybe_send_status()
@@ -145,7 +152,7 @@ class ReplicationConnection:
                     return
                 select.select([pgconn.socket], [], [], min(deadline - now, 1.0))
                 self.waited_s += time.monotonic() - now
-                pgconn.consume_input()
+                consume()
                 continue
             if nbytes < 0:
                 result = pgconn.get_result()

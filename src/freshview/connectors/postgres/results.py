@@ -17,6 +17,7 @@ from psycopg import sql as psql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.postgres import control
+from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
 from freshview.errors import CatalogError
@@ -74,11 +75,13 @@ class PostgresResults:
                     conn.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(table.name, psql.Identifier(reader)))
                 table.apply(conn, initial)
                 conn.execute(
-                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn) VALUES (%s, %s, 'active', %s, %s) "
+                    "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
+                    "VALUES (%s, %s, 'active', %s, %s, %s) "
                     "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, "
-                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now()",
+                    "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now(), "
+                    "owner = COALESCE(EXCLUDED.owner, freshview.views.owner)",
                     (spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
-                     (position or Lsn(0)).to_text()))
+                     (position or Lsn(0)).to_text(), reader))
                 if request is not None:
                     control.finish_request(conn, request)
         except psycopg.Error as exc:
@@ -88,8 +91,7 @@ class PostgresResults:
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)
         with self.conn.transaction():
-            schema, _, bare = name.partition(".")
-            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(psql.Identifier(schema, bare)))
+            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(name)))
             self.conn.execute("DELETE FROM freshview.views WHERE name = %s", (name,))
             if request is not None:
                 control.finish_request(self.conn, request)

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql
 
+from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.types import UnsupportedTypeError, to_pg_text
 from freshview.connectors.result_changes import net_changes, net_changes_small
 from freshview.plan import nodes as pn
@@ -58,8 +59,7 @@ class ResultTable:
     """One view's result table: DDL, and the statements that apply a step's consolidated changes."""
 
     def __init__(self, qualified_name: str, shape: ResultShape) -> None:
-        schema, _, table = qualified_name.rpartition(".")
-        self.name = sql.Identifier(schema or "public", table)
+        self.name = identifier(qualified_name)
         self.shape = shape
         self._queries = _Queries(self.name, shape)
 

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg import sql
 
+from freshview.connectors.postgres.identifiers import parse
 from freshview.connectors.postgres.types import to_arrow
 from freshview.schema import TableSchema
 
@@ -67,8 +68,8 @@ def read_table(dsn: str, snapshot_name: str, table: str, schema: TableSchema,
                chunk_rows: int = CHUNK_ROWS, progress: Callable[[int], None] | None = None, *,
                workers: int = 2, parallel_min_pages: int = PARALLEL_MIN_PAGES) -> Iterator[pa.Table]:
     """Yield the table's rows under the snapshot as inserts (+1) in chunks of at most ``chunk_rows``."""
-    schema_name, _, table_name = table.rpartition(".")
-    schema_name = schema_name or "public"
+    name = parse(table)
+    schema_name, table_name = name.schema, name.table
     select = sql.SQL("SELECT {} FROM {}").format(
         sql.SQL(", ").join(sql.Identifier(n) for n in schema.names), sql.Identifier(schema_name, table_name))
     pages = _heap_pages(dsn, schema_name, table_name) if workers > 1 else 0

@@ -24,6 +24,7 @@ from freshview.connectors.base import (
 )
 from freshview.connectors.postgres import protocol as p
 from freshview.connectors.postgres.catalog import describe_table
+from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
@@ -148,6 +149,7 @@ class PostgresSource:
         self.dsn = dsn
         self.conn = conn
         self.slot = slot
+        self.label = slot
         self.publication = publication
 
     def _replication(self) -> ReplicationConnection:
@@ -192,16 +194,15 @@ class PostgresSource:
 
     def prepare(self, tables: Sequence[str]) -> None:
         """Add the tables to the publication (the service's role must own them)."""
-        published = {f"{s}.{t}" for s, t in self.conn.execute(
+        published = {qualified(s, t) for s, t in self.conn.execute(
             "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
             (self.publication,)).fetchall()}
         for table in tables:
             if table in published:
                 continue
-            schema, _, bare = table.partition(".")
             try:
                 self.conn.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
-                    psql.Identifier(self.publication), psql.Identifier(schema, bare)))
+                    psql.Identifier(self.publication), identifier(table)))
             except psycopg.errors.InsufficientPrivilege:
                 raise CatalogError(
                     f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
@@ -211,6 +212,11 @@ class PostgresSource:
     def snapshot(self) -> Iterator[PostgresSnapshot]:
         with self._replication() as repl:
             yield PostgresSnapshot(self.dsn, self.conn, repl, f"{self.slot}_snap_{os.getpid()}")
+
+    def retained_bytes(self) -> int | None:
+        row = self.conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+                                "FROM pg_replication_slots WHERE slot_name = %s", (self.slot,)).fetchone()
+        return None if row is None else row[0]
 
     def position_from_text(self, text: str) -> Lsn:
         return Lsn.from_text(text)

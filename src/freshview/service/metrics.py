@@ -1,0 +1,106 @@
+"""Prometheus metrics of one service: what ``freshview run --metrics-port`` exposes.
+
+Definitions and update rules live here, fed by plain values (a step's
+``StepSummary``, a lag in seconds, a slot's position and retained WAL), so
+they are tested without a database; the service only calls
+``record_step`` / ``record_source`` / ``forget_view`` and the CLI ``serve``.
+Each ``ServiceMetrics`` has its own ``CollectorRegistry`` (no global state).
+
+Metrics (``view`` labels are the result tables' names, ``executor`` is
+``local`` or ``spark``, ``source`` the replication slot):
+
+* ``freshview_view_lag_seconds{view}``: source commit to result commit, at
+  the last step that changed the view;
+* ``freshview_view_steps_total{view}``, ``freshview_view_rows_in_total{view}``,
+  ``freshview_view_rows_out_total{view}``: steps that ran the view, the
+  source/input delta rows it read and the result delta rows it wrote;
+* ``freshview_view_step_seconds{executor}``: histogram of one view's step time;
+* ``freshview_steps_total``, ``freshview_rows_in_total``: engine steps and the
+  (consolidated) source delta rows they took;
+* ``freshview_source_position_bytes{source}``: the LSN whose effects are in the
+  result tables, as a byte position;
+* ``freshview_source_retained_wal_bytes{source}``: WAL the slot keeps on the
+  server (``pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from freshview.service.names import qualified_from_engine
+
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ViewStepLike(Protocol):
+    rows_in: int
+    rows_out: int
+    duration_ms: float
+    skipped: bool
+    executor: str | None
+
+
+class StepLike(Protocol):
+    rows_in: int
+    views: Mapping[str, Any]  # engine view name -> ViewStepLike
+
+
+class ServiceMetrics:
+    """The service's metrics in a registry of their own; ``view_name`` maps engine to database names."""
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 view_name: Callable[[str], str] = qualified_from_engine) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.view_name = view_name
+        r = self.registry
+        self.lag = Gauge("freshview_view_lag_seconds", "Source commit to result commit at the view's last change",
+                         ["view"], registry=r)
+        self.view_steps = Counter("freshview_view_steps", "Engine steps that ran the view", ["view"], registry=r)
+        self.view_rows_in = Counter("freshview_view_rows_in", "Delta rows the view read", ["view"], registry=r)
+        self.view_rows_out = Counter("freshview_view_rows_out", "Delta rows the view wrote to its result",
+                                     ["view"], registry=r)
+        self.step_seconds = Histogram("freshview_view_step_seconds", "Time of one view's step, by executor",
+                                      ["executor"], buckets=STEP_BUCKETS, registry=r)
+        self.steps = Counter("freshview_steps", "Engine steps", registry=r)
+        self.rows_in = Counter("freshview_rows_in", "Source delta rows the engine steps took", registry=r)
+        self.position = Gauge("freshview_source_position_bytes",
+                              "LSN whose effects the result tables hold, as a byte position", ["source"], registry=r)
+        self.retained_wal = Gauge("freshview_source_retained_wal_bytes",
+                                  "WAL the replication slot keeps on the server", ["source"], registry=r)
+
+    def record_step(self, summary: StepLike, lag_s: float | None = None) -> None:
+        """One engine step: counters for every view that ran, the lag for those whose result changed."""
+        self.steps.inc()
+        self.rows_in.inc(max(0, summary.rows_in))
+        for engine_view, step in summary.views.items():
+            if step.skipped:
+                continue
+            view = self.view_name(engine_view)
+            self.view_steps.labels(view).inc()
+            self.view_rows_in.labels(view).inc(max(0, step.rows_in))
+            self.view_rows_out.labels(view).inc(max(0, step.rows_out))
+            if step.executor:
+                self.step_seconds.labels(step.executor).observe(max(0.0, step.duration_ms) / 1000)
+            if lag_s is not None and step.rows_out:
+                self.lag.labels(view).set(max(0.0, lag_s))
+
+    def record_source(self, source: str, position: int | None, retained_wal_bytes: int | None) -> None:
+        if position is not None:
+            self.position.labels(source).set(position)
+        if retained_wal_bytes is not None:
+            self.retained_wal.labels(source).set(retained_wal_bytes)
+
+    def forget_view(self, view: str) -> None:
+        """A dropped view's series go away (``view`` is the database name)."""
+        for metric in (self.lag, self.view_steps, self.view_rows_in, self.view_rows_out):
+            try:
+                metric.remove(view)
+            except KeyError:
+                pass
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
+        """Serve ``/metrics`` on ``addr:port`` from a daemon thread; returns the server (``shutdown()`` stops it)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server
