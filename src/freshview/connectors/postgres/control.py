@@ -23,6 +23,8 @@ since such procedures may not COMMIT).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import psycopg
 import psycopg.conninfo
 
