@@ -186,6 +186,8 @@ def to_arrow(values: Sequence, column: MySqlColumn, empty_sets: Sequence[int] = 
         return pa.array([v if v is None or isinstance(v, str) else _json_text(v) for v in values], pa.string())
     if t.kind in ("date", "timestamp", "timestamptz"):
         return _temporal(values, t)
+    if t.kind == "interval":  # TIME: a signed duration, all of it in the time part (no days), as MySQL prints it
+        return pa.array([None if v is None else pa.MonthDayNano([0, 0, _micros(v) * 1000]) for v in values], t.arrow)
     if t.kind == "numeric" and t.scale == 0 and data == "bigint":
         return pa.array(values, pa.uint64()).cast(t.arrow)
     try:
@@ -194,6 +196,10 @@ def to_arrow(values: Sequence, column: MySqlColumn, empty_sets: Sequence[int] = 
         if t.kind == "text":  # a value the driver left undecoded (bytes of an unknown character set)
             return pa.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in values], pa.string())
         raise
+
+
+def _micros(v) -> int:
+    return (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
 
 
 def _bit(v) -> int | None:
