@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import threading
 import time
 
 import psycopg
@@ -106,15 +107,29 @@ def test_a_slot_lost_while_streaming_rebuilds_the_views(database, start_service,
             random_transaction(conn, rng, next_id)
         wait_until_fresh(database, list(RECOVERY_VIEWS))
         caplog.set_level("WARNING", logger="freshview.service")
-        for _ in range(100):  # the service reconnects at once: terminate and drop in one statement
-            try:
-                conn.execute("SELECT pg_terminate_backend(active_pid, 5000), pg_drop_replication_slot(slot_name) "
-                             "FROM pg_replication_slots WHERE slot_name = %s", (slot,))
-                break
-            except psycopg.errors.ObjectInUse:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("the slot could not be dropped")
+        # The service reconnects at once: hold its reconnect until the slot is gone (its walsender is
+        # terminated and waited for, then the slot dropped), so the drop never races the reconnect.
+        core = service.service
+        gate, original = threading.Event(), core._reconnect
+
+        def held_reconnect(exc):
+            gate.wait(60)
+            original(exc)
+
+        core._reconnect = held_reconnect
+        try:
+            for _ in range(100):
+                try:
+                    conn.execute("SELECT pg_terminate_backend(active_pid, 5000), pg_drop_replication_slot(slot_name) "
+                                 "FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+                    break
+                except psycopg.errors.ObjectInUse:
+                    time.sleep(0.05)
+            else:
+                raise AssertionError("the slot could not be dropped")
+        finally:
+            gate.set()
+            core._reconnect = original
         for _ in range(20):  # while the slot is gone
             random_transaction(conn, rng, next_id)
         wait_until_fresh(database, list(RECOVERY_VIEWS))
