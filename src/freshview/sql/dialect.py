@@ -78,6 +78,14 @@ class Dialect:
 POSTGRES = Dialect()
 
 
+def _modulo(left: Expr, right: Expr) -> Expr | None:
+    """``left % right`` in the operands' common arithmetic type; NULL when ``right`` is zero (MySQL)."""
+    result = ty.arithmetic_type("%", left.type, right.type)
+    if result is None:
+        return None
+    return Call(result, "%", (_as(left, result), _nonzero(_as(right, result))))
+
+
 def _nonzero(e: Expr) -> Expr:
     """``NULLIF(e, 0)``: a zero divisor becomes NULL, so the quotient is NULL (MySQL)."""
     return Call(e.type, "nullif", (e, Literal(e.type, 0)))
@@ -129,24 +137,14 @@ class MySqlDialect(Dialect):
             den = _as(right, SqlType.numeric(None, ty.numeric_scale(b)))
             return Call(result, "/", (num, _nonzero(den)))
         if a.kind in ("numeric", "null") and b.kind in ("numeric", "null"):
-            if op == "%":
-                result = ty.arithmetic_type(op, a, b)
-                if result is None:
-                    return None
-                return Call(result, "%", (_as(left, result), _nonzero(_as(right, result))))
-            return None
+            return _modulo(left, right) if op == "%" else None
         if (a.is_integer or a.kind == "null") and (b.is_integer or b.kind == "null"):
             # MariaDB widens integer + - * % to BIGINT
             args = (_as(left, ty.INT8), _as(right, ty.INT8))
             if op == "%":
                 args = (args[0], _nonzero(args[1]))
             return Call(ty.INT8, op, args)
-        if op == "%":
-            result = ty.arithmetic_type(op, a, b)
-            if result is None:
-                return None
-            return Call(result, "%", (_as(left, result), _nonzero(_as(right, result))))
-        return None
+        return _modulo(left, right) if op == "%" else None
 
     def int_div(self, left: Expr, right: Expr) -> Expr | None:
         if not (left.type.is_integer or left.type.kind == "null") or \
