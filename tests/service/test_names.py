@@ -1,4 +1,4 @@
-"""Database names (SQL text, quoted or not) to qualified names, engine names and back."""
+"""Database names (SQL text, quoted or not) to qualified names, engine names and back, per the connector's default schema."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from freshview.connectors.postgres.identifiers import parse, quote
 from freshview.errors import CatalogError
-from freshview.service.names import engine_name, qualified_from_engine, qualify
+from freshview.service.names import Names, engine_name, qualified_from_engine, qualify
 
 
 @pytest.mark.parametrize("text, qualified, engine", [
@@ -38,3 +38,15 @@ def test_parts_and_quoting():
     name = parse('"Sales"."Big Totals"')
     assert (name.schema, name.table) == ("Sales", "Big Totals")
     assert quote("ok_1") == "ok_1" and quote("Big") == '"Big"' and quote('a"b') == '"a""b"'
+
+
+def test_mysql_names_default_to_the_dsn_database():
+    names = Names("app", "mysql")
+    assert names.qualify("orders") == "app.orders" and names.qualify("other.t") == "other.t"
+    assert names.engine("app.orders") == "orders" and names.engine("public.orders") == "public.orders"
+    assert names.qualified("orders") == "app.orders" and names.qualified("other.t") == "other.t"
+
+
+def test_mysql_names_freshview_cannot_follow_are_refused():
+    with pytest.raises(CatalogError, match="invalid table name"):
+        Names("app", "mysql").qualify('"Mixed Case"')

@@ -9,12 +9,12 @@ from freshview.service.service import Service, ServiceOptions
 
 
 class FlowWithModes:
-    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256, execution: str = "auto") -> None:
+    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256, execution: str = "auto", **names) -> None:
         self.spark, self.state_dir, self.execution = spark, state_dir, execution
 
 
 class FlowWithoutModes:
-    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256) -> None:
+    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256, **names) -> None:
         self.spark, self.state_dir = spark, state_dir
 
 

@@ -21,13 +21,24 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="freshview: incremental materialized views for PostgreSQL, on Apache Spark.")
 console = Console(stderr=True)
 
-DSN_HELP = "PostgreSQL connection string (or set FRESHVIEW_DSN)."
+DSN_HELP = ("PostgreSQL connection string, or mysql://user:password@host:port/database (also mariadb://) "
+            "(or set FRESHVIEW_DSN).")
+
+
+def _is_mysql(dsn: str) -> bool:
+    from freshview.connectors.mysql.dsn import is_mysql_dsn
+
+    return is_mysql_dsn(dsn)
 
 
 def redact(dsn: str) -> str:
     """The DSN without its password, for messages and logs."""
     import psycopg.conninfo
 
+    if _is_mysql(dsn):
+        from freshview.cli import mysql
+
+        return mysql.redact(dsn)
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except Exception:
@@ -56,7 +67,8 @@ def _connect(dsn: str):
 @app.command()
 def setup(
     dsn: Optional[str] = typer.Option(None, envvar="FRESHVIEW_DSN", help=DSN_HELP),
-    role: str = typer.Option("freshview", help="Name of the role the service runs as."),
+    role: str = typer.Option("freshview", help="Name of the role (MySQL: user) the service runs as."),
+    account_host: str = typer.Option("%", help="MySQL/MariaDB: the host part of the service's account."),
     apply_role: bool = typer.Option(False, "--apply-role", help="Create the role and grant its privileges now."),
     tables: list[str] = typer.Option([], "--table", help="Publish this table now (repeatable); lets a "
                                      "least-privilege service follow tables it does not own."),
@@ -68,6 +80,10 @@ def setup(
     from freshview.service.setup import setup as run_setup
 
     dsn = _require_dsn(dsn)
+    if _is_mysql(dsn):
+        from freshview.cli import mysql
+
+        return mysql.setup(dsn, role, account_host)
     with _connect(dsn) as conn:
         try:
             report = run_setup(conn, role=role, publish=tables, full_identity=full, apply_role=apply_role)
@@ -127,7 +143,11 @@ def run(
     from freshview.connectors.postgres import control
 
     dsn = _require_dsn(dsn)
-    directory = state_dir or Path.home() / ".local" / "state" / "freshview" / control.slot_name(dsn)
+    if _is_mysql(dsn):
+        from freshview.cli.mysql import state_name
+    else:
+        state_name = control.slot_name
+    directory = state_dir or Path.home() / ".local" / "state" / "freshview" / state_name(dsn)
     directory.mkdir(parents=True, exist_ok=True)
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     with route_output(directory / LOG_NAME, console, level) as log_path:
@@ -183,6 +203,10 @@ def status(
     from freshview.service.status import format_bytes, read_status
 
     dsn = _require_dsn(dsn)
+    if _is_mysql(dsn):
+        from freshview.cli import mysql
+
+        return mysql.status(dsn, as_json)
     with _connect(dsn) as conn:
         try:
             st = read_status(conn, dsn)

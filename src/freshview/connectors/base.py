@@ -275,3 +275,5 @@ class Connector:
     results: ResultSink
     control: ControlSchema
     errors: tuple[type[BaseException], ...] = ()  # the driver's error classes (a failed request, not a crash)
+    dialect: str = "postgres"  # how view SQL is read and computed (``sql.dialect``)
+    default_schema: str = "public"  # the schema of bare table names (MySQL: the DSN's database)

@@ -151,10 +151,11 @@ class IncrementalFlow:
     """
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
-                 execution: str = "auto", dialect: str = "postgres") -> None:
+                 execution: str = "auto", dialect: str = "postgres", default_schema: str = "public") -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.execution = execution
+        self.default_schema = default_schema  # ``<default_schema>.x`` in view SQL is the relation ``x``
         try:
             self.dialect = get_dialect(dialect)  # how view SQL is read and computed (sql/dialect.py)
         except ValueError as err:

@@ -42,7 +42,7 @@ from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
 from freshview.service import batching, decide, following, recovery, requests
-from freshview.service.names import engine_name, qualified_from_engine
+from freshview.service.names import Names
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -97,6 +97,7 @@ class Core:
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the stream is followed and requests are served
         self.connector: Connector = None  # type: ignore[assignment]  # set by run()
+        self.names = Names()  # the connector's (``Connector.default_schema``), set by run()
         self.flow: IncrementalFlow = None  # type: ignore[assignment]
         self.stream: Stream | None = None
         self.at = decide.Positions()
@@ -150,6 +151,7 @@ class Core:
             self.connector = self.connect()
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
+        self.names = Names(self.connector.default_schema, self.connector.dialect)
         control = self.connector.control
         if not control.is_installed():
             raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
@@ -181,6 +183,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
+        source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         try:
             self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         except StreamError as exc:
@@ -212,7 +215,8 @@ class Core:
             kwargs["execution"] = self.options.execution
         elif self.options.execution != "auto":
             log.warning("this engine has no execution modes: execution %r is ignored", self.options.execution)
-        return IncrementalFlow(self.spark, self.state_dir, **kwargs)
+        return IncrementalFlow(self.spark, self.state_dir, dialect=self.names.dialect,
+                               default_schema=self.names.default, **kwargs)
 
     def _open_flow(self) -> IncrementalFlow:
         """The engine on the state directory; state it cannot read (another format, damage) is set
@@ -237,10 +241,10 @@ class Core:
             self.flow = self._new_flow()
             self.at = decide.Positions(None, self.at.results)
             self.follow_from = {}
-        for view in recovery.views_to_drop(list(self.flow.views), {engine_name(n) for n in wanted}):
+        for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
         for name, view_sql in wanted.items():
-            if engine_name(name) in self.flow.views:
+            if self.names.engine(name) in self.flow.views:
                 self.connector.results.attach(self.result_spec(name))
             else:
                 try:
@@ -250,7 +254,7 @@ class Core:
         self.drop_unused_sources()
 
     def result_spec(self, name: str) -> ResultSpec:
-        plan = self.flow.view_plan(engine_name(name))
+        plan = self.flow.view_plan(self.names.engine(name))
         return ResultSpec(name, tuple(plan.columns), result_key(plan))
 
     # ------------------------------------------------------------------ the stream
@@ -346,9 +350,9 @@ class Core:
             except FreshviewError as exc:
                 view, source = getattr(exc, "view", None), getattr(exc, "source", None)
                 if view is not None:
-                    self._mark_failed([qualified_from_engine(view)], f"freshview: {exc}")
+                    self._mark_failed([self.names.qualified(view)], f"freshview: {exc}")
                 elif source is not None:
-                    self._fail_table(qualified_from_engine(source), f"freshview: {exc}")
+                    self._fail_table(self.names.qualified(source), f"freshview: {exc}")
                 else:
                     raise
                 continue
@@ -370,24 +374,24 @@ class Core:
         """The connector's deltas, with TRUNCATE expanded (every row the engine holds goes)."""
         flow = self.flow
         truncated = {t for txn in group for t in txn.truncated}
-        schemas = {q: flow.source_schema(engine_name(q)) for q in self.follow_from}
+        schemas = {q: flow.source_schema(self.names.engine(q)) for q in self.follow_from}
 
         def lookup_old(table: str, keys: pa.Table) -> pa.Table:
             if table in truncated:  # the rows it had are gone; later changes see only new rows
                 return schemas[table].arrow().empty_table()
             started = time.perf_counter()
             try:
-                return flow.source_rows(engine_name(table), keys)
+                return flow.source_rows(self.names.engine(table), keys)
             finally:
                 self.timings["lookup"] += time.perf_counter() - started
 
         deltas = self.connector.source.deltas(group, schemas, lookup_old)
         for table in truncated:
-            current = flow.snapshot(engine_name(table), weighted=True)
+            current = flow.snapshot(self.names.engine(table), weighted=True)
             gone = current.set_column(current.num_columns - 1, WEIGHT, pc.negate(current.column(WEIGHT)))
             after = deltas.get(table)
             deltas[table] = gone if after is None else pa.concat_tables([gone, after.cast(gone.schema)])
-        return {engine_name(t): d for t, d in deltas.items()}
+        return {self.names.engine(t): d for t, d in deltas.items()}
 
     def _commit(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
         """Runs inside the engine step: results + position into the database, then the engine commits."""
@@ -398,7 +402,7 @@ class Core:
         started = time.perf_counter()
         try:
             return self.connector.results.commit_step(
-                {qualified_from_engine(v): d for v, d in outputs.items()}, step.position, stats)
+                {self.names.qualified(v): d for v, d in outputs.items()}, step.position, stats)
         finally:
             self.timings["write"] += time.perf_counter() - started
 
@@ -437,7 +441,7 @@ class Core:
             for table, columns in txn.definitions.items():
                 if table not in self.follow_from:
                     continue
-                problem = following.incompatible(columns, self.flow.source_schema(engine_name(table)))
+                problem = following.incompatible(columns, self.flow.source_schema(self.names.engine(table)))
                 if problem:
                     self._fail_table(table, f"freshview: {table} changed ({problem}); drop and re-create "
                                             "the view to follow the new definition")
@@ -454,7 +458,7 @@ class Core:
         for source in list(self.flow.sources):
             if not self.flow.readers(source):
                 self.flow.drop_source(source)
-                self.follow_from.pop(qualified_from_engine(source), None)
+                self.follow_from.pop(self.names.qualified(source), None)
                 changed = True
         if changed:
             self.save_follow_from()
@@ -462,14 +466,14 @@ class Core:
     # ------------------------------------------------------------------ failures
     def _fail_table(self, table: str, error: str) -> None:
         """Stop every view that reads ``table`` and forget the table."""
-        readers = self.flow.readers(engine_name(table))
-        self._mark_failed([qualified_from_engine(v) for v in readers], error)
+        readers = self.flow.readers(self.names.engine(table))
+        self._mark_failed([self.names.qualified(v) for v in readers], error)
         self.drop_unused_sources()
 
     def _mark_failed(self, names: list[str], error: str) -> None:
         """Views (and the views reading them) go to status failed; their tables stay as they were."""
         doomed: list[str] = []
-        todo = [engine_name(n) for n in names]
+        todo = [self.names.engine(n) for n in names]
         while todo:
             view = todo.pop()
             if view in doomed:
@@ -480,9 +484,9 @@ class Core:
         for view in reversed(list(self.flow.views)):
             if view in doomed:
                 self.flow.drop_view(view)
-        primary = {engine_name(n) for n in names}
+        primary = {self.names.engine(n) for n in names}
         for view in doomed:
-            name = qualified_from_engine(view)
+            name = self.names.qualified(view)
             self.connector.results.forget(name)
             message = error if view in primary else f"freshview: a view it reads failed: {error}"
             log.error("view %s failed: %s", name, message)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from freshview.connectors.base import SourceTable, Transaction, after
 from freshview.schema import SqlType, TableSchema
-from freshview.service.names import engine_name
 
 if TYPE_CHECKING:
     from freshview.service.core import Core
@@ -54,7 +53,7 @@ def follow(core: "Core", tables: Mapping[str, SourceTable]) -> None:
     source.prepare(list(tables))
     with source.snapshot() as snap:
         for table, described in tables.items():
-            name = engine_name(table)
+            name = core.names.engine(table)
             flow.register_source(name, described.schema)
             estimate = snap.estimate(table)
 

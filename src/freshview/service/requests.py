@@ -11,7 +11,7 @@ import pyarrow as pa
 from freshview.connectors.base import ChangeError, SourceTable
 from freshview.errors import CatalogError, FreshviewError
 from freshview.flow import IncrementalFlow
-from freshview.service.names import engine_name, qualified_from_engine, qualify
+from freshview.service.names import Names
 from freshview.sql import build_plan
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
            reader: str | None = None) -> None:
     """Compile, follow the new base tables (snapshots), compute, write the result table (one transaction)."""
     flow, control, results = core.flow, core.connector.control, core.connector.results
-    name = qualify(name)
-    view = engine_name(name)
+    name = core.names.qualify(name)
+    view = core.names.engine(name)
     if not replace:
         existing = control.view(name)
         if existing is not None:
@@ -57,8 +57,8 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
             raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
         control.begin_create(name, view_sql, reader)
     try:
-        probe = TableProbe(flow, core.connector.source)
-        build_plan(view_sql, probe)  # SQL errors surface here, with positions, before any work
+        probe = TableProbe(flow, core.connector.source, core.names)
+        build_plan(view_sql, probe, core.connector.dialect)  # SQL errors surface here, with positions, before any work
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()
@@ -85,8 +85,8 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
 
 def drop(core: "Core", name: str, request: int | None = None, requested_by: str | None = None) -> None:
     flow = core.flow
-    name = qualify(name)
-    view = engine_name(name)
+    name = core.names.qualify(name)
+    view = core.names.engine(name)
     if core.connector.control.view(name) is None and view not in flow.views:
         raise CatalogError(f"freshview: no view named {name}")
     if request is not None:  # a user's request: only the view's creator or an administrator may drop it
@@ -96,7 +96,7 @@ def drop(core: "Core", name: str, request: int | None = None, requested_by: str 
     if view in flow.views:
         readers = flow.readers(view)
         if readers:
-            raise CatalogError(f"freshview: views {', '.join(qualified_from_engine(r) for r in readers)} "
+            raise CatalogError(f"freshview: views {', '.join(core.names.qualified(r) for r in readers)} "
                                f"read {name}; drop them first")
         flow.drop_view(view)
     core.connector.results.drop(name, request)
@@ -109,16 +109,18 @@ def drop(core: "Core", name: str, request: int | None = None, requested_by: str 
 class TableProbe:
     """Catalog for a first compile: engine relations, else the database's tables (recorded)."""
 
-    def __init__(self, flow: IncrementalFlow, source) -> None:
+    def __init__(self, flow: IncrementalFlow, source, names: Names) -> None:
         self.flow = flow
         self.source = source
+        self.names = names
+        self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
         self.tables: dict[str, SourceTable] = {}
 
     def relation_columns(self, name: str):
         found = self.flow.relation_columns(name)
         if found is not None:
             return found
-        qualified = qualified_from_engine(name)  # the front end names tables as the engine does
+        qualified = self.names.qualified(name)  # the front end names tables as the engine does
         if qualified not in self.tables:
             try:
                 self.tables[qualified] = self.source.describe(qualified)

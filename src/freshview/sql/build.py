@@ -37,6 +37,10 @@ from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, 
 
 
 class Catalog(Protocol):
+    """Relations by name.  A catalog may have a ``default_schema`` (else ``public``): ``<it>.x`` in SQL
+    names the relation ``x`` when no relation is called ``<it>.x`` (PostgreSQL's ``public``, the
+    MySQL database the service follows)."""
+
     def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
         """Columns of a source (False) or view (True) named ``name``, or None."""
 
@@ -335,7 +339,7 @@ class QueryBuilder:
                 found = self.catalog.relation_columns(qualified)
                 if found is not None:
                     name = qualified
-                elif r.db.lower() == "public":
+                elif r.db.lower() == getattr(self.catalog, "default_schema", "public"):
                     found = self.catalog.relation_columns(name)
             else:
                 found = self.catalog.relation_columns(name)

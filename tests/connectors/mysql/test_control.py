@@ -174,3 +174,15 @@ def test_heartbeat_and_position(fv):
     control.set_view_status(fv, "app.v", "failed", error="column x was dropped")
     assert query(fv, "SELECT `sql`, status, error FROM freshview.views") == (
         ("SELECT 1", "failed", "column x was dropped"),)
+
+
+def test_only_the_creator_or_an_administrator_may_drop_a_view():
+    from freshview.connectors.mysql.control import drop_refusal
+
+    admins = ("root", "freshview")
+    assert drop_refusal("app.v", "alice@10.0.0.5", "alice@127.0.0.1", admins) is None  # the creator, any host
+    assert drop_refusal("app.v", "root@localhost", "alice@127.0.0.1", admins) is None
+    assert drop_refusal("app.v", "freshview@127.0.0.1", "alice@127.0.0.1", admins) is None
+    refusal = drop_refusal("app.v", "bob@127.0.0.1", "alice@127.0.0.1", admins)
+    assert refusal is not None and "bob" in refusal and "alice" in refusal
+    assert drop_refusal("app.v", "bob@127.0.0.1", None, admins) is not None

@@ -30,6 +30,7 @@ FROM information_schema.COLUMNS
 WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s
 ORDER BY ORDINAL_POSITION
 """
+COLUMNS_QUERY = _COLUMNS  # a table's columns, in order (database, table)
 _TABLE = "SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
 _PRIMARY_KEY = """
 SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE

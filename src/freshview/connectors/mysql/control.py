@@ -35,8 +35,10 @@ results (``write_step``); ``views.position`` the same per view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
+
+from freshview.connectors.base import Request
+from freshview.connectors.mysql.catalog import parse_table_name
 
 DATABASE = "freshview"
 CREATE_TIMEOUT_S = 120
@@ -56,6 +58,8 @@ TABLES_SQL = (
         created_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
         updated_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    # the account that created the view (USER() of its create_view): it may drop it (``drop_refusal``)
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS owner varchar(400)",
     """CREATE TABLE IF NOT EXISTS freshview.requests (
         id           bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
         action       varchar(8) NOT NULL CHECK (action IN ('create', 'drop')),
@@ -152,19 +156,33 @@ PROCEDURES_SQL = (
 USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view_timeout")
 
 
-@dataclass(frozen=True)
-class Request:
-    id: int
-    action: str  # create | drop
-    name: str
-    sql: str | None
-    requested_by: str | None = None
+#: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
+#: ``view``, which the service puts into its database).  Several services may share one server's
+#: ``freshview`` database, one per followed database.
+_OWNED = "SUBSTRING_INDEX(name, '.', 1) = %s"
+_OWNED_REQUEST = "(LOCATE('.', name) = 0 OR SUBSTRING_INDEX(name, '.', 1) = %s)"
 
 
 def _run(conn: Any, statement: str, params: Any = None) -> Any:
     with conn.cursor() as cur:
         cur.execute(statement, params)
         return cur.fetchall() if cur.description else cur.rowcount
+
+
+def _account(user: str | None) -> str | None:
+    """The account name of ``USER()`` / ``CURRENT_USER()`` text (``app@10.0.0.5`` -> ``app``)."""
+    return None if user is None else user.rpartition("@")[0] or user
+
+
+def drop_refusal(view: str, requester: str | None, owner: str | None, admins: tuple[str | None, ...]) -> str | None:
+    """Why ``requester`` (``USER()`` text) may not drop ``view``, or None when it may: the account that
+    created it (same user name, from any host), ``root`` or the service's own account may."""
+    who = _account(requester)
+    if who is not None and (who in admins or who == _account(owner)):
+        return None
+    creator = f"the account that created it ({_account(owner)})" if owner else "no creator is recorded for it, so only"
+    return (f"freshview: permission denied to drop view {view} for {who or '(unknown)'}: {creator}, root or "
+            "the freshview service's account may drop it")
 
 
 def install(conn: Any) -> None:
@@ -183,12 +201,14 @@ def is_installed(conn: Any) -> bool:
     return rows[0][0] == 1 and tables[0][0] == 3
 
 
-def next_request(conn: Any) -> Request | None:
-    """Claim the oldest pending request (marks it running, commits)."""
+def next_request(conn: Any, source: str | None = None) -> Request | None:
+    """Claim the oldest pending request (of ``source``'s views, if given; marks it running, commits)."""
     conn.begin()
     try:
+        mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
         rows = _run(conn, "SELECT id, action, name, `sql`, requested_by FROM freshview.requests "
-                          "WHERE state = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+                          f"WHERE state = 'pending'{mine} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                    (source,) if source is not None else None)
         if rows:
             _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
         conn.commit()
@@ -205,9 +225,12 @@ def finish_request(conn: Any, request_id: int, error: str | None = None) -> None
     conn.commit()
 
 
-def requeue_running(conn: Any) -> None:
-    """Requests a killed service was working on go back to the queue; commits."""
-    _run(conn, "UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
+def requeue_running(conn: Any, source: str | None = None) -> None:
+    """Requests a killed service was working on (of ``source``'s views, if given) go back to the queue;
+    commits."""
+    mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
+    _run(conn, f"UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'{mine}",
+         (source,) if source is not None else None)
     conn.commit()
 
 
@@ -257,12 +280,30 @@ def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int
         _run(conn, f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
                    f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
              [v for n in names for v in (n, added[n])] + [lag_ms] + names)
-    _run(conn, "UPDATE freshview.views SET position = %s WHERE status = 'active'", (position,))
+    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, source))
     _run(conn, "INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
                "VALUES (%s, %s, 1, %s, %s, 'running', CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
                "position = VALUES(position), steps = steps + 1, changes = changes + VALUES(changes), "
                "lag_ms = VALUES(lag_ms), status = 'running', heartbeat_at = VALUES(heartbeat_at), "
                "updated_at = CURRENT_TIMESTAMP(6)", (source, position, changes, lag_ms))
+
+
+def activate_view(conn: Any, name: str, sql: str, rows: int, position: str | None) -> None:
+    """A view's table is filled: it is active, holds ``rows`` rows at ``position``.  IN THE CALLER'S
+    TRANSACTION (no commit)."""
+    _run(conn, "INSERT INTO freshview.views (name, `sql`, status, `rows`, position) VALUES (%s, %s, 'active', %s, %s) "
+               "ON DUPLICATE KEY UPDATE `sql` = VALUES(`sql`), status = 'active', error = NULL, "
+               "`rows` = VALUES(`rows`), position = VALUES(position), updated_at = CURRENT_TIMESTAMP(6)",
+         (name, sql, rows, position))
+
+
+def record_position(conn: Any, source: str, position: str) -> None:
+    """A position reached without result changes (transactions of no followed table); commits."""
+    _run(conn, "INSERT INTO freshview.progress (source, position) VALUES (%s, %s) "
+               "ON DUPLICATE KEY UPDATE position = VALUES(position), updated_at = CURRENT_TIMESTAMP(6)",
+         (source, position))
+    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, source))
+    conn.commit()
 
 
 def read_position(conn: Any, source: str) -> str | None:
@@ -272,6 +313,97 @@ def read_position(conn: Any, source: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-__all__ = ["Request", "install", "is_installed", "next_request", "finish_request", "requeue_running",
+def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What ``freshview status`` shows: the service's progress row (``status`` says "not running" when its
+    heartbeat is older than 10 s) and its views."""
+    def rows(statement: str, params: Any) -> list[dict[str, Any]]:
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    found = rows("SELECT status, position, steps, changes, lag_ms, "
+                 "TIMESTAMPDIFF(MICROSECOND, heartbeat_at, CURRENT_TIMESTAMP(6)) / 1e6 AS heartbeat_age_s, "
+                 "updated_at FROM freshview.progress WHERE source = %s", (source,))
+    service = found[0] if found else {"status": "never started"}
+    age = service.get("heartbeat_age_s")
+    if found and service["status"] != "stopped" and (age is None or float(age) > 10):
+        service["status"] = "not running" + (f" (last heartbeat {float(age):.0f} s ago)" if age is not None else "")
+    views = rows(f"SELECT name, status, `rows`, lag_ms, position, error, updated_at FROM freshview.views "
+                 f"WHERE {_OWNED} ORDER BY name", (source,))
+    conn.commit()
+    return service, views
+
+
+class MySqlControl:
+    """``base.ControlSchema`` on the connector's autocommit connection; ``source``: the followed database."""
+
+    def __init__(self, conn: Any, source: str) -> None:
+        self.conn = conn
+        self.source = source
+
+    def is_installed(self) -> bool:
+        return is_installed(self.conn)
+
+    def start(self) -> None:
+        """Requests a killed service was working on go back to the queue; a view left ``creating`` is
+        forgotten, with its table if one was made (MySQL's CREATE TABLE commits on its own)."""
+        requeue_running(self.conn, self.source)
+        heartbeat(self.conn, self.source, "starting")
+        for (name,) in _run(self.conn, f"SELECT name FROM freshview.views WHERE status = 'creating' AND {_OWNED}",
+                            (self.source,)):
+            _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
+            delete_view(self.conn, name)
+
+    def next_request(self) -> Request | None:
+        return next_request(self.conn, self.source)
+
+    def finish_request(self, request_id: int, error: str | None = None) -> None:
+        finish_request(self.conn, request_id, error)
+
+    def views(self) -> list[tuple[str, str, str]]:
+        return [tuple(r) for r in _run(self.conn, f"SELECT name, `sql`, status FROM freshview.views WHERE {_OWNED} "
+                                                  "ORDER BY created_at, name", (self.source,))]
+
+    def view(self, name: str) -> tuple[str, str] | None:
+        rows = _run(self.conn, "SELECT `sql`, status FROM freshview.views WHERE name = %s", (name,))
+        return tuple(rows[0]) if rows else None
+
+    def relation_exists(self, name: str) -> bool:
+        database, _, table = name.rpartition(".")
+        return bool(_run(self.conn, "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                                    "TABLE_NAME = %s", (database, table)))
+
+    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
+        _run(self.conn, "INSERT IGNORE INTO freshview.views (name, `sql`, status, owner) VALUES (%s, %s, 'creating', "
+                        "%s)", (name, sql, owner))
+        self.conn.commit()
+
+    def drop_refusal(self, name: str, requester: str | None) -> str | None:
+        row = _run(self.conn, "SELECT owner FROM freshview.views WHERE name = %s", (name,))
+        service = _run(self.conn, "SELECT CURRENT_USER()")[0][0]
+        return drop_refusal(name, requester, row[0][0] if row else None, admins=("root", _account(service)))
+
+    def abandon_create(self, name: str) -> None:
+        _run(self.conn, "DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
+        self.conn.commit()
+
+    def mark_rebuilding(self, reason: str) -> None:
+        _run(self.conn, "UPDATE freshview.views SET status = 'rebuilding', error = %s, "
+                        f"updated_at = CURRENT_TIMESTAMP(6) WHERE status = 'active' AND {_OWNED}",
+             (reason, self.source))
+        self.conn.commit()
+
+    def mark_failed(self, name: str, error: str) -> None:
+        set_view_status(self.conn, name, "failed", error=error)
+
+    def heartbeat(self, status: str) -> None:
+        heartbeat(self.conn, self.source, status)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+__all__ = ["MySqlControl", "read_status", "activate_view", "record_position", "Request", "install", "is_installed", "next_request", "finish_request", "requeue_running",
            "set_view_status", "set_view_rows", "set_view_lag", "delete_view", "heartbeat", "write_step",
            "read_position", "USER_PROCEDURES", "DATABASE"]

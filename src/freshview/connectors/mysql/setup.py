@@ -182,9 +182,8 @@ def setup(conn: Any, *, user: str = "freshview", host: str = "%", database: str 
     info = read_server(conn)
     problems, advice = check_server(info)
     if result_databases == () or list(result_databases) == [database]:
-        advice.append(f"result tables go into {database}, so the service's user may create and write tables "
-                      f"there; a separate database for them (views named other_db.view) keeps "
-                      f"{database} read-only to it")
+        advice.append(f"result tables go into {database} (a service keeps the views of its own database), so "
+                      "the service's user may create and write tables there")
     advice.append("REPLICATION SLAVE lets the service's user read every table's row images from the binlog, "
                   "not only the followed database's")
     return SetupReport(info, problems, advice, grant_sql(info.flavour, user, host, database, result_databases),

@@ -1,0 +1,103 @@
+"""``base.ResultSink`` for MySQL/MariaDB: result tables (``sink``), each step's changes with its binlog
+position in one transaction (``sink.commit_step``), the position read back (``control.read_position``).
+
+MySQL commits DDL implicitly, so ``create`` cannot make the new table and its
+rows one transaction as on PostgreSQL: the table is created first, then filled
+and the view marked active in one transaction; if that fails the table is
+dropped again, and a table left by a crash in between is dropped when the
+service starts (``MySqlControl.start``: views still ``creating``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pymysql
+
+from freshview.connectors.base import ResultSpec, StepStats
+from freshview.connectors.mysql import control, sink
+from freshview.connectors.mysql.transactions import BinlogPosition
+from freshview.errors import CatalogError, SchemaError
+from freshview.schema import WEIGHT
+
+
+def result_table(spec: ResultSpec) -> sink.ResultTable:
+    return sink.ResultTable(spec.name, sink.result_shape(spec.columns, spec.key))
+
+
+class MySqlResults:
+    """Result tables of one followed database (``source``: its name, the key of ``freshview.progress``)."""
+
+    def __init__(self, conn: Any, source: str) -> None:
+        self.conn = conn
+        self.source = source
+        self.tables: dict[str, sink.ResultTable] = {}
+        sink.prepare_session(conn)
+
+    def stored_position(self) -> BinlogPosition | None:
+        text = control.read_position(self.conn, self.source)
+        return BinlogPosition.from_text(text) if text else None
+
+    def attach(self, spec: ResultSpec) -> None:
+        self.tables[spec.name] = result_table(spec)
+
+    def forget(self, name: str) -> None:
+        self.tables.pop(name, None)
+
+    def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
+               replace: bool, reader: str | None, request: int | None) -> None:
+        """``reader`` gets no GRANT: MySQL's USER() names the login host, not the account a GRANT needs;
+        the view's database's privileges apply (see README)."""
+        conn = self.conn
+        try:
+            table = result_table(spec)
+            with conn.cursor() as cur:
+                if replace:
+                    for statement in table.drop_sql():
+                        cur.execute(statement)
+                for statement in table.create_sql():
+                    cur.execute(statement)  # commits implicitly
+            conn.begin()
+            try:
+                table.apply(conn, initial)
+                control.activate_view(conn, spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
+                                      position.to_text() if position is not None else None)
+                if request is not None:
+                    control.finish_request(conn, request)  # commits the whole transaction
+                else:
+                    conn.commit()
+            except BaseException:
+                conn.rollback()
+                with conn.cursor() as cur:
+                    for statement in table.drop_sql():
+                        cur.execute(statement)
+                raise
+        except (pymysql.err.MySQLError, SchemaError) as exc:
+            raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
+        self.tables[spec.name] = table
+
+    def drop(self, name: str, request: int | None) -> None:
+        self.tables.pop(name, None)
+        with self.conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
+        control.delete_view(self.conn, name)
+        if request is not None:
+            control.finish_request(self.conn, request)
+
+    def commit_step(self, outputs: Mapping[str, pa.Table], position: BinlogPosition, stats: StepStats) -> float:
+        writes = [(self.tables[name], delta) for name, delta in outputs.items() if name in self.tables]
+        sink.commit_step(self.conn, writes, self.source, position.to_text(), changes=stats.changes,
+                         lag_ms=stats.lag_ms)
+        return server_time(self.conn)
+
+    def record_position(self, position: BinlogPosition) -> None:
+        control.record_position(self.conn, self.source, position.to_text())
+
+
+def server_time(conn: Any) -> float:
+    """The server's clock (Unix seconds), which binlog commit times are on."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT UNIX_TIMESTAMP(SYSDATE(6))")
+        return float(cur.fetchone()[0])

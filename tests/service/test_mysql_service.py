@@ -1,0 +1,391 @@
+"""End to end on MariaDB: views created with CALL, kept fresh from the binlog, checked against MariaDB.
+
+Every check compares a result table (``_fv_key`` dropped, ``_fv_count``
+expanded) with the view's SQL run by MariaDB over the same database right now,
+as multisets; text is compared by its ``utf8mb4_general_ci`` key, the tables'
+collation, since which spelling of a case-insensitive group MariaDB shows is
+its arbitrary choice.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pymysql
+import pytest
+
+from freshview.collation import key as collation_key
+from freshview.connectors.mysql import control
+from tests.support.service import ProcessService, ThreadedService
+
+SCHEMA = (
+    "CREATE TABLE customers (id int PRIMARY KEY, region varchar(20)) COLLATE utf8mb4_general_ci",
+    "CREATE TABLE orders (id int PRIMARY KEY, customer int, amount decimal(10,2), status varchar(10) NOT NULL, "
+    "note varchar(20)) COLLATE utf8mb4_general_ci",
+    "CREATE TABLE events (kind varchar(10), qty int) COLLATE utf8mb4_general_ci",  # no key: duplicates
+)
+REGIONS = [None, "north", "North", "south", "EAST"]
+STATUSES = ["open", "Open", "OPEN", "paid", "cancelled"]
+NOTES = [None, "a", "A", "b", "vip", "VIP"]
+KINDS = ["click", "Click", "view", "buy", None]
+
+VIEWS = {
+    "customer_totals": "SELECT customer, status, COUNT(*) AS n, SUM(amount) AS total, MAX(amount) AS biggest, COUNT(note) AS notes "
+                       "FROM orders GROUP BY customer, status",
+    "order_regions": "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.customer = c.id "
+                     "WHERE o.amount > 10",
+    "event_totals": "SELECT kind, SUM(qty) AS qty, COUNT(*) AS n FROM events GROUP BY kind",
+    "everything": "SELECT COUNT(*) AS n, SUM(amount) AS total FROM orders",
+}
+
+
+def dsn_of(args: dict) -> str:
+    password = urllib.parse.quote(args.get("password") or "", safe="")
+    return f"mysql://{args['user']}:{password}@{args['host']}:{args['port']}/{args['database']}"
+
+
+def connect(args: dict, **extra: Any) -> pymysql.Connection:
+    return pymysql.connect(**{**args, "charset": "utf8mb4", **extra})
+
+
+@pytest.fixture
+def shop(mysql_database: dict) -> dict:
+    with connect(mysql_database, autocommit=True) as conn, conn.cursor() as cur:
+        control.install(conn)
+        for statement in SCHEMA:
+            cur.execute(statement)
+        rng = random.Random(1)
+        cur.executemany("INSERT INTO customers VALUES (%s, %s)", [(i, rng.choice(REGIONS)) for i in range(1, 31)])
+        cur.executemany("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)",
+                        [(i, rng.choice([None, *range(1, 35)]), rng.choice([None, rng.randint(1, 99_999) / 100]),
+                          rng.choice(STATUSES), rng.choice(NOTES)) for i in range(1, 301)])
+        cur.executemany("INSERT INTO events VALUES (%s, %s)",
+                        [(rng.choice(KINDS), rng.choice([None, 1, 2, 3])) for _ in range(60)])
+    return mysql_database
+
+
+@pytest.fixture
+def start_service(spark: Any, shop: dict, tmp_path: Path) -> Iterator[Callable[..., ThreadedService]]:
+    running: list[ThreadedService] = []
+
+    def start(**kwargs: Any) -> ThreadedService:
+        svc = ThreadedService(dsn_of(shop), tmp_path / "state", spark, **kwargs)
+        running.append(svc)
+        return svc
+
+    yield start
+    for svc in running:
+        if svc.thread.is_alive():
+            svc.stop()
+
+
+def create_views(args: dict, views: dict[str, str]) -> None:
+    with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+        for name, sql in views.items():
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{args['database']}.{name}", sql))
+
+
+def random_transaction(cur: Any, rng: random.Random, next_id: list[int]) -> None:
+    """1-6 random statements over the three tables (the caller commits)."""
+    for _ in range(rng.randint(1, 6)):
+        op = rng.random()
+        oid = rng.randint(1, next_id[0])
+        if op < 0.25:
+            next_id[0] += 1
+            cur.execute("INSERT INTO orders VALUES (%s, %s, %s, %s, %s)",
+                        (next_id[0], rng.choice([None, *range(1, 35)]),
+                         rng.choice([None, rng.randint(1, 99_999) / 100]), rng.choice(STATUSES), rng.choice(NOTES)))
+        elif op < 0.4:
+            cur.execute("UPDATE orders SET amount = amount + %s, status = %s WHERE id = %s",
+                        (rng.randint(-300, 300), rng.choice(STATUSES), oid))
+        elif op < 0.5:
+            cur.execute("UPDATE orders SET customer = %s, note = %s WHERE id BETWEEN %s AND %s",
+                        (rng.choice([None, *range(1, 35)]), rng.choice(NOTES), oid, oid + 3))
+        elif op < 0.6:
+            cur.execute("DELETE FROM orders WHERE id = %s", (oid,))
+        elif op < 0.7:
+            cur.execute("UPDATE customers SET region = %s WHERE id = %s", (rng.choice(REGIONS), rng.randint(1, 35)))
+        elif op < 0.75:
+            cid = rng.randint(31, 40)
+            cur.execute("INSERT INTO customers VALUES (%s, %s) ON DUPLICATE KEY UPDATE region = VALUES(region)",
+                        (cid, rng.choice(REGIONS)))
+        elif op < 0.9:
+            row = (rng.choice(KINDS), rng.choice([None, 1, 2, 3]))
+            cur.executemany("INSERT INTO events VALUES (%s, %s)", [row] * rng.randint(1, 3))  # duplicates
+        else:
+            cur.execute("DELETE FROM events WHERE kind <=> %s LIMIT 1", (rng.choice(KINDS),))
+
+
+def run_transactions(args: dict, rng: random.Random, count: int, next_id: list[int]) -> None:
+    with connect(args) as conn:
+        for _ in range(count):
+            with conn.cursor() as cur:
+                random_transaction(cur, rng, next_id)
+            conn.rollback() if rng.random() < 0.1 else conn.commit()
+
+
+def _norm(row: tuple) -> tuple:
+    return tuple(collation_key(v) if isinstance(v, str) else v for v in row)
+
+
+def result_rows(cur: Any, table: str) -> collections.Counter:
+    cur.execute(f"SELECT * FROM `{table}`")
+    names = [d[0] for d in cur.description]
+    out: collections.Counter = collections.Counter()
+    for row in cur.fetchall():
+        values = dict(zip(names, row))
+        values.pop("_fv_key", None)
+        times = values.pop("_fv_count", 1)
+        out[_norm(tuple(values.values()))] += times
+    return out
+
+
+def differences(args: dict, names: list[str]) -> list[str]:
+    problems = []
+    with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+        for name in names:
+            cur.execute("SELECT status, error, `sql` FROM freshview.views WHERE name = %s",
+                        (f"{args['database']}.{name}",))
+            found = cur.fetchone()
+            if found is None or found[0] != "active":
+                problems.append(f"{name}: status {found and found[:2]}")
+                continue
+            cur.execute(found[2])
+            expected = collections.Counter(_norm(r) for r in cur.fetchall())
+            actual = result_rows(cur, name)
+            if actual != expected:
+                problems.append(f"{name}: only in the result table {list((actual - expected).items())[:3]}, "
+                                f"only in MariaDB's answer {list((expected - actual).items())[:3]}")
+    return problems
+
+
+def wait_until_fresh(args: dict, names: list[str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = differences(args, names)
+        if not problems:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("result tables are not fresh:\n  " + "\n  ".join(problems))
+        time.sleep(0.2)
+
+
+def test_views_follow_random_transactions(shop, start_service):
+    svc = start_service()
+    rng = random.Random(7)
+    next_id = [300]
+    stop = threading.Event()
+
+    def writer() -> None:  # changes keep committing while the views' snapshots are taken
+        while not stop.is_set():
+            run_transactions(shop, rng, 5, next_id)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        create_views(shop, VIEWS)
+    finally:
+        stop.set()
+        thread.join()
+    run_transactions(shop, rng, 150, next_id)
+    wait_until_fresh(shop, list(VIEWS))
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("DESCRIBE customer_totals")
+        columns = {r[0]: r[1] for r in cur.fetchall()}
+        assert columns["_fv_key"] == "binary(16)"  # the hash primary key of the view's key columns
+        cur.execute("SELECT status, position FROM freshview.progress WHERE source = %s", (shop["database"],))
+        status, position = cur.fetchone()
+        assert status == "running" and position and "@" in position
+        cur.execute("CALL freshview.drop_view(%s)", (f"{shop['database']}.order_regions",))
+        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                    "TABLE_NAME = 'order_regions'", (shop["database"],))
+        assert cur.fetchone()[0] == 0
+        cur.execute("SELECT COUNT(*) FROM freshview.views WHERE name = %s", (f"{shop['database']}.order_regions",))
+        assert cur.fetchone()[0] == 0
+    run_transactions(shop, rng, 30, next_id)
+    wait_until_fresh(shop, ["customer_totals", "event_totals", "everything"])
+    assert svc.service.steps > 0
+
+
+def test_create_view_reports_errors(shop, start_service):
+    start_service()
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        with pytest.raises(pymysql.err.OperationalError, match="freshview"):
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{shop['database']}.bad", "SELECT nope FROM orders"))
+        with pytest.raises(pymysql.err.OperationalError, match="unknown table|does not exist"):
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{shop['database']}.bad2", "SELECT * FROM missing"))
+
+
+def test_restart_resumes_without_applying_twice(shop, start_service):
+    svc = start_service()
+    rng = random.Random(11)
+    next_id = [300]
+    create_views(shop, {n: VIEWS[n] for n in ("customer_totals", "event_totals", "order_regions")})
+    run_transactions(shop, rng, 40, next_id)
+    wait_until_fresh(shop, ["customer_totals", "event_totals", "order_regions"])
+    svc.stop()
+    run_transactions(shop, rng, 60, next_id)  # while no service runs
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT steps FROM freshview.progress WHERE source = %s", (shop["database"],))
+        steps_before = cur.fetchone()[0]
+    start_service()
+    wait_until_fresh(shop, ["customer_totals", "event_totals", "order_regions"])
+    run_transactions(shop, rng, 20, next_id)
+    wait_until_fresh(shop, ["customer_totals", "event_totals", "order_regions"])
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT steps FROM freshview.progress WHERE source = %s", (shop["database"],))
+        assert cur.fetchone()[0] > steps_before
+
+
+def test_truncate_and_incompatible_ddl(shop, start_service):
+    start_service()
+    rng = random.Random(3)
+    next_id = [300]
+    create_views(shop, {n: VIEWS[n] for n in ("event_totals", "customer_totals")})
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("TRUNCATE TABLE events")
+        cur.execute("INSERT INTO events VALUES ('Click', 5), ('click', 1), (NULL, NULL)")
+    run_transactions(shop, rng, 10, next_id)
+    wait_until_fresh(shop, ["event_totals", "customer_totals"])
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("ALTER TABLE events DROP COLUMN qty")
+        cur.execute("INSERT INTO events VALUES ('view')")
+        deadline = time.monotonic() + 30
+        while True:
+            cur.execute("SELECT status, error FROM freshview.views WHERE name = %s",
+                        (f"{shop['database']}.event_totals",))
+            status, error = cur.fetchone()
+            if status == "failed" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == "failed" and "qty" in error
+        cur.execute("UPDATE orders SET status = 'Paid', amount = amount + 1 WHERE id % 3 = 0")
+        cur.execute("DELETE FROM orders WHERE id % 7 = 0")
+    wait_until_fresh(shop, ["customer_totals"])  # the other view carries on
+
+
+def test_position_follows_transactions_of_tables_no_view_reads(shop, start_service):
+    start_service()
+    create_views(shop, {"event_totals": VIEWS["event_totals"]})
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO events VALUES ('buy', 1)")
+        wait_until_fresh(shop, ["event_totals"])
+        cur.execute("SELECT position FROM freshview.progress WHERE source = %s", (shop["database"],))
+        before = cur.fetchone()[0]
+        cur.execute("CREATE TABLE unrelated (id int PRIMARY KEY)")
+        cur.execute("INSERT INTO unrelated VALUES (1), (2)")
+        cur.execute("SELECT @@gtid_binlog_pos")  # one domain, one server: 0-1-<sequence number>
+        now = int(cur.fetchone()[0].split("-")[-1])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the service's own writes move the server on too: reach, not equal
+            cur.execute("SELECT position FROM freshview.progress WHERE source = %s", (shop["database"],))
+            after = cur.fetchone()[0]
+            if int(after.split("@")[0].split("-")[-1]) >= now:
+                break
+            time.sleep(0.2)
+        assert after != before and int(after.split("@")[0].split("-")[-1]) >= now, (before, after, now)
+
+
+def test_purged_binlogs_lead_to_a_rebuild(shop, start_service, monkeypatch):
+    from freshview.service import recovery
+
+    reasons: list = []
+    decide = recovery.rebuild_reason
+    monkeypatch.setattr(recovery, "rebuild_reason", lambda *a: reasons.append(decide(*a)) or reasons[-1])
+    svc = start_service()
+    rng = random.Random(5)
+    next_id = [300]
+    create_views(shop, {n: VIEWS[n] for n in ("customer_totals", "event_totals")})
+    run_transactions(shop, rng, 10, next_id)
+    wait_until_fresh(shop, ["customer_totals", "event_totals"])
+    svc.stop()
+    run_transactions(shop, rng, 20, next_id)
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW MASTER STATUS")
+        current = cur.fetchone()[0]
+        deadline = time.monotonic() + 20
+        while True:  # the stopped service's binlog dump thread may hold the file a moment longer
+            cur.execute("PURGE BINARY LOGS TO %s", (current,))  # the service's position is gone
+            cur.execute("SHOW BINARY LOGS")
+            if [r[0] for r in cur.fetchall()] == [current] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    start_service()
+    wait_until_fresh(shop, ["customer_totals", "event_totals"])
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        files = cur.fetchall()
+    assert reasons[0] is None and "purged" in (reasons[-1] or ""), (reasons, files, current)  # the restart saw the lost position
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT error FROM freshview.views WHERE name = %s", (f"{shop['database']}.event_totals",))
+        assert cur.fetchone()[0] is None  # active again, the rebuild's reason cleared
+    run_transactions(shop, rng, 20, next_id)
+    wait_until_fresh(shop, ["customer_totals", "event_totals"])
+
+
+class MySqlProcessService(ProcessService):
+    """``freshview run --dsn mysql://…`` in a child process."""
+
+    def wait_ready(self, args: dict, timeout: float = 120) -> None:  # type: ignore[override]
+        deadline = time.monotonic() + timeout
+        with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"the service exited ({self.proc.returncode}):\n{self.output()}")
+                cur.execute("SELECT status, TIMESTAMPDIFF(MICROSECOND, heartbeat_at, UTC_TIMESTAMP(6)) < 3e6 "
+                            "FROM freshview.progress WHERE source = %s", (args["database"],))
+                row = cur.fetchone()
+                if row and row[0] == "running" and row[1]:
+                    return
+                time.sleep(0.2)
+        raise AssertionError(f"the service did not start:\n{self.output()}")
+
+
+def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(shop, tmp_path):
+    dsn = dsn_of(shop)
+    state, log = tmp_path / "state", tmp_path / "service.log"
+    service = MySqlProcessService(dsn, state, log)
+    service.wait_ready(shop)
+    views = {n: VIEWS[n] for n in ("customer_totals", "order_regions", "event_totals")}
+    create_views(shop, views)
+    rng = random.Random(13)
+    next_id = [300]
+    stop = threading.Event()
+    committed = [0]
+
+    def writer() -> None:
+        while not stop.is_set():
+            run_transactions(shop, rng, 1, next_id)
+            committed[0] += 1
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    kills = random.Random(5)
+    try:
+        for _ in range(3):
+            time.sleep(kills.uniform(0.5, 4.0))
+            service.kill()
+            time.sleep(kills.uniform(0.0, 1.0))  # changes pile up while it is down
+            service = MySqlProcessService(dsn, state, log)
+            service.wait_ready(shop)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        thread.join()
+    assert committed[0] > 50
+    try:
+        wait_until_fresh(shop, list(views), timeout=90)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nservice log:\n{service.output()}") from None
+    assert service.terminate() == 0, service.output()
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT status FROM freshview.progress WHERE source = %s", (shop["database"],))
+        assert cur.fetchone()[0] == "stopped"
