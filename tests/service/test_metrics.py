@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import urllib.request
 
+from freshview.connectors.postgres.identifiers import PostgresNames
 from freshview.flow.flow import StepSummary, ViewStep
 from freshview.service.metrics import ServiceMetrics
+from freshview.service.names import Names
+
+
+QUALIFIED = Names("public", PostgresNames()).qualified  # engine -> database names, as the service sets it
 
 
 def value(m: ServiceMetrics, name: str, **labels: str) -> float | None:
@@ -18,7 +23,7 @@ def summary(**views: ViewStep) -> StepSummary:
 
 
 def test_a_step_counts_per_view_and_observes_time_by_executor():
-    m = ServiceMetrics()
+    m = ServiceMetrics(view_name=QUALIFIED)
     m.record_step(summary(totals=ViewStep(rows_out=3, duration_ms=20.0, executor="local", rows_in=5),
                           **{"sales.big": ViewStep(rows_out=0, duration_ms=1500.0, executor="spark", rows_in=2),
                              "idle": ViewStep(skipped=True)}), lag_s=0.25)
@@ -40,7 +45,7 @@ def test_a_step_counts_per_view_and_observes_time_by_executor():
 
 
 def test_a_replayed_step_has_no_lag_and_a_dropped_view_loses_its_series():
-    m = ServiceMetrics()
+    m = ServiceMetrics(view_name=QUALIFIED)
     m.record_step(summary(v=ViewStep(rows_out=2, duration_ms=1.0, executor="local", rows_in=2)), lag_s=None)
     assert value(m, "freshview_view_lag_seconds", view="public.v") is None
     assert value(m, "freshview_view_rows_out_total", view="public.v") == 2

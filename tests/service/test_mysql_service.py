@@ -389,3 +389,53 @@ def test_sigkill_at_random_moments_loses_nothing_and_doubles_nothing(shop, tmp_p
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
         cur.execute("SELECT status FROM freshview.progress WHERE source = %s", (shop["database"],))
         assert cur.fetchone()[0] == "stopped"
+
+
+def test_mixed_case_and_quoted_names(shop, start_service):
+    """Table names keep their case (MariaDB on Linux compares them exactly) and may need backticks; column
+    names are case-insensitive; views may be named either way and read one another."""
+    db = shop["database"]
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE `Orders` (`Id` int PRIMARY KEY, `Customer` int, `Amount` decimal(10,2)) "
+                    "COLLATE utf8mb4_general_ci")
+        cur.execute("CREATE TABLE `big items` (`order id` int, Qty int) COLLATE utf8mb4_general_ci")
+        cur.executemany("INSERT INTO `Orders` VALUES (%s, %s, %s)", [(i, i % 7, i * 1.5) for i in range(1, 41)])
+        cur.executemany("INSERT INTO `big items` VALUES (%s, %s)", [(i % 45, i % 4) for i in range(1, 61)])
+    start_service()
+    views = {
+        "`Customer Totals`": "SELECT customer, SUM(AMOUNT) AS Total, COUNT(*) AS N FROM Orders GROUP BY Customer",
+        "CamelView": "SELECT o.Id, b.qty FROM `Orders` o JOIN `big items` b ON b.`ORDER ID` = o.id WHERE b.Qty > 0",
+        "`view of a view`": f"SELECT COUNT(*) AS groups, SUM(total) AS total FROM {db}.`Customer Totals`",
+    }
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        for name, sql in views.items():
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{db}.{name}", sql))
+        with pytest.raises(pymysql.err.OperationalError, match="unknown table 'ORDERS'"):  # neither `Orders` nor `orders`
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{db}.wrong_case", "SELECT Id FROM ORDERS"))
+        for _ in range(20):
+            cur.execute("UPDATE `Orders` SET `Amount` = `Amount` + 1, Customer = Customer + 1 WHERE Id = %s",
+                        (random.randint(1, 40),))
+            cur.execute("INSERT INTO `big items` VALUES (%s, %s)", (random.randint(1, 40), random.randint(0, 3)))
+            cur.execute("DELETE FROM `Orders` WHERE Id = %s", (random.randint(1, 40),))
+        cur.execute("SELECT name FROM freshview.views WHERE name LIKE %s ORDER BY name", (f"{db}.%",))
+        assert sorted(r[0] for r in cur.fetchall()) == sorted(f"{db}.{n}" for n in views)
+    deadline = time.monotonic() + 60
+    while True:
+        problems = []
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            for name, sql in views.items():
+                cur.execute(sql)
+                expected = collections.Counter(_norm(r) for r in cur.fetchall())
+                actual = result_rows(cur, name.strip("`"))
+                if actual != expected:
+                    problems.append(f"{name}: {actual} != {expected}")
+        if not problems:
+            break
+        assert time.monotonic() < deadline, problems
+        time.sleep(0.2)
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CALL freshview.drop_view(%s)", (f"{db}.`view of a view`",))
+        cur.execute("CALL freshview.drop_view(%s)", (f"`{db}`.`Customer Totals`",))
+        cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (db,))
+        tables = {r[0] for r in cur.fetchall()}
+    assert "Customer Totals" not in tables and "view of a view" not in tables and "CamelView" in tables

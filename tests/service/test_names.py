@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from freshview.connectors.postgres.identifiers import parse, quote
+from freshview.connectors.mysql.catalog import MySqlNames
+from freshview.connectors.postgres.identifiers import PostgresNames, parse, quote
 from freshview.errors import CatalogError
-from freshview.service.names import Names, engine_name, qualified_from_engine, qualify
+from freshview.service.names import Names
+
+POSTGRES = Names("public", PostgresNames())
+MYSQL = Names("app", MySqlNames())
 
 
 @pytest.mark.parametrize("text, qualified, engine", [
@@ -21,17 +25,17 @@ from freshview.service.names import Names, engine_name, qualified_from_engine, q
     ('s."x$1"', "s.x$1", "s.x$1"),
 ])
 def test_names_round_trip(text, qualified, engine):
-    assert qualify(text) == qualified
-    assert qualify(qualified) == qualified  # idempotent: the qualified name is valid name text
-    assert engine_name(qualified) == engine
-    assert qualified_from_engine(engine) == qualified
+    assert POSTGRES.qualify(text) == qualified
+    assert POSTGRES.qualify(qualified) == qualified  # idempotent: the qualified name is valid name text
+    assert POSTGRES.engine(qualified) == engine
+    assert POSTGRES.qualified(engine) == qualified
 
 
 @pytest.mark.parametrize("text", ["", "a.b.c", "bad name", "orders;drop", "orders AS o", '"a.b".c', "f()", '""',
                                   "x."])
 def test_invalid_names_are_refused_with_the_fix(text):
     with pytest.raises(CatalogError, match="invalid table name .*schema.table"):
-        qualify(text)
+        POSTGRES.qualify(text)
 
 
 def test_parts_and_quoting():
@@ -40,13 +44,27 @@ def test_parts_and_quoting():
     assert quote("ok_1") == "ok_1" and quote("Big") == '"Big"' and quote('a"b') == '"a""b"'
 
 
-def test_mysql_names_default_to_the_dsn_database():
-    names = Names("app", "mysql")
-    assert names.qualify("orders") == "app.orders" and names.qualify("other.t") == "other.t"
-    assert names.engine("app.orders") == "orders" and names.engine("public.orders") == "public.orders"
-    assert names.qualified("orders") == "app.orders" and names.qualified("other.t") == "other.t"
+@pytest.mark.parametrize("text, qualified, engine", [
+    ("orders", "app.orders", "orders"),
+    ("app.orders", "app.orders", "orders"),
+    (" Orders ", "app.Orders", "Orders"),  # case kept: MySQL on Linux compares table names exactly
+    ("other.t", "other.t", "other.t"),
+    ("`Big Totals`", "app.`Big Totals`", "Big Totals"),
+    ("`My Db`.`a``b`", "`My Db`.`a``b`", "My Db.a`b"),
+    ("`app`.`plain`", "app.plain", "plain"),  # quoted but plain: needs no backticks
+    ("`123`", "app.`123`", "123"),  # all digits: MySQL needs the backticks
+    ("app.t$1", "app.t$1", "t$1"),
+    ("app.café", "app.café", "café"),
+])
+def test_mysql_names_round_trip(text, qualified, engine):
+    assert MYSQL.qualify(text) == qualified
+    assert MYSQL.qualify(qualified) == qualified
+    assert MYSQL.engine(qualified) == engine
+    assert MYSQL.qualified(engine) == qualified
 
 
-def test_mysql_names_freshview_cannot_follow_are_refused():
-    with pytest.raises(CatalogError, match="invalid table name"):
-        Names("app", "mysql").qualify('"Mixed Case"')
+@pytest.mark.parametrize("text", ["", "a.b.c", "bad name", "orders;drop", "orders AS o", '"Mixed Case"', "f()",
+                                  "``", "x."])
+def test_invalid_mysql_names_are_refused_with_the_fix(text):
+    with pytest.raises(CatalogError, match="invalid table name .*database.table"):
+        MYSQL.qualify(text)

@@ -122,3 +122,36 @@ def test_like_folds_case_but_keeps_trailing_spaces():
     plan = build_plan("SELECT id FROM t WHERE s LIKE 'a%' AND bs LIKE 'b'", Catalog(), "mysql")
     text = " ".join(str(getattr(n, "predicate", "")) for n in walk(plan))
     assert "collfold:utf8mb4_general_ci" in text and "collkey" not in text
+
+
+class NamedCatalog:
+    """Relations ``Orders`` (mixed case) and ``orders`` of the default database ``app``, ``other.t`` elsewhere."""
+
+    default_schema = "app"
+
+    def relation_columns(self, name):
+        cols = tuple((c.name, c.type) for c in schema_from_ddl("id INT, amount INT").columns)
+        return (cols, False) if name in ("Orders", "orders", "other.t") else None
+
+
+def scans(sql: str, dialect: str = "mysql") -> list[str]:
+    return sorted(n.relation for n in walk(build_plan(sql, NamedCatalog(), dialect)) if isinstance(n, pn.Scan))
+
+
+def test_mysql_table_names_keep_their_case_and_columns_fold():
+    assert scans("SELECT Id, AMOUNT AS Total FROM Orders") == ["Orders"]
+    assert build_plan("SELECT Id, `AMOUNT` AS Total FROM Orders", NamedCatalog(), "mysql").columns[1][0] == "total"
+    assert scans("SELECT o.id FROM `Orders` o JOIN orders p ON o.ID = p.id") == ["Orders", "orders"]
+    with pytest.raises(SqlError, match="unknown table or alias 'O'"):  # aliases are case-sensitive, as on Linux
+        build_plan("SELECT o.id FROM Orders o WHERE O.id > 0", NamedCatalog(), "mysql")
+    assert scans("SELECT id FROM app.Orders") == ["Orders"]  # the default database's relations are bare
+    assert scans("SELECT id FROM other.t") == ["other.t"]
+    with pytest.raises(SqlError, match="unknown table 'ORDERS'"):
+        build_plan("SELECT id FROM ORDERS", NamedCatalog(), "mysql")
+    with pytest.raises(SqlError, match="unknown table"):
+        build_plan("SELECT id FROM App.Orders", NamedCatalog(), "mysql")  # database names keep their case too
+
+
+def test_postgres_folds_unquoted_table_names():
+    assert scans('SELECT id FROM ORDERS', "postgres") == ["orders"]
+    assert scans('SELECT id FROM "Orders"', "postgres") == ["Orders"]

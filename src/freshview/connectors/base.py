@@ -267,6 +267,18 @@ class ControlSchema(Protocol):
     def close(self) -> None: ...
 
 
+class NameRules(Protocol):
+    """How one database writes table names as SQL text (``service.names`` builds on it)."""
+
+    def split(self, text: str) -> tuple[str | None, str]:
+        """A table name as the database reads it: (schema or None for a bare name, table); raises
+        ``CatalogError`` naming the accepted forms."""
+
+    def spell(self, schema: str, table: str) -> str:
+        """``schema.table`` as valid SQL text of this database, each part quoted only when it must be
+        (``split`` reads it back to the same parts)."""
+
+
 @dataclass
 class Connector:
     """One database's pieces, as the core uses them."""
@@ -274,6 +286,7 @@ class Connector:
     source: Source
     results: ResultSink
     control: ControlSchema
+    names: NameRules
     errors: tuple[type[BaseException], ...] = ()  # the driver's error classes (a failed request, not a crash)
     dialect: str = "postgres"  # how view SQL is read and computed (``sql.dialect``)
     default_schema: str = "public"  # the schema of bare table names (MySQL: the DSN's database)

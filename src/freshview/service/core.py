@@ -97,7 +97,7 @@ class Core:
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the stream is followed and requests are served
         self.connector: Connector = None  # type: ignore[assignment]  # set by run()
-        self.names = Names()  # the connector's (``Connector.default_schema``), set by run()
+        self.names: Names = None  # type: ignore[assignment]  # the connector's, set by run()
         self.flow: IncrementalFlow = None  # type: ignore[assignment]
         self.stream: Stream | None = None
         self.at = decide.Positions()
@@ -151,7 +151,9 @@ class Core:
             self.connector = self.connect()
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
-        self.names = Names(self.connector.default_schema, self.connector.dialect)
+        self.names = Names(self.connector.default_schema, self.connector.names)
+        if self.metrics is not None:
+            self.metrics.view_name = self.names.qualified
         control = self.connector.control
         if not control.is_installed():
             raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
@@ -215,8 +217,9 @@ class Core:
             kwargs["execution"] = self.options.execution
         elif self.options.execution != "auto":
             log.warning("this engine has no execution modes: execution %r is ignored", self.options.execution)
-        return IncrementalFlow(self.spark, self.state_dir, dialect=self.names.dialect,
-                               default_schema=self.names.default, **kwargs)
+        if self.connector is not None:
+            kwargs.update(dialect=self.connector.dialect, default_schema=self.connector.default_schema)
+        return IncrementalFlow(self.spark, self.state_dir, **kwargs)
 
     def _open_flow(self) -> IncrementalFlow:
         """The engine on the state directory; state it cannot read (another format, damage) is set

@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from freshview.service.names import qualified_from_engine
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -48,10 +47,11 @@ class StepLike(Protocol):
 
 
 class ServiceMetrics:
-    """The service's metrics in a registry of their own; ``view_name`` maps engine to database names."""
+    """The service's metrics in a registry of their own; ``view_name`` maps engine to database names (the
+    service sets it to its connector's ``Names.qualified`` when it starts)."""
 
     def __init__(self, registry: CollectorRegistry | None = None,
-                 view_name: Callable[[str], str] = qualified_from_engine) -> None:
+                 view_name: Callable[[str], str] = str) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.view_name = view_name
         r = self.registry

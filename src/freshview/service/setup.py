@@ -18,7 +18,6 @@ from psycopg import sql
 
 from freshview.connectors.postgres import control
 from freshview.connectors.postgres.identifiers import identifier, parse, qualified
-from freshview.service.names import qualify
 
 RECOMMENDED_WAL_KEEP = "10GB"
 
@@ -72,11 +71,11 @@ def setup(conn: psycopg.Connection, *, role: str = "freshview", publish: list[st
             "SELECT pg_reload_conf();  (if the slot ever loses WAL, freshview rebuilds its views from a new snapshot)")
 
     for table in full_identity:
-        name = qualify(table)
+        name = parse(table).qualified
         conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(identifier(name)))
         report.applied.append(f"ALTER TABLE {name} REPLICA IDENTITY FULL")
     for table in publish:
-        name = qualify(table)
+        name = parse(table).qualified
         parts = parse(name)
         already = conn.execute("SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
                                "AND tablename = %s", (control.PUBLICATION, parts.schema, parts.table)).fetchone()

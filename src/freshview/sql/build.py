@@ -334,15 +334,9 @@ class QueryBuilder:
             if cte is not None:
                 return cte
             name = r.name
-            if r.db:
-                qualified = f"{r.db}.{name}"
-                found = self.catalog.relation_columns(qualified)
-                if found is not None:
-                    name = qualified
-                elif r.db.lower() == getattr(self.catalog, "default_schema", "public"):
-                    found = self.catalog.relation_columns(name)
-            else:
-                found = self.catalog.relation_columns(name)
+            if r.db and r.db != getattr(self.catalog, "default_schema", "public"):
+                name = f"{r.db}.{name}"  # (relations of the default schema are known by their bare names)
+            found = self.catalog.relation_columns(name)
             if found is None:
                 raise UnknownTableError(f"unknown table {r.sql(dialect='postgres').split(' AS ')[0]!r} "
                                         "(not a registered source or view)", locate(r, self.sql), self.sql)

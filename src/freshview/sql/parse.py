@@ -4,10 +4,14 @@ Every error raised by the front end points into the user's text: ``locate``
 turns a sqlglot node into a line/column, using the token offsets sqlglot
 records, or the first descendant that has them.
 
-Identifiers are compared as PostgreSQL compares them: ``parse_query`` folds
-unquoted ones to lower case (sqlglot's ``normalize_identifiers``) and keeps
-quoted ones as written, so ``"Sales"."Orders"`` and ``Region`` mean what
-they mean to PostgreSQL.
+Identifiers are compared as the database compares them.  PostgreSQL:
+``parse_query`` folds unquoted ones to lower case (sqlglot's
+``normalize_identifiers``) and keeps quoted ones as written, so
+``"Sales"."Orders"`` and ``Region`` mean what they mean to PostgreSQL.
+MySQL/MariaDB (``lower_case_table_names=0``, the Linux default): names of
+tables, databases and table aliases keep their case, quoted or not
+(``Orders`` and ``orders`` are two tables); every other identifier (columns,
+column aliases) is case-insensitive and folded to lower case, quoted or not.
 """
 
 from __future__ import annotations
@@ -41,7 +45,21 @@ def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expression:
         raise SqlError(
             f"a view must be a SELECT query, not {stmt.key.upper()}", locate(stmt, sql), sql
         )
+    if dialect == "mysql":
+        return _fold_mysql(stmt)
     return normalize_identifiers(stmt, dialect=DIALECT)
+
+
+#: Where an identifier names a table, database or table alias (MySQL keeps their case).
+_TABLE_PARTS = {exp.Table: ("this", "db", "catalog"), exp.TableAlias: ("this",),
+                exp.Column: ("table", "db", "catalog")}
+
+
+def _fold_mysql(stmt: exp.Expression) -> exp.Expression:
+    for ident in stmt.find_all(exp.Identifier):
+        if ident.arg_key not in _TABLE_PARTS.get(type(ident.parent), ()):
+            ident.set("this", ident.this.lower())
+    return stmt
 
 
 def _offset_to_location(sql: str, offset: int) -> SqlLocation:

@@ -97,7 +97,7 @@ def test_literals_split_into_statements_by_size(monkeypatch):
 
 
 def test_create_sql():
-    table = ResultTable("app.we`ird", ResultShape((("g", "longtext"), ("v", "int")), ("g", "v"), True))
+    table = ResultTable("app.`we``ird`", ResultShape((("g", "longtext"), ("v", "int")), ("g", "v"), True))
     assert table.create_sql() == [
         "CREATE TABLE `app`.`we``ird` (`_fv_key` binary(16) NOT NULL PRIMARY KEY, `g` longtext, `v` int, "
         "`_fv_count` bigint NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"]

@@ -37,7 +37,7 @@ def test_names():
     assert TableName("My Db", "Or`ders").quoted == "`My Db`.`Or``ders`"
     with pytest.raises(CatalogError, match="names no database"):
         parse_table_name("t")
-    with pytest.raises(CatalogError, match="cannot read table name"):
+    with pytest.raises(CatalogError, match="invalid table name"):
         parse_table_name("a.b.c", "x")
 
 

@@ -18,6 +18,7 @@ def connect(dsn: str) -> Connector:
     and the catalog; the stream and snapshots open their own.  Bare table names are the DSN's database's."""
     import pymysql
 
+    from freshview.connectors.mysql.catalog import MySqlNames
     from freshview.connectors.mysql.control import MySqlControl
     from freshview.connectors.mysql.dsn import parse_dsn
     from freshview.connectors.mysql.results import MySqlResults
@@ -38,4 +39,4 @@ def connect(dsn: str) -> Connector:
         raise FreshviewError(f"cannot connect to {parsed.redacted()}: {exc}") from None
     database = parsed.database
     return Connector(MySqlSource(args, conn), MySqlResults(conn, database), MySqlControl(conn, database),
-                     (pymysql.err.MySQLError,), dialect="mysql", default_schema=database)
+                     MySqlNames(), (pymysql.err.MySQLError,), dialect="mysql", default_schema=database)

@@ -11,13 +11,20 @@ are refused; so are columns of types freshview does not maintain
 Names are ``database.table``; either part may be quoted with backticks
 (``\\`My Db\\`.\\`Orders\\```), and a bare ``table`` is looked up in the
 connection's current database.  Table names are matched exactly (MySQL on
-Linux compares them case-sensitively with ``lower_case_table_names=0``).
+Linux compares them case-sensitively with ``lower_case_table_names=0``), so
+``Orders`` and ``orders`` are two tables.  A name is spelled (``str``) with
+backticks only around a part that needs them: ``app.Orders``,
+``app.\\`Big Totals\\```; the spelling parses back to the same name.
+Column names are case-insensitive in MySQL: the engine knows them in lower
+case (``engine_schema``), and the binlog's and snapshot's columns are matched
+to them case-insensitively.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from freshview.connectors.mysql.types import MySqlColumn, column_type
 from freshview.errors import CatalogError
@@ -47,7 +54,7 @@ class TableName:
     table: str
 
     def __str__(self) -> str:
-        return f"{self.database}.{self.table}"
+        return f"{spell(self.database)}.{spell(self.table)}"
 
     @property
     def quoted(self) -> str:
@@ -58,23 +65,49 @@ def quote(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
-_PART = r"(`(?:[^`]|``)+`|[^.`\s]+)"
+_PLAIN = r"[0-9A-Za-z_$\u0080-\uffff]+"  # MySQL's unquoted identifier characters
+
+
+def spell(part: str) -> str:
+    """A name part as MySQL needs it written: bare when its characters allow (case is kept), else in backticks."""
+    return part if re.fullmatch(_PLAIN, part) and not part.isdigit() else quote(part)
+
+
+_PART = rf"(`(?:[^`]|``)+`|{_PLAIN})"
 _NAME = re.compile(rf"^\s*(?:{_PART}\s*\.\s*)?{_PART}\s*$")
 
 
-def parse_table_name(name: str, default_database: str | None = None) -> TableName:
-    """``db.table``, ``\\`db\\`.\\`table\\``` or ``table`` (in ``default_database``) as a ``TableName``."""
+def split_table_name(name: str) -> tuple[str | None, str]:
+    """``db.table`` or ``\\`db\\`.\\`table\\``` -> (database, table); a bare ``table`` -> (None, table)."""
     m = _NAME.match(name)
     if not m:
-        raise CatalogError(f"cannot read table name {name!r}; expected database.table")
+        raise CatalogError(f"freshview: invalid table name {name!r}: write database.table as in MySQL, e.g. "
+                           "app.orders or `My Db`.`Big Totals` (backticks around a part with other characters "
+                           "than letters, digits, _ and $)")
 
     def unquote(part: str) -> str:
         return part[1:-1].replace("``", "`") if part.startswith("`") else part
 
-    database = unquote(m.group(1)) if m.group(1) else default_database
+    return (unquote(m.group(1)) if m.group(1) else None), unquote(m.group(2))
+
+
+def parse_table_name(name: str, default_database: str | None = None) -> TableName:
+    """``db.table``, ``\\`db\\`.\\`table\\``` or ``table`` (in ``default_database``) as a ``TableName``."""
+    database, table = split_table_name(name)
+    database = database or default_database
     if not database:
         raise CatalogError(f"table name {name!r} names no database; write database.table")
-    return TableName(database, unquote(m.group(2)))
+    return TableName(database, table)
+
+
+class MySqlNames:
+    """``connectors.base.NameRules`` for MySQL/MariaDB: backticks, case kept."""
+
+    def split(self, text: str) -> tuple[str | None, str]:
+        return split_table_name(text)
+
+    def spell(self, schema: str, table: str) -> str:
+        return str(TableName(schema, table))
 
 
 @dataclass(frozen=True)
@@ -116,8 +149,14 @@ def source_table(name: TableName, rows, key: tuple[str, ...]) -> SourceTable:
         column_type(str(name), col, _text(data), _text(full), precision, scale, _text(charset),
                     _text(collation), nullable == "YES")
         for col, data, full, precision, scale, charset, collation, nullable in rows)
-    schema = TableSchema(tuple(Column(c.name, c.type, c.nullable) for c in columns), key)
-    return SourceTable(name, schema, columns)
+    return SourceTable(name, engine_schema(columns, key), columns)
+
+
+def engine_schema(columns: Sequence[MySqlColumn], key: Sequence[str]) -> TableSchema:
+    """The engine's schema of a table: its columns with their names in lower case (MySQL compares column
+    names case-insensitively; the SQL front end reads them folded), in table order."""
+    return TableSchema(tuple(Column(c.name.lower(), c.type, c.nullable) for c in columns),
+                       tuple(k.lower() for k in key))
 
 
 def _text(v):

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from freshview.connectors.base import Request
-from freshview.connectors.mysql.catalog import parse_table_name
+from freshview.connectors.mysql.catalog import parse_table_name, quote, spell, split_table_name
 
 DATABASE = "freshview"
 CREATE_TIMEOUT_S = 120
@@ -159,8 +159,14 @@ USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
 #: ``view``, which the service puts into its database).  Several services may share one server's
 #: ``freshview`` database, one per followed database.
+#: ``_OWNED`` takes ``spell(database)`` (the first part of a qualified name), ``_OWNED_REQUEST`` the
+#: ``_request_owner`` pair (a request's name is the caller's text: the database bare or in backticks).
 _OWNED = "SUBSTRING_INDEX(name, '.', 1) = %s"
-_OWNED_REQUEST = "(LOCATE('.', name) = 0 OR SUBSTRING_INDEX(name, '.', 1) = %s)"
+_OWNED_REQUEST = "(LOCATE('.', name) = 0 OR SUBSTRING_INDEX(TRIM(name), '.', 1) IN (%s, %s))"
+
+
+def _request_owner(source: str) -> tuple[str, str]:
+    return spell(source), quote(source)
 
 
 def _run(conn: Any, statement: str, params: Any = None) -> Any:
@@ -208,7 +214,7 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
         mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
         rows = _run(conn, "SELECT id, action, name, `sql`, requested_by FROM freshview.requests "
                           f"WHERE state = 'pending'{mine} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
-                    (source,) if source is not None else None)
+                    _request_owner(source) if source is not None else None)
         if rows:
             _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
         conn.commit()
@@ -230,7 +236,7 @@ def requeue_running(conn: Any, source: str | None = None) -> None:
     commits."""
     mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
     _run(conn, f"UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'{mine}",
-         (source,) if source is not None else None)
+         _request_owner(source) if source is not None else None)
     conn.commit()
 
 
@@ -280,7 +286,7 @@ def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int
         _run(conn, f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
                    f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
              [v for n in names for v in (n, added[n])] + [lag_ms] + names)
-    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, source))
+    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, spell(source)))
     _run(conn, "INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
                "VALUES (%s, %s, 1, %s, %s, 'running', CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
                "position = VALUES(position), steps = steps + 1, changes = changes + VALUES(changes), "
@@ -302,7 +308,7 @@ def record_position(conn: Any, source: str, position: str) -> None:
     _run(conn, "INSERT INTO freshview.progress (source, position) VALUES (%s, %s) "
                "ON DUPLICATE KEY UPDATE position = VALUES(position), updated_at = CURRENT_TIMESTAMP(6)",
          (source, position))
-    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, source))
+    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, spell(source)))
     conn.commit()
 
 
@@ -330,7 +336,7 @@ def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, 
     if found and service["status"] != "stopped" and (age is None or float(age) > 10):
         service["status"] = "not running" + (f" (last heartbeat {float(age):.0f} s ago)" if age is not None else "")
     views = rows(f"SELECT name, status, `rows`, lag_ms, position, error, updated_at FROM freshview.views "
-                 f"WHERE {_OWNED} ORDER BY name", (source,))
+                 f"WHERE {_OWNED} ORDER BY name", (spell(source),))
     conn.commit()
     return service, views
 
@@ -351,7 +357,7 @@ class MySqlControl:
         requeue_running(self.conn, self.source)
         heartbeat(self.conn, self.source, "starting")
         for (name,) in _run(self.conn, f"SELECT name FROM freshview.views WHERE status = 'creating' AND {_OWNED}",
-                            (self.source,)):
+                            (spell(self.source),)):
             _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
 
@@ -363,14 +369,14 @@ class MySqlControl:
 
     def views(self) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in _run(self.conn, f"SELECT name, `sql`, status FROM freshview.views WHERE {_OWNED} "
-                                                  "ORDER BY created_at, name", (self.source,))]
+                                                  "ORDER BY created_at, name", (spell(self.source),))]
 
     def view(self, name: str) -> tuple[str, str] | None:
         rows = _run(self.conn, "SELECT `sql`, status FROM freshview.views WHERE name = %s", (name,))
         return tuple(rows[0]) if rows else None
 
     def relation_exists(self, name: str) -> bool:
-        database, _, table = name.rpartition(".")
+        database, table = split_table_name(name)
         return bool(_run(self.conn, "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                                     "TABLE_NAME = %s", (database, table)))
 
@@ -391,7 +397,7 @@ class MySqlControl:
     def mark_rebuilding(self, reason: str) -> None:
         _run(self.conn, "UPDATE freshview.views SET status = 'rebuilding', error = %s, "
                         f"updated_at = CURRENT_TIMESTAMP(6) WHERE status = 'active' AND {_OWNED}",
-             (reason, self.source))
+             (reason, spell(self.source)))
         self.conn.commit()
 
     def mark_failed(self, name: str, error: str) -> None:

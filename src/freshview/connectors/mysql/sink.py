@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.connectors.mysql import control
+from freshview.connectors.mysql.catalog import quote, split_table_name
 from freshview.connectors.result_changes import net_changes
 from freshview.errors import SchemaError
 from freshview.plan import nodes as pn
@@ -111,14 +112,12 @@ def plan_result_shape(plan: pn.Node) -> ResultShape:
     return result_shape(plan.columns, result_key(plan))
 
 
-def quote_name(name: str) -> str:
-    """A MySQL identifier in backquotes (a backquote inside doubled)."""
-    return "`" + name.replace("`", "``") + "`"
+quote_name = quote  # a MySQL identifier in backquotes (a backquote inside doubled)
 
 
 def quote_table(qualified_name: str) -> str:
     """```db`.`table``` (or ```table``` in the connection's database when unqualified)."""
-    database, _, table = qualified_name.rpartition(".")
+    database, table = split_table_name(qualified_name)
     return (quote_name(database) + "." if database else "") + quote_name(table)
 
 

@@ -72,15 +72,15 @@ def lost_reason(position: BinlogPosition, files: set[str]) -> str | None:
 
 def column_definitions(table: str, columns: Sequence[tuple]) -> dict[str, SqlType | None]:
     """A table's columns as now defined (``information_schema`` rows as ``catalog``'s query gives them):
-    their freshview types, None for a type freshview does not maintain."""
+    their freshview types, None for a type freshview does not maintain; names folded as the engine's are."""
     out: dict[str, SqlType | None] = {}
     for col, data, full, precision, scale, charset, collation, nullable in columns:
         name = _text(col)
         try:
-            out[name] = column_type(table, name, _text(data), _text(full), precision,
+            out[name.lower()] = column_type(table, name, _text(data), _text(full), precision,
                                     scale, _text(charset), _text(collation), nullable == "YES").type
         except UnsupportedTypeError:
-            out[name] = None
+            out[name.lower()] = None
     return out
 
 
@@ -215,7 +215,7 @@ class MySqlSource:
         if found is None:
             self.describe(table)
             found = self.described[table]
-        by_name = {c.name: c for c in found.columns}
+        by_name = {c.name.lower(): c for c in found.columns}  # (the engine's column names are folded)
         missing = [c.name for c in schema.columns if c.name not in by_name]
         if missing:
             raise base.ChangeError(f"{table} has no column {missing[0]} any more", table)

@@ -16,6 +16,7 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
     import psycopg
 
     from freshview.connectors.postgres import control
+    from freshview.connectors.postgres.identifiers import PostgresNames
     from freshview.connectors.postgres.results import PostgresResults
     from freshview.connectors.postgres.source import PostgresSource, SourceError
 
@@ -25,4 +26,5 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
         raise SourceError(f"cannot connect to the database: {exc}".strip()) from None
     slot = slot or control.slot_name(dsn)
     return Connector(PostgresSource(dsn, conn, slot, publication or control.PUBLICATION),
-                     PostgresResults(conn, slot), control.PostgresControl(conn, slot), (psycopg.Error,))
+                     PostgresResults(conn, slot), control.PostgresControl(conn, slot), PostgresNames(),
+                     (psycopg.Error,))

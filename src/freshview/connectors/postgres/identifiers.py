@@ -47,6 +47,12 @@ def qualified(schema: str, table: str) -> str:
 
 def parse(name: str) -> TableName:
     """``orders`` -> public.orders, ``"Sales"."Big Totals"`` -> ("Sales", "Big Totals"); refuses the rest."""
+    schema, table = split(name)
+    return TableName(schema or "public", table)
+
+
+def split(name: str) -> tuple[str | None, str]:
+    """``orders`` -> (None, "orders"), ``"Sales"."Big Totals"`` -> ("Sales", "Big Totals"); refuses the rest."""
     try:
         table = sqlglot.parse_one(name.strip(), into=exp.Table, dialect="postgres")
         parts = [(p.this, p.quoted) for p in table.parts]
@@ -57,10 +63,20 @@ def parse(name: str) -> TableName:
     if valid:
         folded = [text if quoted else text.lower() for text, quoted in parts]
         if all(p and "." not in p and "\x00" not in p for p in folded):
-            return TableName("public", folded[0]) if len(folded) == 1 else TableName(folded[0], folded[1])
+            return (None, folded[0]) if len(folded) == 1 else (folded[0], folded[1])
     raise CatalogError(f"freshview: invalid table name {name!r}: write schema.table as in SQL, e.g. "
                        "public.orders or \"Sales\".\"Big Totals\" (quoted parts keep their case; a part may "
                        "not contain '.')")
+
+
+class PostgresNames:
+    """``connectors.base.NameRules`` for PostgreSQL: unquoted parts fold to lower case, quoted ones keep theirs."""
+
+    def split(self, text: str) -> tuple[str | None, str]:
+        return split(text)
+
+    def spell(self, schema: str, table: str) -> str:
+        return qualified(schema, table)
 
 
 def identifier(name: str) -> sql.Identifier:
