@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,8 +25,10 @@ from freshview.algebra import hashing
 from freshview.algebra.batch import DeltaBatch, consolidate, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
+from freshview.formats import debezium
 from freshview.plan import nodes as pn
 from freshview.plan.explain import render as render_plan
+from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES, Choice, CostModel, choose
 from freshview.runtime.executor import CircuitRunner
 from freshview.runtime.kernels import Kernels
@@ -135,6 +137,35 @@ class Watch:
         if self in watches:
             watches.remove(self)
         self._close()
+
+
+class DebeziumWatch(Watch):
+    """A ``Watch`` whose items are Debezium messages (dicts), one per changed result key."""
+
+    def __init__(self, flow: "IncrementalFlow", view: str, timeout: float | None, columns: pn.Columns,
+                 key: Sequence[int], counts: dict[tuple, int] | None, decimal_handling: str) -> None:
+        super().__init__(flow, view, timeout)
+        self.columns, self.key, self.counts, self.decimal_handling = columns, key, counts, decimal_handling
+
+    def _push(self, batch: DeltaBatch) -> None:
+        counts = self.counts
+
+        def counts_after(rows: list[tuple], weights: list[int]) -> list[int]:
+            out = []
+            for row, w in zip(rows, weights):
+                k = debezium.row_key(row)
+                counts[k] = n = counts.get(k, 0) + w  # type: ignore[index]
+                if n <= 0:
+                    del counts[k]  # type: ignore[union-attr]
+                out.append(n)
+            return out
+
+        messages = debezium.encode(batch.table, self.columns, self.key, counts is not None, self.view, batch.step,
+                                   int(time.time() * 1000), counts_after=counts_after if counts is not None else None,
+                                   decimal_handling=self.decimal_handling)
+        with self._cond:
+            self._pending.extend(messages)
+            self._cond.notify_all()
 
 
 class IncrementalFlow:
@@ -553,13 +584,71 @@ class IncrementalFlow:
             out = found.select([col_name(i) for i in range(len(schema.columns))])
             return out.rename_columns(schema.names).cast(schema.arrow())
 
-    def watch_output(self, name: str, timeout: float | None = None) -> Watch:
-        """Subscribe to a view's changes from the next step on (see ``Watch``)."""
+    def watch_output(self, name: str, timeout: float | None = None, *, format: str = "arrow",
+                     decimal_handling: str = "precise") -> Watch:
+        """Subscribe to a view's changes from the next step on (see ``Watch``).
+
+        ``format="arrow"``: one ``DeltaBatch`` per step in which the view changed.  ``format="debezium"``:
+        one Debezium message (a dict: before, after, op, ts_ms, source) per changed result key
+        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double).
+        """
         with self._lock:
-            self._view(name)
-            w = Watch(self, name, timeout)
+            view = self._view(name)
+            if format == "arrow":
+                w = Watch(self, name, timeout)
+            elif format == "debezium":
+                if decimal_handling not in debezium.DECIMAL_HANDLING:
+                    raise FreshviewError(f"decimal_handling must be one of {', '.join(debezium.DECIMAL_HANDLING)}, "
+                                         f"not {decimal_handling!r}")
+                key = result_key(view.plan)
+                counts = None
+                if key.counted:  # multiplicities after each step: from the view's rows now, then kept up
+                    now = self.snapshot(name, weighted=True)
+                    rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
+                    counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
+                w = DebeziumWatch(self, name, timeout, view.columns, key.key, counts, decimal_handling)
+            else:
+                raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
             self._watches.setdefault(name, []).append(w)
             return w
+
+    # ------------------------------------------------------------------ Debezium messages
+    def tick_debezium(self, source: str, messages: Iterable[Any]) -> StepSummary:
+        """Apply Debezium change messages to ``source`` as one atomic step (``formats.debezium``).
+
+        Messages are ``str``/``bytes`` JSON or dicts, with or without the ``{"schema", "payload"}``
+        envelope.  Old rows of ``u``/``d`` come from the source's state by primary key; a message that
+        does not fit (malformed, a type that does not fit a column, a ``u``/``d`` of a key that does not
+        exist) raises ``MessageError`` with its offset and nothing is applied.  The last message's
+        ``ts_ms`` and ``source`` block are kept with the step (``get_meta("debezium/<source>")``).
+        """
+        with self._lock:
+            self._check_open()
+            schema = self.source_schema(source)
+            changes = debezium.read(messages, schema, source)
+            delta = debezium.to_delta(changes, schema, lambda rows: self._present_rows(source, rows), source)
+            last = changes[-1] if changes else None
+
+            def remember(_: Any) -> None:
+                if last is not None and (last.ts_ms is not None or last.source is not None):
+                    self.set_meta(f"debezium/{source}", {"ts_ms": last.ts_ms, "source": last.source})
+            return self.tick(source, delta, before_commit=remember)
+
+    def _present_rows(self, source: str, rows: list[tuple] | None) -> list[tuple]:
+        """The source's rows matching ``rows`` (by primary key, else whole rows), once per copy; all if None."""
+        schema = self._sources[source]
+        if rows is None:
+            found = self.snapshot(source)
+            return list(zip(*(found.column(i).to_pylist() for i in range(found.num_columns))))
+        state = _source_state(source)
+        key = list(self.store.layout(state).key)
+        at = [schema.names.index(n) for n in (schema.primary_key or schema.names)]  # (the layout's key order)
+        probe = pa.Table.from_arrays([pa.array([r[i] for r in rows], schema.columns[i].type.arrow) for i in at],
+                                     names=key)
+        found = self.store.lookup(state, probe)
+        columns = [found.column(col_name(i)).to_pylist() for i in range(len(schema.columns))]
+        weights = found.column(WEIGHT).to_pylist()
+        return [tuple(col[r] for col in columns) for r, w in enumerate(weights) for _ in range(max(w, 0))]
 
     def explain(self, name: str) -> str:
         with self._lock:

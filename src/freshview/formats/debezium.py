@@ -1,0 +1,578 @@
+"""Debezium JSON change messages ↔ weighted rows.
+
+**Reading** (``read``, then ``to_delta``).  A message is ``str``/``bytes``
+JSON or a ``dict``, with or without the Kafka Connect envelope
+``{"schema": …, "payload": …}``; a ``None`` value (Kafka's tombstone after a
+delete) is skipped.  ``op``: ``c`` (create) and ``r`` (snapshot read) insert
+``after``, ``d`` deletes ``before``, ``u`` is a delete of the old row and an
+insert of ``after``, ``t`` (truncate) deletes every row.  Messages apply in
+their order; a message that does not fit is refused with its **offset** (its
+index in the batch) and the reason, before anything is applied.
+
+Old rows come from the source's own state, never from ``before`` alone: for a
+source with a primary key, ``before`` (or, for ``u`` without ``before``, the
+``after``) only says which key changes, so sources that send partial old rows
+(PostgreSQL's REPLICA IDENTITY DEFAULT: key columns only) work; a ``u`` or
+``d`` for a key that does not exist, and a ``c`` for a key that does, are
+refused; ``r`` replaces the row of its key if there is one (a re-snapshot).
+A source without a primary key needs the whole ``before`` row of ``u``/``d``,
+and that row must be present.
+
+Values as Debezium's JSON converter renders them (and plainer spellings):
+integers, floats (also ``"NaN"``, ``"Infinity"``, ``"-Infinity"``), booleans,
+text; ``numeric`` as a number, a decimal string, a ``{"scale", "value"}``
+struct (``VariableScaleDecimal``) or, where the envelope's schema names the
+field ``org.apache.kafka.connect.data.Decimal``, base64 of the unscaled value
+(``decimal.handling.mode=precise``); ``date`` as days since 1970-01-01
+(``io.debezium.time.Date``) or ISO text; ``timestamp`` as microseconds since
+the epoch (``MicroTimestamp``, the PostgreSQL connector's default; the schema's
+``Timestamp`` means milliseconds, ``NanoTimestamp`` nanoseconds) or ISO text;
+``timestamptz`` as ISO text with an offset (``ZonedTimestamp``) or
+microseconds; ``interval`` as microseconds (``MicroDuration``) or ISO-8601
+(``P1Y2M3DT4H5M6.5S``); arrays as JSON lists.
+
+**Writing** (``encode``).  A view's delta becomes one message per changed
+result key (the key of its result table, ``plan.shape``): a key whose old row
+goes and new row comes is one ``u``, a new key ``c``, a gone key ``d``; a
+view whose rows may repeat is keyed by all columns plus ``_fv_count``, the
+row's multiplicity, so a multiplicity change is a ``u`` of ``_fv_count``.
+Each message is ``{"before", "after", "op", "ts_ms", "source": {"view",
+"step"}}``; values are rendered as the reading side reads them:
+``numeric`` per ``decimal_handling`` (``"precise"``: base64, Debezium's
+default, readable with the schema ``connect_schema`` gives; ``"string"``;
+``"double"``), ``date`` days, ``timestamp`` microseconds, ``timestamptz``
+ISO text in UTC, ``interval`` microseconds (a month counted as 30.4375 days,
+as Debezium's ``MicroDuration``), floats' NaN/±Infinity as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from freshview.errors import DeltaError
+from freshview.schema import WEIGHT, SqlType, TableSchema
+
+__all__ = ["MessageError", "Change", "read", "to_delta", "encode", "connect_schema", "row_key", "COUNT_FIELD"]
+
+COUNT_FIELD = "_fv_count"
+EPOCH = dt.date(1970, 1, 1)
+EPOCH_TS = dt.datetime(1970, 1, 1)
+DAYS_PER_MONTH = 365.25 / 12  # Debezium's MicroDuration
+DECIMAL_HANDLING = ("precise", "string", "double")
+_WIDE = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_UP)  # (wider than any numeric(38, s))
+_INT_RANGE = {"int2": 2 ** 15, "int4": 2 ** 31, "int8": 2 ** 63}
+_FLOAT_WORDS = {"nan": float("nan"), "infinity": float("inf"), "-infinity": float("-inf"),
+                "+infinity": float("inf"), "inf": float("inf"), "-inf": float("-inf")}
+_OPS = ("c", "r", "u", "d", "t")
+
+
+class MessageError(DeltaError):
+    """A change message that does not fit its source: ``offset`` is its index in the batch."""
+
+    def __init__(self, offset: int, reason: str, source: str | None = None) -> None:
+        where = f"source {source!r}, " if source else ""
+        super().__init__(f"{where}message {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Change:
+    """One decoded message: values in the source's column order (None: the image is absent)."""
+
+    offset: int
+    op: str
+    before: tuple | None
+    after: tuple | None
+    ts_ms: int | None = None
+    source: Mapping[str, Any] | None = None
+    transaction: Mapping[str, Any] | None = None
+
+
+# ----------------------------------------------------------------------------------------- reading
+def read(messages: Iterable[Any], schema: TableSchema, source: str | None = None) -> list[Change]:
+    """Parse and convert every message (tombstones skipped); ``MessageError`` names the first bad one."""
+    out: list[Change] = []
+    for offset, raw in enumerate(messages):
+        try:
+            change = _read_one(offset, raw, schema)
+        except MessageError as exc:
+            raise MessageError(exc.offset, exc.reason, source) from None
+        if change is not None:
+            out.append(change)
+    return out
+
+
+def _read_one(offset: int, raw: Any, schema: TableSchema) -> Change | None:
+    if raw is None:
+        return None
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MessageError(offset, f"not UTF-8 text: {exc}") from None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise MessageError(offset, f"not JSON: {exc}") from None
+        if raw is None:
+            return None
+    if not isinstance(raw, Mapping):
+        raise MessageError(offset, f"a message is a JSON object, not {type(raw).__name__}")
+    field_schemas: Mapping[str, Mapping] = {}
+    if "payload" in raw and "op" not in raw:
+        field_schemas = _row_field_schemas(raw.get("schema"))
+        raw = raw["payload"]
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise MessageError(offset, "the envelope's payload is not a JSON object")
+    op = raw.get("op")
+    if op not in _OPS:
+        raise MessageError(offset, f"op is {op!r}; expected one of c, r, u, d, t")
+    before = _image(offset, raw.get("before"), schema, field_schemas, "before")
+    after = _image(offset, raw.get("after"), schema, field_schemas, "after")
+    if op in ("c", "r") and after is None:
+        raise MessageError(offset, f"op {op!r} has no 'after' row")
+    if op == "d" and before is None:
+        raise MessageError(offset, "op 'd' has no 'before' row (at least its primary key)")
+    if op == "u" and after is None:
+        raise MessageError(offset, "op 'u' has no 'after' row")
+    ts_ms = raw.get("ts_ms")
+    if ts_ms is not None and (isinstance(ts_ms, bool) or not isinstance(ts_ms, int)):
+        raise MessageError(offset, f"ts_ms is {ts_ms!r}, not an integer")
+    return Change(offset, op, before, after, ts_ms, raw.get("source"), raw.get("transaction"))
+
+
+def _row_field_schemas(schema: Any) -> dict[str, Mapping]:
+    """Field name -> Kafka Connect field schema of the envelope's ``before``/``after`` row struct."""
+    if not isinstance(schema, Mapping):
+        return {}
+    for field in schema.get("fields") or ():
+        if isinstance(field, Mapping) and field.get("field") in ("after", "before"):
+            return {f["field"]: f for f in field.get("fields") or () if isinstance(f, Mapping) and "field" in f}
+    return {}
+
+
+def _image(offset: int, row: Any, schema: TableSchema, field_schemas: Mapping[str, Mapping],
+           which: str) -> tuple | None:
+    if row is None:
+        return None
+    if not isinstance(row, Mapping):
+        raise MessageError(offset, f"'{which}' is not a JSON object")
+    unknown = [k for k in row if k not in schema.names]
+    if unknown:
+        raise MessageError(offset, f"'{which}' has column {unknown[0]!r}, which the source does not have")
+    values = []
+    for col in schema.columns:
+        value = row.get(col.name)
+        if value is None:
+            if col.name not in row and which == "after":
+                raise MessageError(offset, f"'{which}' has no column {col.name!r}")
+            if not col.nullable and which == "after":
+                raise MessageError(offset, f"column {col.name!r} is NOT NULL, but '{which}' has null")
+            values.append(None)
+            continue
+        try:
+            values.append(_value(value, col.type, field_schemas.get(col.name)))
+        except (ValueError, TypeError, ArithmeticError, OverflowError) as exc:
+            raise MessageError(offset, f"column {col.name!r} ({col.type}): {exc}") from None
+    return tuple(values)
+
+
+def _value(v: Any, t: SqlType, field: Mapping | None) -> Any:
+    """One JSON value as the Python value of ``t``'s Arrow type; ValueError/TypeError say why not."""
+    kind = t.kind
+    name = (field or {}).get("name")
+    if kind in _INT_RANGE:
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, str) and re.fullmatch(r"[+-]?\d+", v.strip()):
+                v = int(v)
+            else:
+                raise ValueError(f"{v!r} is not an integer")
+        if not -_INT_RANGE[kind] <= v < _INT_RANGE[kind]:
+            raise ValueError(f"{v} is out of range")
+        return v
+    if kind in ("float4", "float8"):
+        if isinstance(v, str) and v.strip().lower() in _FLOAT_WORDS:
+            return _FLOAT_WORDS[v.strip().lower()]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{v!r} is not a number")
+        return float(v)
+    if kind == "numeric":
+        return _decimal(v, t, field)
+    if kind == "text":
+        if not isinstance(v, str):
+            raise ValueError(f"{v!r} is not text")
+        return v
+    if kind == "bool":
+        if not isinstance(v, bool):
+            raise ValueError(f"{v!r} is not true or false")
+        return v
+    if kind == "date":
+        if isinstance(v, int) and not isinstance(v, bool):
+            return EPOCH + dt.timedelta(days=v)
+        if isinstance(v, str):
+            return dt.date.fromisoformat(v.strip())
+        raise ValueError(f"{v!r} is not a date (days since 1970-01-01 or ISO text)")
+    if kind in ("timestamp", "timestamptz"):
+        if isinstance(v, int) and not isinstance(v, bool):
+            unit = {"io.debezium.time.Timestamp": 1000, "io.debezium.time.NanoTimestamp": 10 ** -3,
+                    "org.apache.kafka.connect.data.Timestamp": 1000}.get(name, 1)
+            micros = v * unit if unit >= 1 else v // 1000
+            ts = EPOCH_TS + dt.timedelta(microseconds=micros)
+            return ts.replace(tzinfo=dt.timezone.utc) if kind == "timestamptz" else ts
+        if isinstance(v, str):
+            ts = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+            if kind == "timestamptz":
+                return ts.astimezone(dt.timezone.utc) if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
+            return ts.replace(tzinfo=None) if ts.tzinfo is None else ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        raise ValueError(f"{v!r} is not a timestamp (microseconds since the epoch or ISO text)")
+    if kind == "interval":
+        if isinstance(v, int) and not isinstance(v, bool):
+            return pa.MonthDayNano([0, 0, v * 1000])
+        if isinstance(v, str):
+            return _iso_duration(v)
+        raise ValueError(f"{v!r} is not an interval (microseconds or ISO-8601 text)")
+    if kind == "array":
+        if not isinstance(v, list):
+            raise ValueError(f"{v!r} is not a list")
+        items = (field or {}).get("items") if field else None
+        return [None if x is None else _value(x, t.element, items) for x in v]
+    raise ValueError(f"type {t} cannot be read from a change message")
+
+
+def _decimal(v: Any, t: SqlType, field: Mapping | None) -> decimal.Decimal:
+    precision, scale = t.decimal_precision_scale
+    if isinstance(v, Mapping) and "value" in v and "scale" in v:  # VariableScaleDecimal
+        value = _unscaled(v["value"], int(v["scale"]))
+    elif isinstance(v, str) and field is not None and field.get("name") == "org.apache.kafka.connect.data.Decimal":
+        value = _unscaled(v, int((field.get("parameters") or {}).get("scale", scale)))
+    elif isinstance(v, bool):
+        raise ValueError(f"{v!r} is not a number")
+    elif isinstance(v, (int, float, str)):
+        try:
+            value = decimal.Decimal(str(v).strip())
+        except decimal.InvalidOperation:
+            raise ValueError(f"{v!r} is not a decimal number") from None
+    else:
+        raise ValueError(f"{v!r} is not a decimal number")
+    if not value.is_finite():
+        raise ValueError(f"{v!r} is not a finite decimal")
+    if value.adjusted() >= precision - scale + 1:
+        raise ValueError(f"{value} does not fit numeric({precision},{scale})")
+    rounded = _WIDE.quantize(value, decimal.Decimal(1).scaleb(-scale))
+    if rounded.adjusted() >= precision - scale:
+        raise ValueError(f"{value} does not fit numeric({precision},{scale})")
+    return rounded
+
+
+def _unscaled(text: Any, scale: int) -> decimal.Decimal:
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not base64 text")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        raise ValueError(f"{text!r} is not base64 of a decimal's unscaled value") from None
+    return decimal.Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+
+
+_ISO_DURATION = re.compile(r"^([+-])?P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)W)?(?:(-?\d+)D)?"
+                           r"(?:T(?:(-?\d+)H)?(?:(-?\d+)M)?(?:(-?\d+(?:\.\d+)?)S)?)?$")
+
+
+def _iso_duration(text: str) -> pa.MonthDayNano:
+    m = _ISO_DURATION.match(text.strip().upper())
+    if not m or text.strip().upper() in ("P", "PT"):
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    sign = -1 if m.group(1) == "-" else 1
+    years, months, weeks, days, hours, minutes = (int(g or 0) for g in m.groups()[1:7])
+    seconds = decimal.Decimal(m.group(8) or 0)
+    micros = int((hours * 3600 + minutes * 60 + seconds) * 1_000_000)
+    return pa.MonthDayNano([sign * (years * 12 + months), sign * (weeks * 7 + days), sign * micros * 1000])
+
+
+# ------------------------------------------------------------------------- changes -> a delta
+def to_delta(changes: Sequence[Change], schema: TableSchema,
+             current: Callable[[list[tuple]], list[tuple]], source: str | None = None) -> pa.Table:
+    """The source delta of ``changes`` applied in order (columns of ``schema`` + ``_weight``).
+
+    ``current(rows)`` gives the source's present rows matching ``rows`` (by primary key, or whole rows
+    for a source without one), as value tuples in ``schema``'s order, once per present copy;
+    ``current(None)`` gives every row (a truncate).  Refusals name the message's offset.
+    """
+    key_at = [schema.names.index(k) for k in schema.primary_key]
+    if key_at:
+        return _keyed_delta(changes, schema, key_at, current, source)
+    return _multiset_delta(changes, schema, current, source)
+
+
+def _key(row: tuple, key_at: Sequence[int]) -> tuple:
+    return tuple(_hashable(row[i]) for i in key_at)
+
+
+def row_key(row: Sequence[Any]) -> tuple:
+    """A whole row as a dict key (lists as tuples, NaN equal to NaN)."""
+    return tuple(_hashable(v) for v in row)
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    return v
+
+
+def _keyed_delta(changes: Sequence[Change], schema: TableSchema, key_at: list[int],
+                 current: Callable, source: str | None) -> pa.Table:
+    names = list(schema.primary_key)
+    state: dict[tuple, tuple | None] = {}  # key -> its row now (None: absent), for the keys looked up
+    originals: dict[tuple, tuple | None] = {}
+    if any(c.op == "t" for c in changes):
+        for row in current(None):
+            state[_key(row, key_at)] = row
+    wanted = {}
+    for c in changes:
+        for image in (c.before, c.after):
+            if image is not None:
+                if any(image[i] is None for i in key_at):
+                    missing = next(n for n, i in zip(names, key_at) if image[i] is None)
+                    raise MessageError(c.offset, f"primary key column {missing!r} is null", source)
+                wanted.setdefault(_key(image, key_at), image)
+    todo = [image for k, image in wanted.items() if k not in state]
+    if todo:
+        for k in wanted:
+            state.setdefault(k, None)
+        for row in current(todo):
+            state[_key(row, key_at)] = row
+    originals.update(state)
+    for c in changes:
+        if c.op == "t":
+            for k in state:
+                state[k] = None
+            continue
+        if c.op in ("c", "r"):
+            k = _key(c.after, key_at)
+            if c.op == "c" and state[k] is not None:
+                raise MessageError(c.offset, f"op 'c' for a key that exists ({_key_text(names, k)})", source)
+            state[k] = c.after
+        elif c.op == "d":
+            k = _key(c.before, key_at)
+            if state[k] is None:
+                raise MessageError(c.offset, f"op 'd' for a key that does not exist ({_key_text(names, k)})",
+                                   source)
+            state[k] = None
+        else:  # u
+            old = _key(c.before if c.before is not None else c.after, key_at)
+            new = _key(c.after, key_at)
+            if state[old] is None:
+                raise MessageError(c.offset, f"op 'u' for a key that does not exist ({_key_text(names, old)})",
+                                   source)
+            if new != old and state[new] is not None:
+                raise MessageError(c.offset, f"op 'u' moves a row onto a key that exists "
+                                             f"({_key_text(names, new)})", source)
+            state[old] = None
+            state[new] = c.after
+    rows, weights = [], []
+    for k, now in state.items():
+        before = originals.get(k)
+        if before == now:
+            continue
+        if before is not None:
+            rows.append(before)
+            weights.append(-1)
+        if now is not None:
+            rows.append(now)
+            weights.append(1)
+    return _table(rows, weights, schema)
+
+
+def _multiset_delta(changes: Sequence[Change], schema: TableSchema, current: Callable,
+                    source: str | None) -> pa.Table:
+    counts: dict[tuple, int] = {}
+    rows_of: dict[tuple, tuple] = {}
+    if any(c.op == "t" for c in changes):
+        for row in current(None):
+            k = _key(row, range(len(row)))
+            counts[k] = counts.get(k, 0) + 1
+            rows_of[k] = row
+    todo = {}
+    for c in changes:
+        if c.before is not None:
+            todo.setdefault(_key(c.before, range(len(c.before))), c.before)
+    missing = [row for k, row in todo.items() if k not in counts]
+    if missing:
+        for k in todo:
+            counts.setdefault(k, 0)
+        for row in current(missing):
+            k = _key(row, range(len(row)))
+            counts[k] = counts.get(k, 0) + 1
+    start = dict(counts)
+    for c in changes:
+        if c.op == "t":
+            for k in counts:
+                counts[k] = 0
+            continue
+        if c.op in ("d", "u"):
+            if c.op == "u" and c.before is None:
+                raise MessageError(c.offset, "op 'u' without 'before' on a source without a primary key "
+                                             "(the old row cannot be found)", source)
+            k = _key(c.before, range(len(c.before)))
+            if counts.get(k, 0) <= 0:
+                raise MessageError(c.offset, f"op {c.op!r} of a row that is not present", source)
+            counts[k] -= 1
+            rows_of.setdefault(k, c.before)
+        if c.op in ("c", "r", "u"):
+            k = _key(c.after, range(len(c.after)))
+            counts[k] = counts.get(k, 0) + 1
+            rows_of.setdefault(k, c.after)
+    rows, weights = [], []
+    for k, n in counts.items():
+        diff = n - start.get(k, 0)
+        if diff:
+            rows.append(rows_of[k])
+            weights.append(diff)
+    return _table(rows, weights, schema)
+
+
+def _key_text(names: Sequence[str], key: tuple) -> str:
+    return ", ".join(f"{n}={v!r}" for n, v in zip(names, key))
+
+
+def _table(rows: list[tuple], weights: list[int], schema: TableSchema) -> pa.Table:
+    arrays = [pa.array([r[i] for r in rows], type=c.type.arrow) for i, c in enumerate(schema.columns)]
+    arrays.append(pa.array(weights, pa.int64()))
+    return pa.Table.from_arrays(arrays, schema=schema.arrow(with_weight=True))
+
+
+# ----------------------------------------------------------------------------------------- writing
+def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequence[int], counted: bool,
+           view: str, step: int, ts_ms: int, *,
+           counts_after: Callable[[list[tuple], list[int]], list[int]] | None = None,
+           decimal_handling: str = "precise") -> list[dict]:
+    """One view step's delta (consolidated: columns + ``_weight``) as Debezium messages (module docstring).
+
+    ``counted``: rows may repeat; ``counts_after(rows, weights)`` gives each row's multiplicity after the step.
+    """
+    if decimal_handling not in DECIMAL_HANDLING:
+        raise ValueError(f"decimal_handling must be one of {', '.join(DECIMAL_HANDLING)}, not {decimal_handling!r}")
+    names = [n for n, _ in columns]
+    render = [_renderer(t, decimal_handling) for _, t in columns]
+    values = [delta.column(i).to_pylist() for i in range(len(columns))]
+    weights = delta.column(WEIGHT).to_pylist()
+    rows = [tuple(col[r] for col in values) for r in range(len(weights))]
+
+    def image(row: tuple, count: int | None = None) -> dict:
+        out = {n: (None if v is None else f(v)) for n, f, v in zip(names, render, row)}
+        if count is not None:
+            out[COUNT_FIELD] = count
+        return out
+
+    source = {"view": view, "step": step}
+    out: list[dict] = []
+    if counted:
+        after = counts_after(rows, weights) if rows else []
+        for row, w, n in zip(rows, weights, after):
+            before_n = n - w
+            op = "c" if before_n <= 0 else ("d" if n <= 0 else "u")
+            out.append({"before": image(row, before_n) if before_n > 0 else None,
+                        "after": image(row, n) if n > 0 else None, "op": op, "ts_ms": ts_ms, "source": source})
+        return out
+    olds: dict[tuple, tuple] = {}
+    news: dict[tuple, tuple] = {}
+    order: list[tuple] = []
+    for row, w in zip(rows, weights):
+        k = tuple(_hashable(row[i]) for i in key)
+        if k not in olds and k not in news:
+            order.append(k)
+        (news if w > 0 else olds)[k] = row
+    for k in order:
+        old, new = olds.get(k), news.get(k)
+        op = "u" if old is not None and new is not None else ("c" if new is not None else "d")
+        out.append({"before": None if old is None else image(old), "after": None if new is None else image(new),
+                    "op": op, "ts_ms": ts_ms, "source": source})
+    return out
+
+
+def _renderer(t: SqlType, decimal_handling: str) -> Callable[[Any], Any]:
+    kind = t.kind
+    if kind in ("float4", "float8"):
+        return lambda v: v if v == v and v not in (float("inf"), float("-inf")) else (
+            "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity"))
+    if kind == "numeric":
+        if decimal_handling == "string":
+            return lambda v: format(v, "f")
+        if decimal_handling == "double":
+            return float
+        _, scale = t.decimal_precision_scale
+
+        def precise(v: decimal.Decimal) -> str:
+            unscaled = int(v.scaleb(scale).to_integral_value())
+            size = max(1, (unscaled.bit_length() + 8) // 8)
+            return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+        return precise
+    if kind == "date":
+        return lambda v: (v - EPOCH).days
+    if kind == "timestamp":
+        return lambda v: _micros(v - EPOCH_TS)
+    if kind == "timestamptz":
+        return lambda v: v.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    if kind == "interval":
+        return lambda v: int(round((v.months * DAYS_PER_MONTH + v.days) * 86_400_000_000)) + v.nanoseconds // 1000
+    if kind == "array":
+        inner = _renderer(t.element, decimal_handling)
+        return lambda v: [None if x is None else inner(x) for x in v]
+    return lambda v: v
+
+
+def _micros(delta: dt.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def connect_schema(columns: Sequence[tuple[str, SqlType]], view: str, counted: bool = False,
+                   decimal_handling: str = "precise") -> dict:
+    """The Kafka Connect schema of ``encode``'s messages (for ``{"schema", "payload"}`` envelopes)."""
+    fields = [dict(_field_schema(t, decimal_handling), field=n, optional=True) for n, t in columns]
+    if counted:
+        fields.append({"type": "int64", "optional": False, "field": COUNT_FIELD})
+    row = {"type": "struct", "fields": fields, "optional": True, "name": f"freshview.{view}.Value"}
+    return {"type": "struct", "optional": False, "name": f"freshview.{view}.Envelope", "fields": [
+        dict(row, field="before"), dict(row, field="after"),
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+        {"type": "struct", "optional": False, "field": "source", "name": "freshview.Source", "fields": [
+            {"type": "string", "optional": False, "field": "view"},
+            {"type": "int64", "optional": False, "field": "step"}]}]}
+
+
+def _field_schema(t: SqlType, decimal_handling: str) -> dict:
+    kind = t.kind
+    if kind == "numeric":
+        if decimal_handling == "string":
+            return {"type": "string"}
+        if decimal_handling == "double":
+            return {"type": "double"}
+        precision, scale = t.decimal_precision_scale
+        return {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+                "parameters": {"scale": str(scale), "connect.decimal.precision": str(precision)}}
+    if kind == "array":
+        return {"type": "array", "items": dict(_field_schema(t.element, decimal_handling), optional=True)}
+    return {
+        "int2": {"type": "int16"}, "int4": {"type": "int32"}, "int8": {"type": "int64"},
+        "float4": {"type": "float"}, "float8": {"type": "double"}, "text": {"type": "string"},
+        "bool": {"type": "boolean"}, "null": {"type": "string"},
+        "date": {"type": "int32", "name": "io.debezium.time.Date", "version": 1},
+        "timestamp": {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "version": 1},
+        "timestamptz": {"type": "string", "name": "io.debezium.time.ZonedTimestamp", "version": 1},
+        "interval": {"type": "int64", "name": "io.debezium.time.MicroDuration", "version": 1},
+    }[kind]

@@ -1,0 +1,215 @@
+"""formats.debezium: reading messages (values, envelopes, refusals with offsets), netting them into a
+source delta over the source's present rows, and writing a view's delta as messages."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+
+import pyarrow as pa
+import pytest
+
+from freshview.formats import debezium as dbz
+from freshview.schema import WEIGHT, SqlType, schema_from_ddl
+
+KEYED = schema_from_ddl("id INT, name TEXT, amount NUMERIC(10,2)", ["id"])
+ALL_TYPES = schema_from_ddl("i2 SMALLINT, i8 BIGINT, f4 REAL, f8 DOUBLE PRECISION, n NUMERIC(12,3), t TEXT, "
+                            "b BOOLEAN, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, iv INTERVAL, arr INTEGER[]")
+
+
+def one(value, column: str, schema=ALL_TYPES, field=None):
+    row = {"op": "c", "after": {**dict.fromkeys(schema.names), column: value}}
+    msg = {"schema": {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": [
+        dict(field, field=column)]}]}, "payload": row} if field else row
+    change = dbz.read([msg], schema)[0]
+    return change.after[schema.names.index(column)]
+
+
+def test_values_as_the_json_converter_renders_them():
+    assert one(-7, "i2") == -7 and one("12", "i8") == 12
+    assert one(1.5, "f4") == 1.5 and one("NaN", "f8") != one("NaN", "f8") and one("-Infinity", "f8") == float("-inf")
+    assert one(3, "n") == decimal.Decimal("3.000") and one("-1.2345", "n") == decimal.Decimal("-1.235")
+    assert one({"scale": 2, "value": base64.b64encode((-1234).to_bytes(2, "big", signed=True)).decode()}, "n") \
+        == decimal.Decimal("-12.340")
+    precise = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "3"}}
+    assert one(base64.b64encode((123456).to_bytes(3, "big", signed=True)).decode(), "n", field=precise) \
+        == decimal.Decimal("123.456")
+    assert one("x", "t") == "x" and one(True, "b") is True
+    assert one(19_000, "d") == dt.date(2022, 1, 8) and one("2024-02-29", "d") == dt.date(2024, 2, 29)
+    assert one(1_000_000, "ts") == dt.datetime(1970, 1, 1, 0, 0, 1)  # MicroTimestamp by default
+    assert one(1_000, "ts", field={"type": "int64", "name": "io.debezium.time.Timestamp"}) == \
+        dt.datetime(1970, 1, 1, 0, 0, 1)
+    assert one(2_000_000_000, "ts", field={"type": "int64", "name": "io.debezium.time.NanoTimestamp"}) == \
+        dt.datetime(1970, 1, 1, 0, 0, 2)
+    assert one("2024-01-02T03:04:05.123456", "ts") == dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
+    assert one("2024-01-02T03:04:05+02:00", "tz") == dt.datetime(2024, 1, 2, 1, 4, 5, tzinfo=dt.timezone.utc)
+    assert one("2024-01-02T03:04:05Z", "tz") == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    assert one(90_000_000, "iv") == pa.MonthDayNano([0, 0, 90_000_000_000])
+    assert one("P1Y2M3DT4H5M6.5S", "iv") == pa.MonthDayNano([14, 3, (4 * 3600 + 5 * 60 + 6.5) * 10 ** 9])
+    assert one("-P1D", "iv") == pa.MonthDayNano([0, -1, 0])
+    assert one([1, None, 3], "arr") == [1, None, 3]
+
+
+@pytest.mark.parametrize("message, reason", [
+    ("{not json", "not JSON"),
+    (b"\xff", "not UTF-8"),
+    ([1, 2], "JSON object"),
+    ({"op": "x", "after": {}}, "op is 'x'"),
+    ({"op": "c"}, "no 'after' row"),
+    ({"op": "d", "after": {"id": 1, "name": "a", "amount": 1}}, "no 'before' row"),
+    ({"op": "c", "after": {"id": 1, "name": "a", "amount": 1, "extra": 2}}, "column 'extra'"),
+    ({"op": "c", "after": {"id": 1, "name": "a"}}, "no column 'amount'"),
+    ({"op": "c", "after": {"id": "one", "name": "a", "amount": 1}}, "column 'id' .*'one' is not an integer"),
+    ({"op": "c", "after": {"id": 2 ** 31, "name": "a", "amount": 1}}, "out of range"),
+    ({"op": "c", "after": {"id": 1, "name": 5, "amount": 1}}, "not text"),
+    ({"op": "c", "after": {"id": 1, "name": "a", "amount": "1e9"}}, r"does not fit numeric\(10,2\)"),
+    ({"op": "c", "after": {"id": 1, "name": "a", "amount": "abc"}}, "not a decimal"),
+    ({"op": "c", "after": {"id": 1, "name": "a", "amount": 1}, "ts_ms": "soon"}, "ts_ms"),
+])
+def test_a_message_that_does_not_fit_is_refused_with_its_offset(message, reason):
+    good = {"op": "c", "after": {"id": 9, "name": "ok", "amount": 1}}
+    with pytest.raises(dbz.MessageError, match=f"source 'orders', message 2: .*{reason}") as caught:
+        dbz.read([good, None, message], KEYED, "orders")  # (a tombstone at 1 still counts as an offset)
+    assert caught.value.offset == 2
+
+
+def test_not_null_columns_refuse_null():
+    schema = schema_from_ddl("id INT NOT NULL, v INT", ["id"])
+    with pytest.raises(dbz.MessageError, match="NOT NULL"):
+        dbz.read([{"op": "c", "after": {"id": None, "v": 1}}], schema)
+
+
+def test_envelopes_and_tombstones():
+    payload = {"op": "c", "after": {"id": 1, "name": "a", "amount": "2.5"}, "ts_ms": 5, "source": {"lsn": 7}}
+    changes = dbz.read([json.dumps({"schema": {}, "payload": payload}), None, json.dumps(None),
+                        json.dumps({"schema": {}, "payload": None}), payload], KEYED)
+    assert [c.offset for c in changes] == [0, 4]
+    assert changes[0].after == (1, "a", decimal.Decimal("2.50")) and changes[0].ts_ms == 5
+    assert changes[0].source == {"lsn": 7}
+
+
+class State:
+    """A source's present rows, as ``to_delta``'s ``current`` callback sees them."""
+
+    def __init__(self, rows, key_at):
+        self.rows, self.key_at, self.calls = list(rows), key_at, 0
+
+    def __call__(self, probes):
+        self.calls += 1
+        if probes is None:
+            return list(self.rows)
+        if not self.key_at:
+            wanted = {tuple(p) for p in probes}
+            return [r for r in self.rows if r in wanted]
+        wanted = {tuple(p[i] for i in self.key_at) for p in probes}
+        return [r for r in self.rows if tuple(r[i] for i in self.key_at) in wanted]
+
+
+def delta_rows(table):
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return sorted(zip(*cols), key=repr)
+
+
+def D(x):
+    return decimal.Decimal(x).quantize(decimal.Decimal("0.01"))
+
+
+def test_old_rows_come_from_the_state_by_key():
+    state = State([(1, "a", D(1)), (2, "b", D(2))], [0])
+    msgs = [{"op": "u", "before": {"id": 1}, "after": {"id": 1, "name": "a2", "amount": 5}},  # partial before
+            {"op": "u", "after": {"id": 2, "name": "b2", "amount": 6}},  # no before: the key of after
+            {"op": "c", "after": {"id": 3, "name": "c", "amount": 7}},
+            {"op": "u", "before": {"id": 3}, "after": {"id": 4, "name": "c", "amount": 7}},  # a key move
+            {"op": "d", "before": {"id": 2, "name": None, "amount": None}},
+            {"op": "r", "after": {"id": 1, "name": "a3", "amount": 8}}]  # a re-snapshot replaces
+    delta = dbz.to_delta(dbz.read(msgs, KEYED), KEYED, state)
+    assert delta_rows(delta) == sorted([(1, "a", D(1), -1), (1, "a3", D(8), 1), (2, "b", D(2), -1),
+                                        (4, "c", D(7), 1)], key=repr)
+    assert state.calls == 1  # one lookup of every key the batch touches
+
+
+@pytest.mark.parametrize("msgs, reason, offset", [
+    ([{"op": "u", "after": {"id": 5, "name": "x", "amount": 1}}], "op 'u' for a key that does not exist", 0),
+    ([{"op": "d", "before": {"id": 1}}, {"op": "d", "before": {"id": 1}}], "op 'd' for a key that does not exist", 1),
+    ([{"op": "c", "after": {"id": 1, "name": "x", "amount": 1}}], "op 'c' for a key that exists", 0),
+    ([{"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
+      {"op": "u", "before": {"id": 7}, "after": {"id": 1, "name": "x", "amount": 1}}], "onto a key that exists", 1),
+    ([{"op": "c", "after": {"id": None, "name": "x", "amount": 1}}], "column 'id' is NOT NULL", 0),
+    ([{"op": "d", "before": {"id": None, "name": "x"}}], "primary key column 'id' is null", 0),
+])
+def test_key_refusals_name_the_message(msgs, reason, offset):
+    with pytest.raises(dbz.MessageError, match=reason) as caught:
+        dbz.to_delta(dbz.read(msgs, KEYED), KEYED, State([(1, "a", D(1))], [0]), "orders")
+    assert caught.value.offset == offset
+
+
+def test_truncate_deletes_every_row_then_later_messages_apply():
+    state = State([(1, "a", D(1)), (2, "b", D(2))], [0])
+    msgs = [{"op": "t"}, {"op": "c", "after": {"id": 2, "name": "b", "amount": 2}}]
+    assert delta_rows(dbz.to_delta(dbz.read(msgs, KEYED), KEYED, state)) == [(1, "a", D(1), -1)]
+
+
+def test_sources_without_a_key_need_whole_present_rows():
+    schema = schema_from_ddl("k TEXT, v INT")
+    state = State([("a", 1), ("a", 1), ("b", None)], [])
+    msgs = [{"op": "d", "before": {"k": "a", "v": 1}}, {"op": "c", "after": {"k": "a", "v": 1}},
+            {"op": "u", "before": {"k": "b", "v": None}, "after": {"k": "c", "v": 3}},
+            {"op": "c", "after": {"k": "c", "v": 3}}]
+    assert delta_rows(dbz.to_delta(dbz.read(msgs, schema), schema, state)) == [("b", None, -1), ("c", 3, 2)]
+    with pytest.raises(dbz.MessageError, match="message 2: op 'd' of a row that is not present"):
+        dbz.to_delta(dbz.read(msgs[:1] * 3, schema), schema, state)
+    with pytest.raises(dbz.MessageError, match="without 'before'"):
+        dbz.to_delta(dbz.read([{"op": "u", "after": {"k": "a", "v": 2}}], schema), schema, state)
+
+
+COLUMNS = (("g", SqlType("text")), ("total", SqlType.numeric(12, 2)), ("d", SqlType("date")))
+
+
+def view_delta(rows):
+    return pa.table({"g": [r[0] for r in rows], "total": pa.array([r[1] for r in rows], pa.decimal128(12, 2)),
+                     "d": pa.array([r[2] for r in rows], pa.date32()), WEIGHT: [r[3] for r in rows]})
+
+
+def test_a_keyed_view_writes_one_message_per_changed_key():
+    day = dt.date(1970, 1, 11)
+    delta = view_delta([("a", D(1), day, -1), ("a", D(3), day, 1), ("b", D(2), day, 1), ("c", D(5), None, -1)])
+    msgs = dbz.encode(delta, COLUMNS, (0,), False, "totals", 4, 1000, decimal_handling="string")
+    by_op = {m["op"]: m for m in msgs}
+    assert sorted(by_op) == ["c", "d", "u"] and len(msgs) == 3
+    assert by_op["u"]["before"] == {"g": "a", "total": "1.00", "d": 10} and by_op["u"]["after"]["total"] == "3.00"
+    assert by_op["c"]["before"] is None and by_op["d"]["after"] is None and by_op["d"]["before"]["d"] is None
+    assert by_op["u"]["source"] == {"view": "totals", "step": 4} and by_op["u"]["ts_ms"] == 1000
+
+
+def test_a_counted_view_carries_the_multiplicity():
+    day = dt.date(2000, 1, 1)
+    delta = view_delta([("a", D(1), day, 2), ("b", D(1), day, -1), ("c", D(1), day, -2)])
+    after = {"a": 3, "b": 0, "c": 1}
+    msgs = dbz.encode(delta, COLUMNS, (0, 1, 2), True, "v", 1, 0,
+                      counts_after=lambda rows, weights: [after[r[0]] for r in rows])
+    assert [(m["op"], m["before"] and m["before"]["_fv_count"], m["after"] and m["after"]["_fv_count"])
+            for m in msgs] == [("u", 1, 3), ("d", 1, None), ("u", 3, 1)]
+
+
+def test_written_messages_read_back_with_their_schema():
+    """Precise decimals (base64) and every rendered type come back as they went out."""
+    columns = tuple((c.name, c.type) for c in ALL_TYPES.columns)
+    row = (-3, 2 ** 40, 1.5, float("inf"), decimal.Decimal("-12.345"), "é", False, dt.date(1969, 12, 31),
+           dt.datetime(2024, 5, 6, 7, 8, 9, 10), dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc),
+           pa.MonthDayNano([0, 2, 3_000]), [1, None])
+    delta = pa.Table.from_arrays([pa.array([v], c.type.arrow) for v, c in zip(row, ALL_TYPES.columns)]
+                                 + [pa.array([1], pa.int64())], schema=ALL_TYPES.arrow(with_weight=True))
+    for handling in dbz.DECIMAL_HANDLING:
+        msg = dbz.encode(delta, columns, (0,), False, "v", 1, 0, decimal_handling=handling)[0]
+        envelope = json.dumps({"schema": dbz.connect_schema(columns, "v", decimal_handling=handling), "payload": msg})
+        back = dbz.read([envelope], ALL_TYPES)[0].after
+        assert back[:4] == row[:4] and back[5:10] == row[5:10] and back[11] == row[11], handling
+        assert back[10] == pa.MonthDayNano([0, 0, 2 * 86_400 * 10 ** 9 + 3_000])  # MicroDuration: one number
+        assert back[4] == row[4] if handling != "double" else float(back[4]) == float(row[4])
+
+
+def test_decimal_handling_is_checked():
+    with pytest.raises(ValueError, match="decimal_handling"):
+        dbz.encode(view_delta([]), COLUMNS, (0,), False, "v", 1, 0, decimal_handling="exact")
