@@ -8,6 +8,7 @@
     python3 -m benchmarks.sink_write                         # one step's result write into PostgreSQL
     python3 -m benchmarks.snapshot_read                      # the snapshot reader: rows/s, per-row vs CSV
     python3 -m benchmarks.mysql_cdc                          # MariaDB: snapshot rows/s, binlog decode + delta changes/s
+    python3 -m benchmarks.debezium                           # Debezium JSON messages decoded and applied per second
 
 Results print as Markdown, go to ``benchmarks/out/*.json`` (the peers suite:
 ``docs/results/peers_sf<sf>.json``) and (``--write-doc``) replace the suite's
