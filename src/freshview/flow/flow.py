@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.algebra import hashing
-from freshview.algebra.batch import DeltaBatch, consolidate, to_arrow_delta
+from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.formats import debezium
@@ -182,7 +182,8 @@ class IncrementalFlow:
     """
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
-                 execution: str = "auto", dialect: str = "postgres", default_schema: str = "public") -> None:
+                 execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
+                 flush_interval: float | str | None = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.execution = execution
@@ -205,8 +206,15 @@ class IncrementalFlow:
         self._watches: dict[str, list[Watch]] = {}
         self._step = 0
         self._closed = False
+        # Output held back between flushes (``flush_interval``): per view, its consolidated change since
+        # it was last emitted, in the arrangement ``view/<name>/pending`` (committed with each step).
+        self.flush_interval = parse_interval(flush_interval)
+        self._last_flush: dict[str, float] = {}
+        self._held: set[str] = set()  # views with a held-back change
         try:
             self._resume()
+            self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
+                          and self.store.count(f"view/{v}/pending")}
         except BaseException:
             self.store.close()
             raise
@@ -468,8 +476,11 @@ class IncrementalFlow:
             step = self._step + 1
             summary = StepSummary(step, sum(t.num_rows for t in deltas.values()), 0, 0.0)
             outputs: dict[str, pa.Table] = {}
-            previous_step = self._step
-            with self._transaction(undo=lambda: setattr(self, "_step", previous_step)):
+            previous = (self._step, set(self._held), dict(self._last_flush))
+
+            def undo() -> None:
+                self._step, self._held, self._last_flush = previous
+            with self._transaction(undo=undo):
                 for name, table in deltas.items():
                     if table.num_rows:
                         try:
@@ -502,15 +513,73 @@ class IncrementalFlow:
                     summary.views[view.name] = ViewStep(rows, ms, False, choice.executor, choice.reason, rows_in)
                     summary.rows_out += rows
                 self._step = step
+                if self.flush_interval is not None:
+                    outputs = self._hold(outputs, force=False)
                 if before_commit is not None:
                     before_commit({n: self._named(n, t) for n, t in outputs.items()})
             summary.duration_ms = (time.perf_counter() - started) * 1000
-            for name, out in outputs.items():
+            self._publish(outputs, step)
+            return summary
+
+    # ------------------------------------------------------------------ flush interval
+    def _pending(self, view: str) -> str:
+        name = f"view/{view}/pending"
+        if not self.store.has_arrangement(name):
+            self.store.ensure_arrangement(name, Layout(_row_schema(self._views[view].columns)))
+        return name
+
+    def _hold(self, outputs: dict[str, pa.Table], force: bool) -> dict[str, pa.Table]:
+        """Inside a step's transaction: add this step's view changes to what is held back, and take out
+        (consolidated) what is due: every view not emitted for ``flush_interval`` seconds (all if ``force``)."""
+        now = time.monotonic()
+        emitted: dict[str, pa.Table] = {}
+        for name in self._views:
+            out = outputs.get(name)
+            if out is None and name not in self._held:
+                continue
+            held = self._pending(name)
+            if not flush_due(now, self._last_flush.get(name), self.flush_interval, force):
+                if out is not None:
+                    self.store.apply(held, out)
+                    self._held.add(name)
+                continue
+            self._held.discard(name)
+            parts = [self.store.scan(held)] + ([out] if out is not None else [])
+            change = consolidate(pa.concat_tables([p.select(parts[0].column_names) for p in parts]))
+            if parts[0].num_rows:
+                self.store.apply(held, negate(parts[0]))
+            if change.num_rows:
+                emitted[name] = change
+                self._last_flush[name] = now
+        return emitted
+
+    def flush(self, force: bool = True, before_commit: Callable[[dict[str, pa.Table]], None] | None = None
+              ) -> dict[str, pa.Table]:
+        """Emit the view changes held back by ``flush_interval`` (all of them, or with ``force=False``
+        only those due) to watches and ``before_commit``, without a step; returns them (named columns +
+        ``_weight``).  A caller with a flush interval calls this when its input is idle."""
+        with self._lock:
+            self._check_open()
+            if self.flush_interval is None:
+                return {}
+            previous = (set(self._held), dict(self._last_flush))
+
+            def undo() -> None:
+                self._held, self._last_flush = previous
+            with self._transaction(undo=undo):
+                outputs = self._hold({}, force)
+                named = {n: self._named(n, t) for n, t in outputs.items()}
+                if before_commit is not None and named:
+                    before_commit(named)
+            self._publish(outputs, self._step)
+            return named
+
+    def _publish(self, outputs: dict[str, pa.Table], step: int) -> None:
+        for name, out in outputs.items():
                 batch = None
                 for w in list(self._watches.get(name, [])):
                     batch = batch or DeltaBatch(self._named(name, out), step)
                     w._push(batch)
-            return summary
 
     def _apply_source(self, name: str, table: pa.Table) -> None:
         """Apply a consolidated change to the source's copy, refusing deletes of absent rows and
@@ -697,6 +766,33 @@ class IncrementalFlow:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1,
+          "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600, "day": 86400,
+          "days": 86400}
+
+
+def parse_interval(value: float | str | None) -> float | None:
+    """Seconds of ``1.5``, ``"500 ms"``, ``"1 second"``, ``"2 hours"``, ``"1 day"``; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([a-z]*)\s*", str(value).lower())
+        if not match or match.group(2) not in _UNITS and match.group(2):
+            raise FreshviewError(f"cannot read the interval {value!r}: write e.g. '500 ms', '1 second', "
+                                 "'10 minutes', '1 hour', '1 day' or a number of seconds")
+        seconds = float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+    if seconds < 0:
+        raise FreshviewError(f"an interval cannot be negative: {value!r}")
+    return seconds
+
+
+def flush_due(now: float, last: float | None, interval: float, force: bool) -> bool:
+    """Whether a view's held-back change goes out now: forced, never emitted yet, or ``interval`` passed."""
+    return force or last is None or now - last >= interval
 
 
 def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
