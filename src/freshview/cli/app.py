@@ -87,7 +87,7 @@ def setup(
     with _connect(dsn) as conn:
         try:
             report = run_setup(conn, role=role, publish=tables, full_identity=full, apply_role=apply_role)
-        except FreshviewError as exc:
+        except (FreshviewError, PostgresError, MariaDBError) as exc:  # no server binaries, a server that fails
             console.print(f"[red]{exc}[/]")
             raise typer.Exit(1)
     out = Console()
@@ -210,7 +210,7 @@ def status(
     with _connect(dsn) as conn:
         try:
             st = read_status(conn, dsn)
-        except FreshviewError as exc:
+        except (FreshviewError, PostgresError, MariaDBError) as exc:  # no server binaries, a server that fails
             console.print(f"[red]{exc}[/]")
             raise typer.Exit(1)
     if as_json:
@@ -244,19 +244,28 @@ def demo(
     orders: int = typer.Option(250_000, help="Orders in the sample shop (with ~3 items each: ~1M rows in all)."),
     rate: float = typer.Option(200.0, help="Target source transactions per second."),
     data_dir: Optional[Path] = typer.Option(None, help="Keep the embedded database here (default: temporary)."),
+    mysql: bool = typer.Option(False, "--mysql", help="Run it on a throwaway MariaDB (the machine's mariadbd) "
+                                                      "instead of the embedded PostgreSQL."),
 ) -> None:
-    """The live demo: embedded PostgreSQL, sample shop, views created with CALL, a live dashboard.
+    """The live demo: embedded PostgreSQL (or MariaDB), sample shop, views created with CALL, a live dashboard.
 
     Library and server output goes to a log file (printed at start)."""
     import tempfile
 
     from freshview.cli.demo import run_demo
     from freshview.cli.logs import route_output
+    from freshview.errors import FreshviewError
+    from freshview.service.embedded import PostgresError
+    from freshview.service.embedded_mariadb import MariaDBError
 
     log_path = (data_dir / "freshview.log") if data_dir else Path(tempfile.gettempdir()) / "freshview-demo.log"
     with route_output(log_path, console, logging.WARNING):  # the dashboard says what the service does
         console.print(f"logs: {log_path}", markup=False, highlight=False, soft_wrap=True)
-        run_demo(duration=duration, n_orders=orders, rate=rate, data_dir=data_dir)
+        try:
+            run_demo(duration=duration, n_orders=orders, rate=rate, data_dir=data_dir, mysql=mysql)
+        except (FreshviewError, PostgresError, MariaDBError) as exc:  # no server binaries, a server that fails
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(1)
 
 
 @app.command()
