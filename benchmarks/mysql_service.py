@@ -75,8 +75,8 @@ class ClientCommitTimes:
         self._original = mysql_source.to_transaction
 
     def install(self) -> None:
-        def to_transaction(txn, definitions):
-            out = self._original(txn, definitions)
+        def to_transaction(txn, *args):
+            out = self._original(txn, *args)
             at = self.by_gtid.get(txn.position.gtid)
             if at is not None:
                 self.matched += 1

@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from freshview.connectors.mysql.catalog import TableName
-from freshview.connectors.mysql.source import column_definitions, lost_reason, passed_position, to_transaction
+from freshview.connectors.mysql.source import (column_definitions, commit_time, lost_reason, passed_position,
+                                               to_transaction)
 from freshview.connectors.mysql.transactions import BinlogPosition, MySqlTransaction, RowChanges
 from freshview.schema import SqlType
 
@@ -47,3 +48,9 @@ def test_column_definitions_mark_unsupported_types():
     found = column_definitions("app.t", rows)
     assert found["id"] == SqlType("int4") and found["blob"] is None
     assert found["name"] == SqlType("text", collation="utf8mb4_general_ci")
+
+
+def test_commit_times_within_the_binlogs_second_come_from_the_arrival():
+    assert commit_time(100.0, None) == 100.0
+    assert commit_time(100.0, 100.004) == 100.004  # kept up: arrived 4 ms after a commit in second 100
+    assert commit_time(100.0, 107.5) == 101.0  # behind: the latest the commit can have been

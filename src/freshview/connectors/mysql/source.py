@@ -95,10 +95,18 @@ def passed_position(current: BinlogPosition, reported: BinlogPosition | None, la
     return current
 
 
-def to_transaction(txn: MySqlTransaction, definitions: Mapping[str, Mapping[str, SqlType | None]]) -> base.Transaction:
+def commit_time(binlog_seconds: float, received: float | None) -> float:
+    """A transaction's commit time: the binlog stamps whole seconds (the commit was in
+    ``[stamp, stamp + 1)``), so while the stream keeps up, the time it arrived is the better estimate
+    (it is at most the transit late); when behind, ``stamp + 1`` (lag understated by under a second)."""
+    return binlog_seconds if received is None else min(received, binlog_seconds + 1.0)
+
+
+def to_transaction(txn: MySqlTransaction, definitions: Mapping[str, Mapping[str, SqlType | None]],
+                   received: float | None = None) -> base.Transaction:
     """The core's view of a binlog transaction (the binlog rows stay in ``payload``)."""
     return base.Transaction(
-        txn.position, txn.commit_time.timestamp(),
+        txn.position, commit_time(txn.commit_time.timestamp(), received),
         {str(t): sum(len(run) for run in runs) for t, runs in txn.changes.items()},
         frozenset(str(t) for t in txn.truncated), definitions, txn)
 
@@ -133,7 +141,7 @@ class MySqlStream:
             return base.Transaction(passed, time.time()), True  # no changes: only the position moves
         self._reported, self._reported_at = txn.position, now
         ddl = {str(t) for statement in txn.ddl for t in statement.tables}
-        return to_transaction(txn, {t: self.definitions(t) for t in ddl}), True
+        return to_transaction(txn, {t: self.definitions(t) for t in ddl}, time.time()), True
 
     def follow(self, tables: set[TableName]) -> None:
         self.reader.follow(tables)
