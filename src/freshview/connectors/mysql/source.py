@@ -38,7 +38,7 @@ from freshview.connectors.mysql.types import UnsupportedTypeError, column_type
 from freshview.errors import FreshviewError
 from freshview.schema import SqlType, TableSchema
 
-HEARTBEAT_S = 0.1  # an idle stream's read returns after at most this long past its timeout
+HEARTBEAT_S = 0.01  # the server's heartbeat period: an idle stream's read returns at most this long past its timeout
 PASSED_EVERY_S = 1.0  # how often a stream reports the position reached through unfollowed transactions
 
 
