@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -25,6 +26,7 @@ from freshview.algebra import hashing
 from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
+from freshview.flow import checkpoint
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
 from freshview.plan.explain import render as render_plan
@@ -199,6 +201,7 @@ class IncrementalFlow:
             self._tmp = tempfile.TemporaryDirectory(prefix="freshview-")
             state_dir = self._tmp.name
         self.state_dir = Path(state_dir)
+        self._cache_mb = cache_mb
         self.store = SpineStateStore(self.state_dir, cache_mb=cache_mb)
         self._lock = threading.RLock()
         self._sources: dict[str, TableSchema] = {}
@@ -680,6 +683,53 @@ class IncrementalFlow:
                 raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
             self._watches.setdefault(name, []).append(w)
             return w
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, uri: str) -> "checkpoint.CheckpointInfo":
+        """A delta checkpoint to ``uri`` (a path, ``file://`` or object storage): only the state files
+        the destination lacks, chained on its last checkpoint (the first one there is full)."""
+        return self._checkpoint(uri, full=False)
+
+    def checkpoint_full(self, uri: str) -> "checkpoint.CheckpointInfo":
+        """A full checkpoint to ``uri``: every state file (sources, operator state, views, catalog)."""
+        return self._checkpoint(uri, full=True)
+
+    def _checkpoint(self, uri: str, full: bool) -> "checkpoint.CheckpointInfo":
+        with self._lock:  # between ticks: never of a half step
+            self._check_open()
+            manifest, runs = self.store.export()
+            return checkpoint.write(uri, self.state_dir, manifest, runs, self._step, full)
+
+    def restore(self, uri: str) -> "checkpoint.CheckpointInfo":
+        """Replace this flow's state by the last checkpoint at ``uri`` (also on a fresh flow): sources,
+        views, catalog, step and connectors' positions (``get_meta``); the next tick resumes from its
+        step.  Watches end.  On an error the flow keeps its state."""
+        with self._lock:
+            self._check_open()
+            started = time.perf_counter()
+            number, doc = checkpoint.read_latest(uri)
+            staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=self.state_dir.parent))
+            try:
+                files, size = checkpoint.fetch(uri, doc, staging)
+                SpineStateStore(staging, cache_mb=self._cache_mb).close()  # readable before anything changes
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            self.store.close()
+            for watches in self._watches.values():
+                for w in watches:
+                    w._close()
+            self._watches.clear()
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            staging.rename(self.state_dir)
+            self.store = SpineStateStore(self.state_dir, cache_mb=self._cache_mb)
+            self._sources, self._views, self._step = {}, {}, 0
+            self._held, self._last_flush = set(), {}
+            self._resume()
+            self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
+                          and self.store.count(f"view/{v}/pending")}
+            return checkpoint.CheckpointInfo(uri, number, doc["kind"], self._step, size, files,
+                                             time.perf_counter() - started)
 
     # ------------------------------------------------------------------ Debezium messages
     def tick_debezium(self, source: str, messages: Iterable[Any]) -> StepSummary:

@@ -113,6 +113,18 @@ class SpineStateStore:
         finally:
             self._release()
 
+    def export(self) -> tuple[dict, list[str]]:
+        """A consistent copy point of the committed state, outside a transaction: every run in its
+        file and a manifest naming them (a local checkpoint).  Returns the manifest's JSON and the run
+        files (paths relative to the directory); they stay until a later checkpoint replaces them."""
+        self._check_open()
+        if self._tx is not None:
+            raise StateError("cannot export the state inside a transaction")
+        self._install_merges()
+        self._checkpoint()
+        manifest = json.loads((self.directory / log.MANIFEST).read_text())
+        return manifest, sorted({p for entry in manifest["arrangements"].values() for p in entry["runs"]})
+
     def _checkpoint(self) -> None:
         arrangements = {name: (s.layout, list(s.runs)) for name, s in self._catalog.items()}
         self._files.checkpoint(self._meta, arrangements, self._merger.reserved_paths())
