@@ -62,6 +62,15 @@ def mariadb() -> Iterator[dict]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def nats_url() -> Iterator[str]:
+    """Session-scoped throwaway NATS server with JetStream: its URL."""
+    from tests.support.nats import nats_server
+
+    with nats_server() as url:
+        yield url
+
+
 @pytest.fixture
 def mysql_database(mariadb: dict) -> Iterator[dict]:
     """A fresh empty database on the session's MariaDB (dropped afterwards): connect args with it."""

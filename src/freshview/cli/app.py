@@ -313,6 +313,11 @@ class _SnapshotBars:
             self.progress = None
 
 
+from freshview.cli.pipeline import app as _pipeline_app  # noqa: E402
+
+app.add_typer(_pipeline_app, name="pipeline")
+
+
 def main() -> None:
     app()
 

@@ -141,15 +141,21 @@ class Watch:
         self._close()
 
 
-class DebeziumWatch(Watch):
-    """A ``Watch`` whose items are Debezium messages (dicts), one per changed result key."""
+class DebeziumEncoder:
+    """A view's changes as Debezium messages (dicts), one per changed result key (``formats.debezium``).
 
-    def __init__(self, flow: "IncrementalFlow", view: str, timeout: float | None, columns: pn.Columns,
-                 key: Sequence[int], counts: dict[tuple, int] | None, decimal_handling: str) -> None:
-        super().__init__(flow, view, timeout)
-        self.columns, self.key, self.counts, self.decimal_handling = columns, key, counts, decimal_handling
+    A view whose rows may repeat (key: all columns + ``_fv_count``) needs each row's multiplicity after
+    every step: ``counts`` starts from the view's rows when the encoder is made and is kept up by
+    ``encode``, which must therefore see every step's change, in order.
+    """
 
-    def _push(self, batch: DeltaBatch) -> None:
+    def __init__(self, view: str, columns: pn.Columns, key: Sequence[int], counts: dict[tuple, int] | None,
+                 decimal_handling: str) -> None:
+        self.view, self.columns, self.key, self.counts = view, columns, key, counts
+        self.decimal_handling = decimal_handling
+
+    def encode(self, table: pa.Table, step: int, ts_ms: int | None = None,
+               source_ts_ms: int | None = None) -> list[dict]:
         counts = self.counts
 
         def counts_after(rows: list[tuple], weights: list[int]) -> list[int]:
@@ -162,9 +168,21 @@ class DebeziumWatch(Watch):
                 out.append(n)
             return out
 
-        messages = debezium.encode(batch.table, self.columns, self.key, counts is not None, self.view, batch.step,
-                                   int(time.time() * 1000), counts_after=counts_after if counts is not None else None,
-                                   decimal_handling=self.decimal_handling)
+        return debezium.encode(table, self.columns, self.key, counts is not None, self.view, step,
+                               int(time.time() * 1000) if ts_ms is None else ts_ms,
+                               counts_after=counts_after if counts is not None else None,
+                               decimal_handling=self.decimal_handling, source_ts_ms=source_ts_ms)
+
+
+class DebeziumWatch(Watch):
+    """A ``Watch`` whose items are Debezium messages (dicts), one per changed result key."""
+
+    def __init__(self, flow: "IncrementalFlow", view: str, timeout: float | None, encoder: DebeziumEncoder) -> None:
+        super().__init__(flow, view, timeout)
+        self.encoder = encoder
+
+    def _push(self, batch: DeltaBatch) -> None:
+        messages = self.encoder.encode(batch.table, batch.step)
         with self._cond:
             self._pending.extend(messages)
             self._cond.notify_all()
@@ -389,8 +407,10 @@ class IncrementalFlow:
                 for view in new:
                     self._views.pop(view.name, None)
 
+            # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process.
+            empty = all(self.store.count(_source_state(s)) == 0 for s in self._sources)
             with self._transaction(undo=undo):
-                bulk = self.kernels("bulk")
+                bulk = self.kernels("local" if empty else "bulk")
                 try:
                     for view in new:
                         self.store.ensure_arrangement(view.circuit.output_state, Layout(_row_schema(view.columns)))
@@ -399,7 +419,8 @@ class IncrementalFlow:
                             self.store.load(view.circuit.output_state, out)
                             contents[view.name] = out
                 finally:
-                    bulk.finish()  # type: ignore[attr-defined]
+                    if not empty:
+                        bulk.finish()  # type: ignore[attr-defined]
 
     def drop_view(self, name: str) -> None:
         with self._lock:
@@ -669,20 +690,26 @@ class IncrementalFlow:
             if format == "arrow":
                 w = Watch(self, name, timeout)
             elif format == "debezium":
-                if decimal_handling not in debezium.DECIMAL_HANDLING:
-                    raise FreshviewError(f"decimal_handling must be one of {', '.join(debezium.DECIMAL_HANDLING)}, "
-                                         f"not {decimal_handling!r}")
-                key = result_key(view.plan)
-                counts = None
-                if key.counted:  # multiplicities after each step: from the view's rows now, then kept up
-                    now = self.snapshot(name, weighted=True)
-                    rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
-                    counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
-                w = DebeziumWatch(self, name, timeout, view.columns, key.key, counts, decimal_handling)
+                w = DebeziumWatch(self, name, timeout, self.debezium_encoder(name, decimal_handling))
             else:
                 raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
             self._watches.setdefault(name, []).append(w)
             return w
+
+    def debezium_encoder(self, name: str, decimal_handling: str = "precise") -> DebeziumEncoder:
+        """An encoder of ``name``'s changes as Debezium messages from now on (``DebeziumEncoder``)."""
+        with self._lock:
+            view = self._view(name)
+            if decimal_handling not in debezium.DECIMAL_HANDLING:
+                raise FreshviewError(f"decimal_handling must be one of {', '.join(debezium.DECIMAL_HANDLING)}, "
+                                     f"not {decimal_handling!r}")
+            key = result_key(view.plan)
+            counts = None
+            if key.counted:  # multiplicities after each step: from the view's rows now, then kept up
+                now = self.snapshot(name, weighted=True)
+                rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
+                counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
+            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling)
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, uri: str) -> "checkpoint.CheckpointInfo":
@@ -732,26 +759,42 @@ class IncrementalFlow:
                                              time.perf_counter() - started)
 
     # ------------------------------------------------------------------ Debezium messages
-    def tick_debezium(self, source: str, messages: Iterable[Any]) -> StepSummary:
-        """Apply Debezium change messages to ``source`` as one atomic step (``formats.debezium``).
+    def tick_debezium(self, source: str | Mapping[str, Iterable[Any]], messages: Iterable[Any] | None = None, *,
+                      before_commit: Callable[[dict[str, pa.Table]], None] | None = None) -> StepSummary:
+        """Apply Debezium change messages as one atomic step (``formats.debezium``):
+        ``tick_debezium("orders", messages)`` or ``tick_debezium({"orders": m1, "customers": m2})``.
 
         Messages are ``str``/``bytes`` JSON or dicts, with or without the ``{"schema", "payload"}``
         envelope.  Old rows of ``u``/``d`` come from the source's state by primary key; a message that
         does not fit (malformed, a type that does not fit a column, a ``u``/``d`` of a key that does not
-        exist) raises ``MessageError`` with its offset and nothing is applied.  The last message's
-        ``ts_ms`` and ``source`` block are kept with the step (``get_meta("debezium/<source>")``).
+        exist) raises ``MessageError`` with its source and offset and nothing is applied.  The last
+        message's ``ts_ms`` and ``source`` block are kept with the step (``get_meta("debezium/<source>")``).
+        ``before_commit`` as for ``tick``.
         """
+        if isinstance(source, str):
+            batches = {source: messages if messages is not None else ()}
+        elif isinstance(source, Mapping) and messages is None:
+            batches = dict(source)
+        else:
+            raise DeltaError("tick_debezium takes a source name and messages, or a mapping of source name to messages")
         with self._lock:
             self._check_open()
-            schema = self.source_schema(source)
-            changes = debezium.read(messages, schema, source)
-            delta = debezium.to_delta(changes, schema, lambda rows: self._present_rows(source, rows), source)
-            last = changes[-1] if changes else None
+            deltas: dict[str, pa.Table] = {}
+            lasts: dict[str, debezium.Change] = {}
+            for name, batch in batches.items():
+                schema = self.source_schema(name)
+                changes = debezium.read(batch, schema, name)
+                deltas[name] = debezium.to_delta(changes, schema,
+                                                 lambda rows, name=name: self._present_rows(name, rows), name)
+                if changes and (changes[-1].ts_ms is not None or changes[-1].source is not None):
+                    lasts[name] = changes[-1]
 
-            def remember(_: Any) -> None:
-                if last is not None and (last.ts_ms is not None or last.source is not None):
-                    self.set_meta(f"debezium/{source}", {"ts_ms": last.ts_ms, "source": last.source})
-            return self.tick(source, delta, before_commit=remember)
+            def remember(outputs: dict[str, pa.Table]) -> None:
+                for name, last in lasts.items():
+                    self.set_meta(f"debezium/{name}", {"ts_ms": last.ts_ms, "source": last.source})
+                if before_commit is not None:
+                    before_commit(outputs)
+            return self.tick(deltas, before_commit=remember)
 
     def _present_rows(self, source: str, rows: list[tuple] | None) -> list[tuple]:
         """The source's rows matching ``rows`` (by primary key, else whole rows), once per copy; all if None."""

@@ -82,6 +82,7 @@ class MessageError(DeltaError):
         super().__init__(f"{where}message {offset}: {reason}")
         self.offset = offset
         self.reason = reason
+        self.source = source
 
 
 @dataclass(frozen=True)
@@ -459,10 +460,11 @@ def _table(rows: list[tuple], weights: list[int], schema: TableSchema) -> pa.Tab
 def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequence[int], counted: bool,
            view: str, step: int, ts_ms: int, *,
            counts_after: Callable[[list[tuple], list[int]], list[int]] | None = None,
-           decimal_handling: str = "precise") -> list[dict]:
+           decimal_handling: str = "precise", source_ts_ms: int | None = None) -> list[dict]:
     """One view step's delta (consolidated: columns + ``_weight``) as Debezium messages (module docstring).
 
     ``counted``: rows may repeat; ``counts_after(rows, weights)`` gives each row's multiplicity after the step.
+    ``source_ts_ms``: the newest input change's ``ts_ms``, as ``source.ts_ms`` (a pipeline's end-to-end lag).
     """
     if decimal_handling not in DECIMAL_HANDLING:
         raise ValueError(f"decimal_handling must be one of {', '.join(DECIMAL_HANDLING)}, not {decimal_handling!r}")
@@ -478,7 +480,9 @@ def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequenc
             out[COUNT_FIELD] = count
         return out
 
-    source = {"view": view, "step": step}
+    source: dict[str, Any] = {"view": view, "step": step}
+    if source_ts_ms is not None:
+        source["ts_ms"] = source_ts_ms
     out: list[dict] = []
     if counted:
         after = counts_after(rows, weights) if rows else []
