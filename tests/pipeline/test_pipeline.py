@@ -245,3 +245,26 @@ def test_a_bad_message_stops_the_pipeline_with_its_position_and_applies_nothing(
         assert runner.flow.snapshot("orders").num_rows == 0
     finally:
         runner.close()
+
+
+def test_a_flush_interval_sends_one_consolidated_change_per_interval(nats_url, pg, tmp_path):
+    tag = f"flush{random.randrange(10**6)}"
+    text = pipeline_text(nats_url, tag, tmp_path, pg) + "SET update_aggregate_flush_interval = '1 second';\n"
+    spec = parse_pipeline(text)
+    feed = Feed(seed=31)
+    runner = PipelineRunner(spec, tmp_path / "state", options=PipelineOptions(max_batch=5, execution="local"))
+    runner.open()
+    try:
+        orders = feed.orders_round(120)
+        publish(nats_url, f"{tag}.orders", orders)
+        started = time.monotonic()
+        run_until(runner, len(orders))
+        assert runner.progress.steps >= 20  # many small steps ...
+        assert runner.progress.emissions <= 2 + (time.monotonic() - started)  # ... few emissions
+        deadline = time.monotonic() + 5  # what is held goes out once the interval has passed
+        runner.run(until=lambda: time.monotonic() > deadline or
+                   sink_contents(nats_url, tag, tmp_path, pg)["totals"] == expected(feed, "totals"))
+        got = sink_contents(nats_url, tag, tmp_path, pg)
+        assert got["totals"] == expected(feed, "totals") and got["big"] == expected(feed, "big")
+    finally:
+        runner.close()
