@@ -167,3 +167,18 @@ def fetch(uri: str, doc: dict, state_dir: Path) -> tuple[int, int]:
         raise StateError(f"cannot read the checkpoint's run files at {uri!r}: {exc}") from None
     (state_dir / MANIFEST).write_text(json.dumps(doc["state"]))
     return len(doc["files"]), total
+
+
+def write_document(uri: str, data: bytes) -> None:
+    """One small file at ``uri`` (a partitioned flow's coordinator document beside its shards' checkpoints)."""
+    fs, path = _open(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    _write_bytes(fs, path, data)
+
+
+def read_document(uri: str) -> bytes:
+    fs, path = _open(uri)
+    text = _read_text(fs, path)
+    if text is None:
+        raise StateError(f"no checkpoint at {uri}")
+    return text.encode()

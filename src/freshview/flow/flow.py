@@ -194,8 +194,9 @@ class IncrementalFlow:
     ``execution`` says where steps run: ``"auto"`` (default) picks, per step
     and per view, the in-process executor or Spark with a cost model fed by
     the step times it measures; ``"local"`` runs every step in-process;
-    ``"spark"`` runs every step on Spark.  A view's first computation always
-    runs on Spark (``spark``, or a local session started when first needed).
+    ``"spark"`` runs every step on Spark.  A view's first computation runs on
+    Spark (``spark``, or a local session started when first needed), except over
+    empty sources or with ``first_computation="local"``: in-process.
 
     >>> flow = IncrementalFlow()  # doctest: +SKIP
     >>> flow.register_source("t", "id INT, v INT", primary_key=["id"])  # doctest: +SKIP
@@ -203,10 +204,13 @@ class IncrementalFlow:
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
                  execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
-                 flush_interval: float | str | None = None) -> None:
+                 flush_interval: float | str | None = None, first_computation: str = "spark") -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.execution = execution
+        if first_computation not in ("spark", "local"):
+            raise FreshviewError(f"first_computation must be 'spark' or 'local', not {first_computation!r}")
+        self.first_computation = first_computation  # "local": in-process (a shard on an executor has no Spark)
         self.default_schema = default_schema  # ``<default_schema>.x`` in view SQL is the relation ``x``
         try:
             self.dialect = get_dialect(dialect)  # how view SQL is read and computed (sql/dialect.py)
@@ -408,7 +412,8 @@ class IncrementalFlow:
                     self._views.pop(view.name, None)
 
             # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process.
-            empty = all(self.store.count(_source_state(s)) == 0 for s in self._sources)
+            empty = self.first_computation == "local" or all(
+                self.store.count(_source_state(s)) == 0 for s in self._sources)
             with self._transaction(undo=undo):
                 bulk = self.kernels("local" if empty else "bulk")
                 try:
