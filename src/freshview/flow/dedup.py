@@ -7,8 +7,9 @@ exactly once.  Everything here is pure (no store, no I/O): the flow looks
 digests up in its state store and applies what ``decide`` says.
 
 **Digest** (16 bytes): the batch's consolidated delta rows, weights included,
-as a multiset.  Each row is hashed twice (``hashing.hash_rows`` of its
-columns and weight, with two different seeds); each lane is the sum of its
+as a multiset.  Each row is hashed twice (its columns' and weight's
+``hashing.hash_array`` values combined as ``hashing.hash_rows`` does, from two
+different seeds); each lane is the sum of its
 row hashes mod 2**64 (an order-independent combiner: any permutation of the
 rows gives the same sum, and unlike XOR a row present twice does not cancel),
 finalised with the row count.  So a re-delivered batch with its rows in
@@ -48,6 +49,7 @@ DIGEST_BYTES = 16
 DEFAULT_CAPACITY = 10_000_000
 _SEEDS = (np.uint64(0x3C6EF372FE94F82B), np.uint64(0xA54FF53A5F1D36F1))
 _COUNT_SEEDS = (0x510E527FADE682D1, 0x9B05688C2B3E6C1F)
+_G = np.uint64(0x9E3779B97F4A7C15)
 
 __all__ = ["DEFAULT_CAPACITY", "DIGEST_BYTES", "Decision", "SeenState", "changes_digest", "check_capacity",
            "decide", "digest", "words"]
@@ -56,22 +58,28 @@ __all__ = ["DEFAULT_CAPACITY", "DIGEST_BYTES", "Decision", "SeenState", "changes
 def digest(table: pa.Table) -> bytes:
     """The 16-byte order-insensitive digest of ``table``'s rows (every column, ``_weight`` included)."""
     n = table.num_rows
-    columns = [c for c in table.columns]
+    # Each column hashed once (hashing.hash_array); each lane combines them per row as hashing.hash_rows
+    # does, from its own seed, and sums the rows' hashes.
+    hashes = [hashing.hash_array(c, i) for i, c in enumerate(table.columns)] if n else []
     lanes = []
     for seed, count_seed in zip(_SEEDS, _COUNT_SEEDS):
+        total = np.uint64(0)
         if n:
-            rows = hashing.hash_rows(columns, seed=np.full(n, seed, dtype=np.uint64))
-            total = int(np.add.reduce(rows, dtype=np.uint64))  # wraps mod 2**64
-        else:
-            total = 0
+            acc = np.full(n, seed, dtype=np.uint64)
+            for h in hashes:
+                acc ^= h
+                acc *= _G
+            total = np.add.reduce(hashing._mix(acc), dtype=np.uint64)  # wraps mod 2**64
         lanes.append(_finish(total, n, count_seed))
     return struct.pack("<QQ", *lanes)
 
 
-def _finish(total: int, n: int, count_seed: int) -> int:
+def _finish(total: np.uint64, n: int, count_seed: int) -> int:
     """One lane: the sum of row hashes hashed with the row count (so n rows never sum like m rows)."""
-    seed = np.array([count_seed], dtype=np.uint64)
-    return int(hashing.hash_rows([pa.array([n], pa.int64()), pa.array([total], pa.uint64())], seed=seed)[0])
+    x = hashing._mix(np.array([(n + count_seed) % 2**64], dtype=np.uint64))
+    x ^= total
+    x *= _G
+    return int(hashing._mix(x)[0])
 
 
 def changes_digest(changes: Sequence[Any], arrow_types: Sequence[pa.DataType]) -> bytes:

@@ -609,18 +609,16 @@ class IncrementalFlow:
                 skipped.append(name)
             else:
                 hi, lo = dedup_module.words(digest)
-                self.store.apply(_seen_state(name), pa.table({
-                    "hi": pa.array([hi], pa.uint64()), "lo": pa.array([lo], pa.uint64()), WEIGHT: [1]}))
-                self.store.apply(_seen_order_state(name), pa.table({
-                    "seq": pa.array([decision.record], pa.int64()), "hi": pa.array([hi], pa.uint64()),
-                    "lo": pa.array([lo], pa.uint64()), WEIGHT: [1]}))
-                if decision.evict:
+                order = pa.table({"seq": pa.array([decision.record], pa.int64()), "hi": pa.array([hi], pa.uint64()),
+                                  "lo": pa.array([lo], pa.uint64()), WEIGHT: pa.array([1], pa.int64())})
+                if decision.evict:  # the oldest digests, found by sequence number, leave both arrangements
                     old = self.store.lookup(_seen_order_state(name),
                                             pa.table({"seq": pa.array(list(decision.evict), pa.int64())}))
                     old = old.filter(pc.greater(old.column(WEIGHT), 0))
-                    self.store.apply(_seen_order_state(name), negate(old))
-                    self.store.apply(_seen_state(name), negate(old.select(["hi", "lo", WEIGHT])))
+                    order = pa.concat_tables([order, negate(old).cast(order.schema)])
                     dropped += len(decision.evict)
+                self.store.apply(_seen_order_state(name), order)
+                self.store.apply(_seen_state(name), order.select(["hi", "lo", WEIGHT]))
             self.store.set_meta(_seen_meta(name), decision.after.to_json())
         return skipped, dropped
 
