@@ -804,32 +804,43 @@ class IncrementalFlow:
             return w
 
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self, uri: str) -> "checkpoint.CheckpointInfo":
-        """A delta checkpoint to ``uri`` (a path, ``file://`` or object storage): only the state files
-        the destination lacks, chained on its last checkpoint (the first one there is full)."""
-        return self._checkpoint(uri, full=False)
+    def checkpoint(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":
+        """A delta checkpoint to ``uri``: only the state files the destination lacks, chained on its
+        last checkpoint (the first one there is full).
 
-    def checkpoint_full(self, uri: str) -> "checkpoint.CheckpointInfo":
-        """A full checkpoint to ``uri``: every state file (sources, operator state, views, catalog)."""
-        return self._checkpoint(uri, full=True)
+        ``uri``: a local path, ``file://…``, ``s3://bucket/prefix`` or another URI pyarrow.fs (or, when
+        installed, fsspec) opens.  For S3 the endpoint comes from ``AWS_ENDPOINT_URL_S3`` /
+        ``AWS_ENDPOINT_URL`` or the URI's ``?endpoint_override=host:port&scheme=http``, credentials from
+        the AWS environment (``AWS_ACCESS_KEY_ID`` ...); ``storage_options`` (e.g. ``{"endpoint_override":
+        "http://127.0.0.1:9000", "access_key": ..., "secret_key": ...}``) overrides both
+        (``flow/checkpoint.py``)."""
+        return self._checkpoint(uri, full=False, storage_options=storage_options)
 
-    def _checkpoint(self, uri: str, full: bool) -> "checkpoint.CheckpointInfo":
+    def checkpoint_full(self, uri: str, *, storage_options: Mapping[str, Any] | None = None
+                        ) -> "checkpoint.CheckpointInfo":
+        """A full checkpoint to ``uri``: every state file (sources, operator state, views, catalog);
+        ``uri`` and ``storage_options`` as for ``checkpoint``."""
+        return self._checkpoint(uri, full=True, storage_options=storage_options)
+
+    def _checkpoint(self, uri: str, full: bool, storage_options: Mapping[str, Any] | None
+                    ) -> "checkpoint.CheckpointInfo":
         with self._lock:  # between ticks: never of a half step
             self._check_open()
             manifest, runs = self.store.export()
-            return checkpoint.write(uri, self.state_dir, manifest, runs, self._step, full)
+            return checkpoint.write(uri, self.state_dir, manifest, runs, self._step, full, storage_options)
 
-    def restore(self, uri: str) -> "checkpoint.CheckpointInfo":
+    def restore(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":
         """Replace this flow's state by the last checkpoint at ``uri`` (also on a fresh flow): sources,
-        views, catalog, step and connectors' positions (``get_meta``); the next tick resumes from its
-        step.  Watches end.  On an error the flow keeps its state."""
+        views, catalog, step, dedup seen sets, counters and connectors' positions (``get_meta``); the
+        next tick resumes from its step.  Watches end.  On an error the flow keeps its state.  ``uri``
+        and ``storage_options`` as for ``checkpoint``."""
         with self._lock:
             self._check_open()
             started = time.perf_counter()
-            number, doc = checkpoint.read_latest(uri)
+            number, doc = checkpoint.read_latest(uri, storage_options)
             staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=self.state_dir.parent))
             try:
-                files, size = checkpoint.fetch(uri, doc, staging)
+                files, size = checkpoint.fetch(uri, doc, staging, storage_options)
                 SpineStateStore(staging, cache_mb=self._cache_mb).close()  # readable before anything changes
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
