@@ -6,9 +6,9 @@ in the URI's query; multipart uploads work too (``allow_delayed_open=False``); a
 empty prefix is a clear error.  ``s3_options``' precedence rules are checked without a server, and an
 fsspec URI (``memory://``) round-trips where fsspec is installed.
 
-moto 5.2.0-5.2.4 answered CompleteMultipartUpload with a ``CompleteMultipartUploadResponse`` root
+moto 5.2.0 and 5.2.1 answered CompleteMultipartUpload with a ``CompleteMultipartUploadResponse`` root
 element where S3 (and Arrow's check of the response body) has ``CompleteMultipartUploadResult``, so
-every multipart upload from pyarrow failed with ``INTERNAL_FAILURE``; fixed in moto 5.2.5, which the
+every multipart upload from pyarrow failed with ``INTERNAL_FAILURE``; fixed in moto 5.2.2, which the
 ``test`` extra requires.
 """
 
@@ -37,9 +37,9 @@ def s3() -> Iterator[dict]:
     from moto.server import ThreadedMotoServer
 
     version = tuple(int(p) for p in moto.__version__.split(".")[:3] if p.isdigit())
-    if (5, 2, 0) <= version < (5, 2, 5):
+    if (5, 2, 0) <= version < (5, 2, 2):
         pytest.fail(f"moto {moto.__version__} breaks multipart uploads (a wrong CompleteMultipartUpload "
-                    "response): pip install 'moto[server]>=5.2.5'")
+                    "response): pip install 'moto[server]>=5.2.2'")
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
