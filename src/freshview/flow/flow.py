@@ -27,6 +27,7 @@ from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_de
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.flow import checkpoint
+from freshview.flow import dedup as dedup_module
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
 from freshview.plan.explain import render as render_plan
@@ -46,6 +47,8 @@ from freshview.sql.dialect import get_dialect
 _NAME = re.compile(r"^[^.\x00]+(\.[^.\x00]+)?$")
 CATALOG_KEY = "catalog"
 CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
+METRICS_KEY = "metrics"  # the flow's counters (``IncrementalFlow.metrics``), committed with each step
+_COUNTERS = ("rows_in_total", "rows_out_total", "dedup_skipped_total", "dedup_dropped_total")
 
 
 @dataclass
@@ -69,11 +72,13 @@ class StepSummary:
     rows_out: int
     duration_ms: float
     views: dict[str, ViewStep] = field(default_factory=dict)
+    deduplicated: list[str] = field(default_factory=list)  # sources whose batch was skipped as already seen
 
     def __str__(self) -> str:
         changed = [n for n, v in self.views.items() if not v.skipped]
+        skipped = f", duplicate batches skipped: {', '.join(self.deduplicated)}" if self.deduplicated else ""
         return (f"step {self.step}: {self.rows_in} rows in, {self.rows_out} rows out, "
-                f"{self.duration_ms:.0f} ms, views run: {', '.join(changed) or 'none'}")
+                f"{self.duration_ms:.0f} ms, views run: {', '.join(changed) or 'none'}{skipped}")
 
 
 @dataclass
@@ -227,6 +232,8 @@ class IncrementalFlow:
         self.store = SpineStateStore(self.state_dir, cache_mb=cache_mb)
         self._lock = threading.RLock()
         self._sources: dict[str, TableSchema] = {}
+        self._dedup: dict[str, int] = {}  # source -> seen-set capacity, for sources registered with dedup=True
+        self._metrics: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self._views: dict[str, _View] = {}
         self._watches: dict[str, list[Watch]] = {}
         self._step = 0
@@ -271,6 +278,8 @@ class IncrementalFlow:
         self._step = data["step"]
         for name, schema in data["sources"].items():
             self._sources[name] = TableSchema.from_json(schema)
+        self._dedup = {name: int(capacity) for name, capacity in data.get("dedup", {}).items()}
+        self._metrics = {**dict.fromkeys(_COUNTERS, 0), **self.store.get_meta(METRICS_KEY, {})}
         for name, sql in data["views"]:
             self._views[name] = self._compile(name, sql)
 
@@ -279,6 +288,7 @@ class IncrementalFlow:
             "format": CATALOG_FORMAT,
             "step": self._step,
             "sources": {n: s.to_json() for n, s in self._sources.items()},
+            "dedup": dict(self._dedup),
             "views": [[v.name, v.sql] for v in self._views.values()],
         })
 
@@ -334,11 +344,27 @@ class IncrementalFlow:
 
     # ------------------------------------------------------------------ sources
     def register_source(self, name: str, schema: str | pa.Schema | TableSchema,
-                        primary_key: list[str] | tuple[str, ...] | None = None) -> None:
-        """Declare a source table: a DDL column list, a pyarrow.Schema or a TableSchema."""
+                        primary_key: list[str] | tuple[str, ...] | None = None, *, dedup: bool = False,
+                        dedup_capacity: int = dedup_module.DEFAULT_CAPACITY) -> None:
+        """Declare a source table: a DDL column list, a pyarrow.Schema or a TableSchema.
+
+        ``dedup=True``: each batch ticked into this source is hashed over its content (its
+        consolidated rows and weights, in any order), and a batch identical to one already applied
+        is skipped (``StepSummary.deduplicated``), so an at-least-once feed is applied exactly once.
+        The source keeps the digests of its last ``dedup_capacity`` batches (16 bytes and a sequence
+        number each, in the flow's state: they survive a restart and travel with checkpoints); older
+        ones are dropped (``metrics()["dedup_dropped_total"]``).  A batch genuinely sent twice is
+        skipped too: use it for feeds where identical batches are re-deliveries (``flow/dedup.py``).
+        """
         with self._lock:
             self._check_open()
             _check_name(name, "source")
+            if not isinstance(dedup, bool):
+                raise CatalogError(f"dedup must be True or False, not {dedup!r}")
+            try:
+                capacity = dedup_module.check_capacity(dedup_capacity) if dedup else None
+            except ValueError as exc:
+                raise CatalogError(str(exc)) from None
             pk = tuple(k.lower() if isinstance(schema, str) else k for k in (primary_key or ()))
             if isinstance(schema, TableSchema):
                 parsed = TableSchema(schema.columns, pk or schema.primary_key)
@@ -349,16 +375,28 @@ class IncrementalFlow:
             else:
                 raise CatalogError(f"a source schema is a string, pyarrow.Schema or TableSchema, not {type(schema).__name__}")
             if name in self._sources:
-                if self._sources[name] == parsed:
-                    return  # resumed flow: same declaration
-                raise CatalogError(f"source {name!r} is already registered with a different schema")
+                if self._sources[name] != parsed:
+                    raise CatalogError(f"source {name!r} is already registered with a different schema")
+                if self._dedup.get(name) != capacity:
+                    raise CatalogError(f"source {name!r} is already registered with "
+                                       f"{_dedup_text(self._dedup.get(name))}, not {_dedup_text(capacity)}")
+                return  # resumed flow: same declaration
             if name in self._views:
                 raise CatalogError(f"{name!r} is already a view")
-            with self._transaction(undo=lambda: self._sources.pop(name, None)):
+
+            def undo() -> None:
+                self._sources.pop(name, None)
+                self._dedup.pop(name, None)
+            with self._transaction(undo=undo):
                 # Keyed by the primary key, or by the whole row: a change's rows are found by lookups.
                 key = [col_name(parsed.names.index(k)) for k in parsed.primary_key] or \
                     [col_name(i) for i in range(len(parsed.columns))]
                 self.store.ensure_arrangement(_source_state(name), Layout(_source_row_schema(parsed), tuple(key)))
+                if capacity is not None:
+                    # The seen set: digests to look batches up by, and the same by sequence number for eviction.
+                    self.store.ensure_arrangement(_seen_state(name), SEEN_LAYOUT)
+                    self.store.ensure_arrangement(_seen_order_state(name), SEEN_ORDER_LAYOUT)
+                    self._dedup[name] = capacity
                 self._sources[name] = parsed
 
     # ------------------------------------------------------------------ views
@@ -447,9 +485,20 @@ class IncrementalFlow:
             users = self.readers(name)
             if users:
                 raise CatalogError(f"cannot drop source {name!r}: views {', '.join(users)} read it")
-            with self._transaction(undo=lambda: self._sources.__setitem__(name, schema)):
+            capacity = self._dedup.get(name)
+
+            def undo() -> None:
+                self._sources[name] = schema
+                if capacity is not None:
+                    self._dedup[name] = capacity
+            with self._transaction(undo=undo):
                 self.store.drop_arrangement(_source_state(name))
+                for state in (_seen_state(name), _seen_order_state(name)):
+                    if self.store.has_arrangement(state):
+                        self.store.drop_arrangement(state)
+                self.store.delete_meta(_seen_meta(name))
                 del self._sources[name]
+                self._dedup.pop(name, None)
 
     # ------------------------------------------------------------------ application metadata
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -497,58 +546,128 @@ class IncrementalFlow:
             else:
                 raise DeltaError("tick takes a source name and a delta, or a mapping of source name to delta")
             deltas: dict[str, pa.Table] = {}
+            digests: dict[str, bytes] = {}
             for name, data in changes.items():
-                schema = self.source_schema(name)
-                table = to_arrow_delta(data, schema.arrow(with_weight=True))
-                table = consolidate(table)
-                deltas[name] = table.rename_columns([col_name(i) for i in range(len(schema.columns))] + [WEIGHT])
-            step = self._step + 1
-            summary = StepSummary(step, sum(t.num_rows for t in deltas.values()), 0, 0.0)
-            outputs: dict[str, pa.Table] = {}
-            previous = (self._step, set(self._held), dict(self._last_flush))
+                deltas[name] = table = self._source_delta(name, data)
+                if name in self._dedup and table.num_rows:  # (an empty batch changes nothing: never skipped)
+                    digests[name] = dedup_module.digest(table)
+            return self._run_step(deltas, digests, before_commit, started)
 
-            def undo() -> None:
-                self._step, self._held, self._last_flush = previous
-            with self._transaction(undo=undo):
-                for name, table in deltas.items():
-                    if table.num_rows:
-                        try:
-                            self._apply_source(name, table)
-                        except FreshviewError as exc:
-                            exc.source = name  # type: ignore[attr-defined]
-                            raise
-                changed: dict[str, pa.Table] = {n: t for n, t in deltas.items() if t.num_rows}
-                for view in self._views.values():
-                    vt = time.perf_counter()
-                    reads = view.circuit.sources & changed.keys()
-                    if not reads:
-                        summary.views[view.name] = ViewStep(skipped=True)
-                        continue
-                    rows_in = sum(changed[r].num_rows for r in reads)
-                    choice = view.last = choose(self.execution, rows_in, view.cost)
+    def _source_delta(self, name: str, data: Any) -> pa.Table:
+        """A source's change as the store's consolidated rows (``c0 .. cn`` + ``_weight``)."""
+        schema = self.source_schema(name)
+        table = consolidate(to_arrow_delta(data, schema.arrow(with_weight=True)))
+        return table.rename_columns([col_name(i) for i in range(len(schema.columns))] + [WEIGHT])
+
+    def _run_step(self, deltas: dict[str, pa.Table], digests: dict[str, bytes],
+                  before_commit: Callable[[dict[str, pa.Table]], None] | None, started: float) -> StepSummary:
+        """One step of consolidated source changes; a source whose batch digest is in ``digests`` and
+        already seen is skipped (its digest is recorded otherwise)."""
+        step = self._step + 1
+        outputs: dict[str, pa.Table] = {}
+        previous = (self._step, set(self._held), dict(self._last_flush), dict(self._metrics))
+
+        def undo() -> None:
+            self._step, self._held, self._last_flush, self._metrics = previous
+        with self._transaction(undo=undo):
+            skipped, dropped = self._deduplicate(digests)
+            for name in skipped:
+                deltas[name] = deltas[name].slice(0, 0)
+            summary = StepSummary(step, sum(t.num_rows for t in deltas.values()), 0, 0.0, deduplicated=skipped)
+            for name, table in deltas.items():
+                if table.num_rows:
                     try:
-                        out = view.runner.step(changed.get, self.kernels(choice.executor))
+                        self._apply_source(name, table)
                     except FreshviewError as exc:
-                        exc.view = view.name  # type: ignore[attr-defined]
+                        exc.source = name  # type: ignore[attr-defined]
                         raise
-                    rows = 0
-                    if out is not None and out.num_rows:
-                        self.store.apply(view.circuit.output_state, out)
-                        changed[view.name] = out
-                        outputs[view.name] = out
-                        rows = out.num_rows
-                    ms = (time.perf_counter() - vt) * 1000
-                    view.cost.observe(choice.executor, rows_in, ms)
-                    summary.views[view.name] = ViewStep(rows, ms, False, choice.executor, choice.reason, rows_in)
-                    summary.rows_out += rows
-                self._step = step
-                if self.flush_interval is not None:
-                    outputs = self._hold(outputs, force=False)
-                if before_commit is not None:
-                    before_commit({n: self._named(n, t) for n, t in outputs.items()})
-            summary.duration_ms = (time.perf_counter() - started) * 1000
-            self._publish(outputs, step)
-            return summary
+            changed: dict[str, pa.Table] = {n: t for n, t in deltas.items() if t.num_rows}
+            for view in self._views.values():
+                vt = time.perf_counter()
+                reads = view.circuit.sources & changed.keys()
+                if not reads:
+                    summary.views[view.name] = ViewStep(skipped=True)
+                    continue
+                rows_in = sum(changed[r].num_rows for r in reads)
+                choice = view.last = choose(self.execution, rows_in, view.cost)
+                try:
+                    out = view.runner.step(changed.get, self.kernels(choice.executor))
+                except FreshviewError as exc:
+                    exc.view = view.name  # type: ignore[attr-defined]
+                    raise
+                rows = 0
+                if out is not None and out.num_rows:
+                    self.store.apply(view.circuit.output_state, out)
+                    changed[view.name] = out
+                    outputs[view.name] = out
+                    rows = out.num_rows
+                ms = (time.perf_counter() - vt) * 1000
+                view.cost.observe(choice.executor, rows_in, ms)
+                summary.views[view.name] = ViewStep(rows, ms, False, choice.executor, choice.reason, rows_in)
+                summary.rows_out += rows
+            self._step = step
+            self._count(rows_in_total=summary.rows_in, rows_out_total=summary.rows_out,
+                        dedup_skipped_total=len(skipped), dedup_dropped_total=dropped)
+            if self.flush_interval is not None:
+                outputs = self._hold(outputs, force=False)
+            if before_commit is not None:
+                before_commit({n: self._named(n, t) for n, t in outputs.items()})
+        summary.duration_ms = (time.perf_counter() - started) * 1000
+        self._publish(outputs, step)
+        return summary
+
+    # ------------------------------------------------------------------ dedup and metrics
+    def _seen(self, source: str, digest: bytes) -> bool:
+        """Whether ``digest`` is in the source's seen set (one lookup by digest)."""
+        hi, lo = dedup_module.words(digest)
+        found = self.store.lookup(_seen_state(source), pa.table({"hi": pa.array([hi], pa.uint64()),
+                                                                 "lo": pa.array([lo], pa.uint64())}))
+        return bool(found.num_rows) and bool(pc.any(pc.greater(found.column(WEIGHT), 0)).as_py())
+
+    def _deduplicate(self, digests: dict[str, bytes]) -> tuple[list[str], int]:
+        """Inside a step's transaction: the sources whose batch was seen before (to skip), having
+        recorded the others' digests and dropped the oldest beyond capacity; and how many were dropped."""
+        skipped, dropped = [], 0
+        for name, digest in digests.items():
+            state = dedup_module.SeenState.from_json(self.store.get_meta(_seen_meta(name)))
+            decision = dedup_module.decide(state, self._seen(name, digest), self._dedup[name])
+            if decision.skip:
+                skipped.append(name)
+            else:
+                hi, lo = dedup_module.words(digest)
+                order = pa.table({"seq": pa.array([decision.record], pa.int64()), "hi": pa.array([hi], pa.uint64()),
+                                  "lo": pa.array([lo], pa.uint64()), WEIGHT: pa.array([1], pa.int64())})
+                if decision.evict:  # the oldest digests, found by sequence number, leave both arrangements
+                    old = self.store.lookup(_seen_order_state(name),
+                                            pa.table({"seq": pa.array(list(decision.evict), pa.int64())}))
+                    old = old.filter(pc.greater(old.column(WEIGHT), 0))
+                    order = pa.concat_tables([order, negate(old).cast(order.schema)])
+                    dropped += len(decision.evict)
+                self.store.apply(_seen_order_state(name), order)
+                self.store.apply(_seen_state(name), order.select(["hi", "lo", WEIGHT]))
+            self.store.set_meta(_seen_meta(name), decision.after.to_json())
+        return skipped, dropped
+
+    def _count(self, **increments: int) -> None:
+        """Add to the flow's counters, inside a step's transaction (they commit with it)."""
+        for key, n in increments.items():
+            self._metrics[key] = self._metrics.get(key, 0) + n
+        self.store.set_meta(METRICS_KEY, self._metrics)
+
+    def metrics(self) -> dict[str, int]:
+        """The flow's counters, kept with its state (they survive a restart and travel with checkpoints).
+
+        ``steps_total`` (the step number), ``rows_in_total`` (consolidated source rows applied),
+        ``rows_out_total`` (view change rows), ``dedup_skipped_total`` (batches skipped as already
+        seen), ``dedup_dropped_total`` (digests dropped from a seen set for capacity),
+        ``dedup_recorded_total`` (digests recorded), ``dedup_entries`` (digests held now, all sources).
+        """
+        with self._lock:
+            self._check_open()
+            states = [dedup_module.SeenState.from_json(self.store.get_meta(_seen_meta(n))) for n in self._dedup]
+            return {"steps_total": self._step, **{k: int(self._metrics.get(k, 0)) for k in _COUNTERS},
+                    "dedup_recorded_total": sum(s.next for s in states),
+                    "dedup_entries": sum(s.size for s in states)}
 
     # ------------------------------------------------------------------ flush interval
     def _pending(self, view: str) -> str:
@@ -717,32 +836,43 @@ class IncrementalFlow:
             return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling)
 
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self, uri: str) -> "checkpoint.CheckpointInfo":
-        """A delta checkpoint to ``uri`` (a path, ``file://`` or object storage): only the state files
-        the destination lacks, chained on its last checkpoint (the first one there is full)."""
-        return self._checkpoint(uri, full=False)
+    def checkpoint(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":
+        """A delta checkpoint to ``uri``: only the state files the destination lacks, chained on its
+        last checkpoint (the first one there is full).
 
-    def checkpoint_full(self, uri: str) -> "checkpoint.CheckpointInfo":
-        """A full checkpoint to ``uri``: every state file (sources, operator state, views, catalog)."""
-        return self._checkpoint(uri, full=True)
+        ``uri``: a local path, ``file://…``, ``s3://bucket/prefix`` or another URI pyarrow.fs (or, when
+        installed, fsspec) opens.  For S3 the endpoint comes from ``AWS_ENDPOINT_URL_S3`` /
+        ``AWS_ENDPOINT_URL`` or the URI's ``?endpoint_override=host:port&scheme=http``, credentials from
+        the AWS environment (``AWS_ACCESS_KEY_ID`` ...); ``storage_options`` (e.g. ``{"endpoint_override":
+        "http://127.0.0.1:9000", "access_key": ..., "secret_key": ...}``) overrides both
+        (``flow/checkpoint.py``)."""
+        return self._checkpoint(uri, full=False, storage_options=storage_options)
 
-    def _checkpoint(self, uri: str, full: bool) -> "checkpoint.CheckpointInfo":
+    def checkpoint_full(self, uri: str, *, storage_options: Mapping[str, Any] | None = None
+                        ) -> "checkpoint.CheckpointInfo":
+        """A full checkpoint to ``uri``: every state file (sources, operator state, views, catalog);
+        ``uri`` and ``storage_options`` as for ``checkpoint``."""
+        return self._checkpoint(uri, full=True, storage_options=storage_options)
+
+    def _checkpoint(self, uri: str, full: bool, storage_options: Mapping[str, Any] | None
+                    ) -> "checkpoint.CheckpointInfo":
         with self._lock:  # between ticks: never of a half step
             self._check_open()
             manifest, runs = self.store.export()
-            return checkpoint.write(uri, self.state_dir, manifest, runs, self._step, full)
+            return checkpoint.write(uri, self.state_dir, manifest, runs, self._step, full, storage_options)
 
-    def restore(self, uri: str) -> "checkpoint.CheckpointInfo":
+    def restore(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":
         """Replace this flow's state by the last checkpoint at ``uri`` (also on a fresh flow): sources,
-        views, catalog, step and connectors' positions (``get_meta``); the next tick resumes from its
-        step.  Watches end.  On an error the flow keeps its state."""
+        views, catalog, step, dedup seen sets, counters and connectors' positions (``get_meta``); the
+        next tick resumes from its step.  Watches end.  On an error the flow keeps its state.  ``uri``
+        and ``storage_options`` as for ``checkpoint``."""
         with self._lock:
             self._check_open()
             started = time.perf_counter()
-            number, doc = checkpoint.read_latest(uri)
+            number, doc = checkpoint.read_latest(uri, storage_options)
             staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=self.state_dir.parent))
             try:
-                files, size = checkpoint.fetch(uri, doc, staging)
+                files, size = checkpoint.fetch(uri, doc, staging, storage_options)
                 SpineStateStore(staging, cache_mb=self._cache_mb).close()  # readable before anything changes
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -755,7 +885,8 @@ class IncrementalFlow:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             staging.rename(self.state_dir)
             self.store = SpineStateStore(self.state_dir, cache_mb=self._cache_mb)
-            self._sources, self._views, self._step = {}, {}, 0
+            self._sources, self._views, self._step, self._dedup = {}, {}, 0, {}
+            self._metrics = dict.fromkeys(_COUNTERS, 0)
             self._held, self._last_flush = set(), {}
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
@@ -784,13 +915,23 @@ class IncrementalFlow:
             raise DeltaError("tick_debezium takes a source name and messages, or a mapping of source name to messages")
         with self._lock:
             self._check_open()
+            started = time.perf_counter()
             deltas: dict[str, pa.Table] = {}
+            digests: dict[str, bytes] = {}
             lasts: dict[str, debezium.Change] = {}
             for name, batch in batches.items():
                 schema = self.source_schema(name)
                 changes = debezium.read(batch, schema, name)
-                deltas[name] = debezium.to_delta(changes, schema,
-                                                 lambda rows, name=name: self._present_rows(name, rows), name)
+                if name in self._dedup and changes:
+                    # The messages' own digest: their delta comes from the source's state, so a re-delivered
+                    # batch gives another delta (or, for a ``c`` of a key that now exists, an error).
+                    digests[name] = dedup_module.changes_digest(changes, [c.type.arrow for c in schema.columns])
+                if name in digests and self._seen(name, digests[name]):
+                    delta = schema.arrow(with_weight=True).empty_table()
+                else:
+                    delta = debezium.to_delta(changes, schema,
+                                              lambda rows, name=name: self._present_rows(name, rows), name)
+                deltas[name] = self._source_delta(name, delta)
                 if changes and (changes[-1].ts_ms is not None or changes[-1].source is not None):
                     lasts[name] = changes[-1]
 
@@ -799,7 +940,7 @@ class IncrementalFlow:
                     self.set_meta(f"debezium/{name}", {"ts_ms": last.ts_ms, "source": last.source})
                 if before_commit is not None:
                     before_commit(outputs)
-            return self.tick(deltas, before_commit=remember)
+            return self._run_step(deltas, digests, remember, started)
 
     def _present_rows(self, source: str, rows: list[tuple] | None) -> list[tuple]:
         """The source's rows matching ``rows`` (by primary key, else whole rows), once per copy; all if None."""
@@ -907,6 +1048,28 @@ def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
 
 def _source_state(name: str) -> str:
     return f"source/{name}"
+
+
+# A dedup source's seen set: its digests (two words), looked up by digest; the same by sequence number,
+# for dropping the oldest; and its SeenState (meta).  (Not "dedup/<name>/...": a name may hold '/'.)
+SEEN_LAYOUT = Layout(pa.schema([("hi", pa.uint64()), ("lo", pa.uint64())]), ("hi", "lo"))
+SEEN_ORDER_LAYOUT = Layout(pa.schema([("seq", pa.int64()), ("hi", pa.uint64()), ("lo", pa.uint64())]), ("seq",))
+
+
+def _seen_state(name: str) -> str:
+    return f"dedup-seen/{name}"
+
+
+def _seen_order_state(name: str) -> str:
+    return f"dedup-order/{name}"
+
+
+def _seen_meta(name: str) -> str:
+    return f"dedup/{name}"
+
+
+def _dedup_text(capacity: int | None) -> str:
+    return "dedup=False" if capacity is None else f"dedup=True, dedup_capacity={capacity}"
 
 
 def _source_row_schema(schema: TableSchema) -> pa.Schema:
