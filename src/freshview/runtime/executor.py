@@ -120,7 +120,7 @@ class CircuitRunner:
         if owner is None:
             return None
         tick, store = self._tick, self.store
-        return lambda keys: owner.index.touch(store, tick, keys)
+        return lambda keys, distinct=False: owner.index.touch(store, tick, keys, distinct)
 
     def _aggregation(self, op: Operator) -> Aggregation:
         agg = self._aggs.get(op.id)

@@ -86,10 +86,14 @@ def clamp(delta: pa.Table, current: pa.Table) -> tuple[pa.Table, int]:
 
 
 def clamp_deletes(store, name: str, delta: pa.Table) -> tuple[pa.Table, int]:
-    """``clamp`` against arrangement ``name``: ``delta`` (its layout's columns + ``_weight``) consolidated,
-    deletes of rows it does not hold dropped (one lookup of the deleted rows' keys); and how many."""
-    delta = consolidate(delta)
+    """``clamp`` against arrangement ``name``: ``delta`` (its layout's columns + ``_weight``) with deletes of
+    rows it does not hold dropped (one lookup of the deleted rows' keys; consolidated if it has deletes);
+    and how many."""
     w = np.asarray(delta.column(WEIGHT), dtype=np.int64) if delta.num_rows else np.zeros(0, np.int64)
+    if not (w < 0).any():
+        return delta, 0  # inserts only: nothing to check (the store adds equal rows up)
+    delta = consolidate(delta)
+    w = np.asarray(delta.column(WEIGHT), dtype=np.int64)
     if not (w < 0).any():
         return delta, 0
     key = list(store.layout(name).key)
@@ -169,8 +173,8 @@ class TouchIndex:
         meta = read_meta(store)
         return meta is not None and self.owner in meta["owners"] and store.has_arrangement(self.last)
 
-    def touch(self, store, tick: Tick, keys: pa.Table) -> None:
-        """Record ``keys`` (the key columns; repeats allowed) as touched at ``tick.now``."""
+    def touch(self, store, tick: Tick, keys: pa.Table, distinct: bool = False) -> None:
+        """Record ``keys`` (the key columns; repeats allowed unless ``distinct``) as touched at ``tick.now``."""
         if keys.num_rows == 0:
             return
         meta = read_meta(store)
@@ -181,11 +185,12 @@ class TouchIndex:
         # The bucket never moves back for this owner (a wall clock set back): keys stay at least as long.
         b = max([bucket_of(tick.now, meta["width"])] + live)
         keys = keys.select(list(self.key)).cast(self.key_schema)
-        distinct = consolidate(keys.append_column(WEIGHT, pa.array(np.ones(keys.num_rows, np.int64))))
-        distinct = distinct.drop_columns([WEIGHT])
-        old = store.lookup(self.last, distinct)
-        new = distinct.append_column(BUCKET, pa.array(np.full(distinct.num_rows, b, np.int64)))
-        new = new.append_column(WEIGHT, pa.array(np.ones(distinct.num_rows, np.int64)))
+        if not distinct:
+            keys = consolidate(keys.append_column(WEIGHT, pa.array(np.ones(keys.num_rows, np.int64))))
+            keys = keys.drop_columns([WEIGHT])
+        old = store.lookup(self.last, keys)
+        new = keys.append_column(BUCKET, pa.array(np.full(keys.num_rows, b, np.int64)))
+        new = new.append_column(WEIGHT, pa.array(np.ones(keys.num_rows, np.int64)))
         moves = consolidate(pa.concat_tables([negate(old).select(new.column_names).cast(new.schema), new]))
         if not moves.num_rows:
             return  # every key was touched in this bucket already

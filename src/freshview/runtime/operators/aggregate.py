@@ -29,13 +29,14 @@ projections that keep every GROUP BY column) is one owner keyed by the group
 key.  A step touches the groups of its change; a group untouched for the
 TTL is evicted from every arrangement (accumulators, MIN/MAX and value
 multisets) with no output, so the view keeps the group's last row.  A late
-change then finds no accumulators and starts the group from itself alone
-(``old = 0`` in the rule); the groups a step so starts are ``created``, and
-the flow replaces the view's row of each (retracting the row from before the
-eviction, see ``CircuitRunner.recreated``), so the view never holds two rows
-for one group.  Deletes of values a multiset no longer holds are dropped
-(``ttl.clamp_deletes``), as the accumulators drop a group whose count falls
-to 0 or below.  Aggregates elsewhere in a plan (under a join, another
+change then finds no accumulators and starts the group from its inserts
+alone (``old = 0``, and Σ_Δ over the change's rows of positive weight: its
+deletes have nothing left to delete); the groups a step so starts are
+``created``, and the flow replaces the view's row of each (retracting the
+row from before the eviction, see ``CircuitRunner.recreated``), so the view
+never holds two rows for one group.  A late change of deletes only leaves an
+evicted group alone.  Deletes of values a multiset no longer holds are
+dropped likewise (``ttl.clamp_deletes``).  Aggregates elsewhere in a plan (under a join, another
 aggregate, a set operation) are not evicted: their rows feed operators that
 could not be told to replace them.
 """
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -122,14 +124,14 @@ class Aggregation:
 
     # ------------------------------------------------------------------ step
     def step(self, k: Kernels, store, d: Rel | None, force: bool,
-             touch: Callable[[pa.Table], None] | None = None) -> Rel | None:
+             touch: Callable[..., None] | None = None) -> Rel | None:
         """The output change (module docstring); ``touch(keys)``: the state TTL's record of the groups
         this step touches (None: no TTL, the aggregate is exact)."""
         self.ensure_state(store)
         self.created = None
         self._clamp = touch is not None
         memo = self.memo.setdefault(k.name, {})
-        if d is not None and (self.extreme_aggs or self.value_aggs):
+        if d is not None and (self.extreme_aggs or self.value_aggs or touch is not None):
             d = k.of_arrow(k.arrow(d))  # two readers (sums, extremes): run the input's lineage once
         partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
         if partial is not None and partial.num_rows == 0:
@@ -141,11 +143,15 @@ class Aggregation:
         keys = self._keys_table(partial)
         old_rows = store.lookup(self.state.acc, keys) if keys.num_rows or is_global else keys
         if touch is not None and keys.num_rows:
-            touch(keys)
-            found = accumulators.match_keys([keys.column(n) for n in self.key_names],
-                                            [old_rows.column(n) for n in self.key_names],
-                                            keys.num_rows, old_rows.num_rows)
-            self.created = keys.filter(pa.array(found < 0))
+            touch(keys, distinct=True)  # one row per group
+            new = self._new_groups(keys, old_rows)
+            if new.any() and d is not None:
+                partial = self._inserts_only(k, memo, k.arrow(d), partial, keys, new)
+                if partial.num_rows == 0:
+                    return None  # deletes only, of groups evicted: nothing to do
+                keys = self._keys_table(partial)
+                new = self._new_groups(keys, old_rows)
+            self.created = keys.filter(pa.array(new))
 
         # MIN/MAX: apply (group, value) changes, then probe the new extremes.
         extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
@@ -181,6 +187,31 @@ class Aggregation:
             return ttl_rules.distinct_keys(store, [self.state.acc], self.key_names)
 
         return ttl_rules.TtlOwner(ttl_rules.TouchIndex(owner, pa.schema(self.key_fields)), evict, current_keys)
+
+    def _new_groups(self, keys: pa.Table, old_rows: pa.Table) -> np.ndarray:
+        """Which groups of ``keys`` have no accumulators (``old_rows``: the lookup of them)."""
+        found = accumulators.match_keys([keys.column(n) for n in self.key_names],
+                                        [old_rows.column(n) for n in self.key_names], keys.num_rows, old_rows.num_rows)
+        return found < 0
+
+    def _inserts_only(self, k: Kernels, memo: dict, d: pa.Table, partial: pa.Table, keys: pa.Table,
+                      new: np.ndarray) -> pa.Table:
+        """``partial`` with the rows of new groups (``new``, aligned with ``partial``) summed over the
+        change's inserts only; a new group without inserts is left out."""
+        w = np.asarray(d.column(WEIGHT), dtype=np.int64)
+        if not (w < 0).any():
+            return partial
+        inserts = d.filter(pa.array(w > 0))
+        if inserts.num_rows:
+            sums = k.sums(k.of_arrow(inserts), self.node.group, self.terms, memo)
+            at = accumulators.match_keys(self.encode_keys(sums), [keys.filter(pa.array(new)).column(n)
+                                                                  for n in self.key_names],
+                                         sums.num_rows, int(new.sum()))
+            sums = sums.filter(pa.array(at >= 0))
+        else:
+            sums = partial.schema.empty_table()
+        kept = partial.filter(pa.array(~new))
+        return pa.concat_tables([kept, sums.select(partial.column_names).cast(partial.schema)])
 
     def group_values(self, keys: pa.Table) -> list[pa.ChunkedArray]:
         """The GROUP BY values (as output) of encoded group keys (``k*``, ``z*``)."""
