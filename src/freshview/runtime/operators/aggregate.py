@@ -201,15 +201,17 @@ class Aggregation:
         w = np.asarray(d.column(WEIGHT), dtype=np.int64)
         if not (w < 0).any():
             return partial
+        new_keys = [keys.filter(pa.array(new)).column(n) for n in self.key_names]
+
+        def of_new_groups(rows: pa.Table) -> pa.Table:
+            sums = k.sums(k.of_arrow(rows), self.node.group, self.terms, memo)
+            at = accumulators.match_keys(self.encode_keys(sums), new_keys, sums.num_rows, int(new.sum()))
+            return sums.filter(pa.array(at >= 0))
+
+        if not of_new_groups(d.filter(pa.array(w < 0))).num_rows:
+            return partial  # the deletes are all of groups it holds (the usual case): sums stand
         inserts = d.filter(pa.array(w > 0))
-        if inserts.num_rows:
-            sums = k.sums(k.of_arrow(inserts), self.node.group, self.terms, memo)
-            at = accumulators.match_keys(self.encode_keys(sums), [keys.filter(pa.array(new)).column(n)
-                                                                  for n in self.key_names],
-                                         sums.num_rows, int(new.sum()))
-            sums = sums.filter(pa.array(at >= 0))
-        else:
-            sums = partial.schema.empty_table()
+        sums = of_new_groups(inserts) if inserts.num_rows else partial.schema.empty_table()
         kept = partial.filter(pa.array(~new))
         return pa.concat_tables([kept, sums.select(partial.column_names).cast(partial.schema)])
 
