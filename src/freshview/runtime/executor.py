@@ -25,11 +25,11 @@ import pyarrow as pa
 from freshview.circuit import Circuit, Operator
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
-from freshview.runtime.kernels import Kernels, Rel
-from freshview.runtime.operators.aggregate import Aggregation
 from freshview.plan.shape import result_key
 from freshview.runtime import ttl
+from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators import join as join_op
+from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, negate_delta, project_delta, union_delta
 from freshview.runtime.operators.window import PartitionRecompute

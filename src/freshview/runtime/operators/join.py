@@ -15,7 +15,7 @@ join the change with those slices (in-process or on Spark).
     ΔR ──┬──────────────► ⋈ ◄── lookup(L, keys ΔR)
          └─► apply(R)
 
-State TTL (``runtime.ttl``; ``ttl`` set, equi-joins only): the join is one
+State TTL (``runtime.ttl``; with a ``touch``, equi-joins only): the join is one
 owner keyed by the join key.  A step touches every key of ΔL and ΔR; a key
 untouched for the TTL is evicted from both sides at once (``evict``), with no
 output: rows already joined stay in the view.  A change to an evicted key
@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 
 from freshview.circuit import JoinState
 from freshview.plan import nodes as pn
-from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime import ttl as ttl_rules
+from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.schema import WEIGHT
@@ -137,7 +137,7 @@ def ttl_owner(state: JoinState, node: pn.Join, owner: str) -> ttl_rules.TtlOwner
 
     def current_keys(store) -> pa.Table:
         ensure_state(store, state, node)
-        return ttl_rules.distinct_keys(store, state.names, key)
+        return ttl_rules.distinct_keys(store, state.names, key).drop_null()  # NULL keys: found by no lookup
 
     return ttl_rules.TtlOwner(ttl_rules.TouchIndex(owner, layout.key_schema), evict, current_keys)
 
