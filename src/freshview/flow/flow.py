@@ -33,6 +33,7 @@ from freshview.plan import nodes as pn
 from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES, Choice, CostModel, choose
+from freshview.runtime import ttl
 from freshview.runtime.executor import CircuitRunner
 from freshview.runtime.kernels import Kernels
 from freshview.runtime.kernels.arrow import ArrowKernels
@@ -73,12 +74,16 @@ class StepSummary:
     duration_ms: float
     views: dict[str, ViewStep] = field(default_factory=dict)
     deduplicated: list[str] = field(default_factory=list)  # sources whose batch was skipped as already seen
+    evicted: int = 0  # state TTL: keys evicted at the start of the step (sources, joins, aggregates)
+    late_deletes: int = 0  # state TTL: deletes of source rows the copy no longer held (evicted before)
 
     def __str__(self) -> str:
         changed = [n for n, v in self.views.items() if not v.skipped]
-        skipped = f", duplicate batches skipped: {', '.join(self.deduplicated)}" if self.deduplicated else ""
+        extra = f", duplicate batches skipped: {', '.join(self.deduplicated)}" if self.deduplicated else ""
+        extra += f", {self.evicted} keys evicted" if self.evicted else ""
+        extra += f", {self.late_deletes} deletes of evicted rows" if self.late_deletes else ""
         return (f"step {self.step}: {self.rows_in} rows in, {self.rows_out} rows out, "
-                f"{self.duration_ms:.0f} ms, views run: {', '.join(changed) or 'none'}{skipped}")
+                f"{self.duration_ms:.0f} ms, views run: {', '.join(changed) or 'none'}{extra}")
 
 
 @dataclass
@@ -203,13 +208,24 @@ class IncrementalFlow:
     Spark (``spark``, or a local session started when first needed), except over
     empty sources or with ``first_computation="local"``: in-process.
 
+    ``state_ttl`` (seconds, or text such as ``"1 day"``; default None: exact
+    results, state kept forever) evicts state keys untouched for longer:
+    source rows by primary key, join keys, the groups of a view's top
+    aggregate (``runtime.ttl``).  Eviction is silent (the view keeps its
+    rows); a late change to an evicted key is treated as new (a late delete
+    reaches the views, whose operators drop what they no longer hold), and a
+    re-started group's row replaces the one from before its eviction.
+
     >>> flow = IncrementalFlow()  # doctest: +SKIP
     >>> flow.register_source("t", "id INT, v INT", primary_key=["id"])  # doctest: +SKIP
     """
 
+    _clock = staticmethod(time.time)  # the wall clock of state_ttl (tests set a fake one on the flow)
+
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
                  execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
-                 flush_interval: float | str | None = None, first_computation: str = "spark") -> None:
+                 flush_interval: float | str | None = None, state_ttl: float | str | None = None,
+                 first_computation: str = "spark") -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.execution = execution
@@ -243,10 +259,17 @@ class IncrementalFlow:
         self.flush_interval = parse_interval(flush_interval)
         self._last_flush: dict[str, float] = {}
         self._held: set[str] = set()  # views with a held-back change
+        # State TTL: keys untouched for longer are evicted (``runtime.ttl``; bookkeeping in the store).
+        self.state_ttl = parse_interval(state_ttl)
+        if self.state_ttl == 0:
+            raise FreshviewError("state_ttl must be longer than 0 (None keeps state forever)")
+        self._source_owners: dict[str, ttl.TtlOwner] = {}
+        self._ttl_marked = False  # a step without a TTL marked existing bookkeeping stale
         try:
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
                           and self.store.count(f"view/{v}/pending")}
+            self._sync_ttl()
         except BaseException:
             self.store.close()
             raise
@@ -398,12 +421,20 @@ class IncrementalFlow:
                     self.store.ensure_arrangement(_seen_order_state(name), SEEN_ORDER_LAYOUT)
                     self._dedup[name] = capacity
                 self._sources[name] = parsed
+                if self.state_ttl is not None:
+                    self._source_owner(name).index.ensure(self.store)
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
         plan = build_plan(sql, self, self.dialect)
         circuit = incrementalize(name, plan)
         return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
+
+    def _output_layout(self, view: _View) -> Layout:
+        """The layout of a view's rows: keyed by its GROUP BY columns when its top aggregate evicts under
+        a TTL (a re-started group's row is found by key and replaced), else by nothing."""
+        key = view.runner.output_key if self.state_ttl is not None else None
+        return Layout(_row_schema(view.columns), tuple(col_name(i) for i in key or ()))
 
     def register_view(self, name: str, sql: str) -> None:
         """Compile ``sql`` into an incremental circuit and compute its current result (on Spark)."""
@@ -452,12 +483,16 @@ class IncrementalFlow:
             # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process.
             empty = self.first_computation == "local" or all(
                 self.store.count(_source_state(s)) == 0 for s in self._sources)
+            tick = self._tick_ttl()
             with self._transaction(undo=undo):
                 bulk = self.kernels("local" if empty else "bulk")
                 try:
                     for view in new:
-                        self.store.ensure_arrangement(view.circuit.output_state, Layout(_row_schema(view.columns)))
-                        out = view.runner.step(current, bulk, force=True)
+                        self.store.ensure_arrangement(view.circuit.output_state, self._output_layout(view))
+                        if tick is not None:
+                            for owner in view.runner.ttl_owners().values():
+                                owner.index.ensure(self.store)
+                        out = view.runner.step(current, bulk, force=True, tick=tick)
                         if out is not None and out.num_rows:
                             self.store.load(view.circuit.output_state, out)
                             contents[view.name] = out
@@ -474,6 +509,7 @@ class IncrementalFlow:
             with self._transaction(undo=lambda: self._views.__setitem__(name, view)):
                 for arr in self.store.list_arrangements(f"view/{name}/"):
                     self.store.drop_arrangement(arr)
+                ttl.forget(self.store, view.runner.ttl_owners())
                 del self._views[name]
             for w in self._watches.pop(name, []):
                 w._close()
@@ -492,13 +528,19 @@ class IncrementalFlow:
                 if capacity is not None:
                     self._dedup[name] = capacity
             with self._transaction(undo=undo):
+                index = self._source_owner(name).index  # (reads the copy's layout: before it goes)
                 self.store.drop_arrangement(_source_state(name))
                 for state in (_seen_state(name), _seen_order_state(name)):
                     if self.store.has_arrangement(state):
                         self.store.drop_arrangement(state)
                 self.store.delete_meta(_seen_meta(name))
+                for arr in (index.last, index.bucket):
+                    if self.store.has_arrangement(arr):
+                        self.store.drop_arrangement(arr)
+                ttl.forget(self.store, [index.owner])
                 del self._sources[name]
                 self._dedup.pop(name, None)
+            self._source_owners.pop(name, None)
 
     # ------------------------------------------------------------------ application metadata
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -565,19 +607,25 @@ class IncrementalFlow:
         already seen is skipped (its digest is recorded otherwise)."""
         step = self._step + 1
         outputs: dict[str, pa.Table] = {}
-        previous = (self._step, set(self._held), dict(self._last_flush), dict(self._metrics))
+        previous = (self._step, set(self._held), dict(self._last_flush), dict(self._metrics), self._ttl_marked)
+        tick = self._tick_ttl()
 
         def undo() -> None:
-            self._step, self._held, self._last_flush, self._metrics = previous
+            self._step, self._held, self._last_flush, self._metrics, self._ttl_marked = previous
         with self._transaction(undo=undo):
             skipped, dropped = self._deduplicate(digests)
             for name in skipped:
                 deltas[name] = deltas[name].slice(0, 0)
             summary = StepSummary(step, sum(t.num_rows for t in deltas.values()), 0, 0.0, deduplicated=skipped)
+            if tick is not None:  # first: a change to a key past the TTL meets no state (a new key)
+                summary.evicted = sum(o.expire(self.store, tick) for o in self._ttl_owners().values())
+            elif not self._ttl_marked:
+                ttl.mark_stale(self.store)
+                self._ttl_marked = True
             for name, table in deltas.items():
                 if table.num_rows:
                     try:
-                        self._apply_source(name, table)
+                        summary.late_deletes += self._apply_source(name, table, tick)
                     except FreshviewError as exc:
                         exc.source = name  # type: ignore[attr-defined]
                         raise
@@ -591,10 +639,12 @@ class IncrementalFlow:
                 rows_in = sum(changed[r].num_rows for r in reads)
                 choice = view.last = choose(self.execution, rows_in, view.cost)
                 try:
-                    out = view.runner.step(changed.get, self.kernels(choice.executor))
+                    out = view.runner.step(changed.get, self.kernels(choice.executor), tick=tick)
                 except FreshviewError as exc:
                     exc.view = view.name  # type: ignore[attr-defined]
                     raise
+                if tick is not None:
+                    out = self._replace_recreated(view, out)
                 rows = 0
                 if out is not None and out.num_rows:
                     self.store.apply(view.circuit.output_state, out)
@@ -729,13 +779,84 @@ class IncrementalFlow:
                     batch = batch or DeltaBatch(self._named(name, out), step)
                     w._push(batch)
 
-    def _apply_source(self, name: str, table: pa.Table) -> None:
+    # ------------------------------------------------------------------ state TTL
+    def _tick_ttl(self) -> ttl.Tick | None:
+        return ttl.Tick(self.state_ttl, self._clock()) if self.state_ttl is not None else None
+
+    def _source_owner(self, name: str) -> ttl.TtlOwner:
+        """A source's copy as one TTL owner, keyed as the copy is (primary key, or the whole row)."""
+        owner = self._source_owners.get(name)
+        if owner is None:
+            state = _source_state(name)
+            layout = self.store.layout(state)
+            key = list(layout.key)
+            owner = self._source_owners[name] = ttl.TtlOwner(
+                ttl.TouchIndex(state, layout.key_schema),
+                lambda store, keys: ttl.drop_keys(store, state, keys),
+                lambda store: ttl.distinct_keys(store, [state], key))
+        return owner
+
+    def _ttl_owners(self) -> dict[str, ttl.TtlOwner]:
+        owners = {_source_state(n): self._source_owner(n) for n in self._sources}
+        for view in self._views.values():
+            owners.update(view.runner.ttl_owners())
+        return owners
+
+    def _sync_ttl(self) -> None:
+        """On opening with a TTL: start the bookkeeping, rebuild it if the TTL changed or steps ran
+        without one (their touches went unrecorded), index state kept without a TTL (every key as touched
+        now), and key view outputs a TTL replaces rows in.  Without a TTL nothing changes."""
+        if self.state_ttl is None:
+            return
+        meta = ttl.read_meta(self.store)
+        width = ttl.bucket_width(self.state_ttl)
+        rebuild = meta is not None and (meta.get("width") != width or bool(meta.get("stale")))
+        owners = self._ttl_owners()
+        rekey = [v for v in self._views.values()
+                 if self.store.layout(v.circuit.output_state) != self._output_layout(v)]
+        if not (meta is None or rebuild or rekey or any(not o.index.indexed(self.store) for o in owners.values())):
+            return
+        tick = self._tick_ttl()
+        assert tick is not None
+        with self._transaction():
+            if rebuild:
+                ttl.drop_all(self.store)
+            if meta is None or rebuild:
+                ttl.start(self.store, width)
+            for owner in owners.values():
+                if not owner.index.indexed(self.store):
+                    owner.seed(self.store, tick)
+            for view in rekey:  # O(rows) once: a state directory written without a TTL
+                rows = self.store.scan(view.circuit.output_state)
+                self.store.drop_arrangement(view.circuit.output_state)
+                self.store.ensure_arrangement(view.circuit.output_state, self._output_layout(view))
+                if rows.num_rows:
+                    self.store.load(view.circuit.output_state, rows)
+
+    def _replace_recreated(self, view: _View, out: pa.Table | None) -> pa.Table | None:
+        """``out`` plus the retraction of the rows the view holds for groups its top aggregate started
+        again after evicting them (one lookup by GROUP BY key): the new row replaces the old one."""
+        probe = view.runner.recreated()
+        if probe is None:
+            return out
+        stale = self.store.lookup(view.circuit.output_state, probe)
+        if not stale.num_rows:
+            return out
+        stale = negate(stale)
+        if out is None or not out.num_rows:
+            return stale
+        return consolidate(pa.concat_tables([out, stale.select(out.column_names).cast(out.schema)]))
+
+    def _apply_source(self, name: str, table: pa.Table, tick: ttl.Tick | None = None) -> int:
         """Apply a consolidated change to the source's copy, refusing deletes of absent rows and
         duplicate or NULL primary keys.
 
         One lookup of the rows the change touches (by primary key, or by the whole row for a source
         without one) gives their contents after the change; the checks run on that, then the change
-        is applied as it is.
+        is applied as it is.  Under a state TTL (``tick``) a delete of an absent row is a delete of a
+        row evicted before (a *late delete*; how many is returned): the copy drops it, but the views
+        get the change whole, since their state may still hold the row (a join key or group kept alive
+        by other rows) and each operator drops what it does not hold.  The change's keys are touched.
         """
         schema = self._sources[name]
         state = _source_state(name)
@@ -747,8 +868,13 @@ class IncrementalFlow:
         current = self.store.lookup(state, table.select(keys))
         after = consolidate(pa.concat_tables([current.cast(table.schema), table]))
         negative = after.filter(pc.less(after.column(WEIGHT), 0))
+        late = 0
         if negative.num_rows:
-            raise DeltaError(f"source {name!r}: delete of a row that is not present: {_row_text(negative, schema)}")
+            if tick is None:
+                raise DeltaError(f"source {name!r}: delete of a row that is not present: "
+                                 f"{_row_text(negative, schema)}")
+            table, late = ttl.clamp(table, current.cast(table.schema))
+            after = after.filter(pc.greater(after.column(WEIGHT), 0))
         if schema.primary_key and _maybe_repeated_keys(after, keys):
             counts = after.group_by(keys).aggregate([(WEIGHT, "sum")])
             dup = counts.filter(pc.greater(counts.column(f"{WEIGHT}_sum"), 1))
@@ -756,7 +882,11 @@ class IncrementalFlow:
                 key = ", ".join(f"{k}={dup.column(c)[0].as_py()!r}" for k, c in zip(schema.primary_key, keys))
                 raise DeltaError(f"source {name!r}: duplicate primary key ({key}); "
                                  "an update is the old row at -1 and the new row at +1")
-        self.store.apply(state, table)
+        if table.num_rows:
+            self.store.apply(state, table)
+            if tick is not None:
+                self._source_owner(name).index.touch(self.store, tick, table.select(keys))
+        return late
 
     # ------------------------------------------------------------------ reading
     def snapshot(self, name: str, weighted: bool = False) -> pa.Table:
@@ -888,9 +1018,11 @@ class IncrementalFlow:
             self._sources, self._views, self._step, self._dedup = {}, {}, 0, {}
             self._metrics = dict.fromkeys(_COUNTERS, 0)
             self._held, self._last_flush = set(), {}
+            self._source_owners, self._ttl_marked = {}, False
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
                           and self.store.count(f"view/{v}/pending")}
+            self._sync_ttl()
             return checkpoint.CheckpointInfo(uri, number, doc["kind"], self._step, size, files,
                                              time.perf_counter() - started)
 
@@ -930,7 +1062,8 @@ class IncrementalFlow:
                     delta = schema.arrow(with_weight=True).empty_table()
                 else:
                     delta = debezium.to_delta(changes, schema,
-                                              lambda rows, name=name: self._present_rows(name, rows), name)
+                                              lambda rows, name=name: self._present_rows(name, rows), name,
+                                              absent="raise" if self.state_ttl is None else "ignore")
                 deltas[name] = self._source_delta(name, delta)
                 if changes and (changes[-1].ts_ms is not None or changes[-1].source is not None):
                     lasts[name] = changes[-1]
@@ -965,9 +1098,13 @@ class IncrementalFlow:
             cols = ", ".join(f"{n} {t}" for n, t in view.columns)
             last = (f"last step: {view.last.executor} ({view.last.reason})" if view.last
                     else "last step: none yet (the first computation ran on Spark)")
-            return "\n".join([
-                f"view {name} ({cols})",
-                f"execution: {self.execution}; {last}",
+            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}"]
+            if self.state_ttl is not None:
+                owners = view.runner.ttl_owners()
+                tracked = ", ".join(f"{op.rsplit('/', 1)[-1]} {o.index.tracked(self.store)} keys"
+                                    for op, o in owners.items())
+                lines.append(f"state ttl: {self.state_ttl:g} s; evicting: {tracked or 'nothing (no keyed state)'}")
+            return "\n".join(lines + [
                 f"cost model: {view.cost.describe()}",
                 "logical plan (after pushdown and pruning):",
                 _indent(render_plan(view.plan)),

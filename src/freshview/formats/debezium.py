@@ -304,17 +304,25 @@ def _iso_duration(text: str) -> pa.MonthDayNano:
 
 # ------------------------------------------------------------------------- changes -> a delta
 def to_delta(changes: Sequence[Change], schema: TableSchema,
-             current: Callable[[list[tuple]], list[tuple]], source: str | None = None) -> pa.Table:
+             current: Callable[[list[tuple]], list[tuple]], source: str | None = None,
+             absent: str = "raise") -> pa.Table:
     """The source delta of ``changes`` applied in order (columns of ``schema`` + ``_weight``).
 
     ``current(rows)`` gives the source's present rows matching ``rows`` (by primary key, or whole rows
     for a source without one), as value tuples in ``schema``'s order, once per present copy;
     ``current(None)`` gives every row (a truncate).  Refusals name the message's offset.
+    ``absent``: what a ``u``/``d`` of a row that is not present does: ``"raise"`` (MessageError) or
+    ``"ignore"`` (a flow with a state TTL, whose source may have evicted the row): a ``d`` does nothing
+    (its ``before`` may hold only the key) and a ``u`` inserts its ``after``, and deletes its ``before``
+    if it has one (a full old row: MySQL, PostgreSQL's REPLICA IDENTITY FULL) so the views still holding
+    that row drop it.
     """
+    if absent not in ("raise", "ignore"):
+        raise ValueError(f"absent must be 'raise' or 'ignore', not {absent!r}")
     key_at = [schema.names.index(k) for k in schema.primary_key]
     if key_at:
-        return _keyed_delta(changes, schema, key_at, current, source)
-    return _multiset_delta(changes, schema, current, source)
+        return _keyed_delta(changes, schema, key_at, current, source, absent == "ignore")
+    return _multiset_delta(changes, schema, current, source, absent == "ignore")
 
 
 def _key(row: tuple, key_at: Sequence[int]) -> tuple:
@@ -335,7 +343,7 @@ def _hashable(v: Any) -> Any:
 
 
 def _keyed_delta(changes: Sequence[Change], schema: TableSchema, key_at: list[int],
-                 current: Callable, source: str | None) -> pa.Table:
+                 current: Callable, source: str | None, lenient: bool = False) -> pa.Table:
     names = list(schema.primary_key)
     state: dict[tuple, tuple | None] = {}  # key -> its row now (None: absent), for the keys looked up
     originals: dict[tuple, tuple | None] = {}
@@ -369,16 +377,18 @@ def _keyed_delta(changes: Sequence[Change], schema: TableSchema, key_at: list[in
             state[k] = c.after
         elif c.op == "d":
             k = _key(c.before, key_at)
-            if state[k] is None:
+            if state[k] is None and not lenient:
                 raise MessageError(c.offset, f"op 'd' for a key that does not exist ({_key_text(names, k)})",
                                    source)
             state[k] = None
         else:  # u
             old = _key(c.before if c.before is not None else c.after, key_at)
             new = _key(c.after, key_at)
-            if state[old] is None:
+            if state[old] is None and not lenient:
                 raise MessageError(c.offset, f"op 'u' for a key that does not exist ({_key_text(names, old)})",
                                    source)
+            if state[old] is None and originals.get(old) is None and c.before is not None:
+                originals[old] = c.before  # evicted: its old row from the message, deleted as a late delete
             if new != old and state[new] is not None:
                 raise MessageError(c.offset, f"op 'u' moves a row onto a key that exists "
                                              f"({_key_text(names, new)})", source)
@@ -399,7 +409,7 @@ def _keyed_delta(changes: Sequence[Change], schema: TableSchema, key_at: list[in
 
 
 def _multiset_delta(changes: Sequence[Change], schema: TableSchema, current: Callable,
-                    source: str | None) -> pa.Table:
+                    source: str | None, lenient: bool = False) -> pa.Table:
     counts: dict[tuple, int] = {}
     rows_of: dict[tuple, tuple] = {}
     if any(c.op == "t" for c in changes):
@@ -429,10 +439,11 @@ def _multiset_delta(changes: Sequence[Change], schema: TableSchema, current: Cal
                 raise MessageError(c.offset, "op 'u' without 'before' on a source without a primary key "
                                              "(the old row cannot be found)", source)
             k = _key(c.before, range(len(c.before)))
-            if counts.get(k, 0) <= 0:
+            if counts.get(k, 0) > 0:
+                counts[k] -= 1
+                rows_of.setdefault(k, c.before)
+            elif not lenient:
                 raise MessageError(c.offset, f"op {c.op!r} of a row that is not present", source)
-            counts[k] -= 1
-            rows_of.setdefault(k, c.before)
         if c.op in ("c", "r", "u"):
             k = _key(c.after, range(len(c.after)))
             counts[k] = counts.get(k, 0) + 1

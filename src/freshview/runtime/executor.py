@@ -6,6 +6,12 @@ kernels (``runtime.kernels``): the delta rules here are the same for every
 executor.  Spark failures (division by zero, overflow, bad casts under ANSI
 mode) become ``ExecutionError`` with Spark's own one-line message, never a
 JVM stack trace.
+
+State TTL (``runtime.ttl``): with a ``Tick`` a step records the keys its
+stateful operators touch; ``expire`` evicts, per owner (each equi-join, and
+the view's top aggregate when its GROUP BY columns are output columns), the
+keys past the TTL; ``recreated`` names the output rows the caller must
+replace because their group was evicted and started again.
 """
 
 from __future__ import annotations
@@ -19,14 +25,17 @@ import pyarrow as pa
 from freshview.circuit import Circuit, Operator
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
+from freshview.plan.shape import result_key
+from freshview.runtime import ttl
 from freshview.runtime.kernels import Kernels, Rel
+from freshview.runtime.operators import join as join_op
 from freshview.runtime.operators.aggregate import Aggregation
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, negate_delta, project_delta, union_delta
 from freshview.runtime.operators.window import PartitionRecompute
 from freshview.runtime.operators.recursive import Recursion
 from freshview.runtime.operators.reweight import reweight_delta
-from freshview.runtime.relation import arrow_schema
+from freshview.runtime.relation import arrow_schema, col_name
 
 InputFn = Callable[[str], pa.Table | None]
 
@@ -39,9 +48,17 @@ class CircuitRunner:
         self._recompute: dict[str, PartitionRecompute] = {}
         self._recursions: dict[str, Recursion] = {}
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
+        self._tick: ttl.Tick | None = None
+        self._owners: dict[str, ttl.TtlOwner] | None = None
+        self._top = _top_aggregate(circuit)
 
-    def step(self, inputs: InputFn, kernels: Kernels, force: bool = False) -> pa.Table | None:
-        """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None)."""
+    def step(self, inputs: InputFn, kernels: Kernels, force: bool = False,
+             tick: ttl.Tick | None = None) -> pa.Table | None:
+        """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None); with a
+        ``tick`` (a state TTL) the keys the step touches are recorded."""
+        for agg in self._aggs.values():
+            agg.created = None
+        self._tick = tick
         try:
             delta = self._eval(self.circuit.root, inputs, kernels, force)
             if delta is None:
@@ -51,6 +68,65 @@ class CircuitRunner:
             if _is_spark_error(exc):  # pages of JVM frames otherwise
                 raise ExecutionError(_spark_message(exc, self.circuit.view)) from None
             raise
+        finally:
+            self._tick = None
+
+    # ------------------------------------------------------------------ state TTL
+    def ttl_owners(self) -> dict[str, ttl.TtlOwner]:
+        """Per operator id, the state that evicts under a TTL (one ``ttl_<Node>`` per node kind)."""
+        if self._owners is None:
+            self._owners = {}
+            for op in self.circuit.operators():
+                make = getattr(self, f"ttl_{type(op.node).__name__}", None)
+                owner = make(op) if make is not None else None
+                if owner is not None:
+                    self._owners[op.id] = owner
+        return self._owners
+
+    @property
+    def output_key(self) -> tuple[int, ...] | None:
+        """The output positions of the top aggregate's GROUP BY columns when it evicts under a TTL (the
+        view's rows are then keyed by them, see ``recreated``), else None."""
+        return self._top[1] if self._top is not None else None
+
+    def ttl_Join(self, op: Operator) -> ttl.TtlOwner | None:
+        return join_op.ttl_owner(op.state, op.node, op.id)  # type: ignore[arg-type]
+
+    def ttl_Aggregate(self, op: Operator) -> ttl.TtlOwner | None:
+        if self._top is None or self._top[0] is not op:
+            return None  # its rows feed operators that could not replace them (operators.aggregate)
+        return self._aggregation(op).ttl_owner(op.id)
+
+    def expire(self, tick: ttl.Tick) -> int:
+        """Evict every owner's keys past the TTL (inside the caller's transaction); how many."""
+        return sum(owner.expire(self.store, tick) for owner in self.ttl_owners().values())
+
+    def recreated(self) -> pa.Table | None:
+        """After a step: the output key values (columns ``c<position>``) of the top aggregate's groups the
+        step started anew; the caller retracts the output rows it holds for them (rows from before an
+        eviction).  None when there are none."""
+        if self._top is None:
+            return None
+        op, positions = self._top
+        agg = self._aggs.get(op.id)
+        if agg is None or agg.created is None or not agg.created.num_rows:
+            return None
+        return pa.Table.from_arrays(agg.group_values(agg.created), names=[col_name(p) for p in positions])
+
+    def _touch(self, op: Operator):
+        if self._tick is None:
+            return None
+        owner = self.ttl_owners().get(op.id)
+        if owner is None:
+            return None
+        tick, store = self._tick, self.store
+        return lambda keys, distinct=False: owner.index.touch(store, tick, keys, distinct)
+
+    def _aggregation(self, op: Operator) -> Aggregation:
+        agg = self._aggs.get(op.id)
+        if agg is None:
+            agg = self._aggs[op.id] = Aggregation(op.node, op.state)  # type: ignore[arg-type]
+        return agg
 
     def _memo_of(self, k: Kernels, op: Operator) -> dict:
         return self._memo.setdefault((k.name, op.id), {})
@@ -92,14 +168,11 @@ class CircuitRunner:
         right = self._eval(op.inputs[1], inputs, k, force)
         if left is None and right is None:
             return None
-        return join_delta(k, node, op.state, self.store, left, right, self._memo_of(k, op))
+        return join_delta(k, node, op.state, self.store, left, right, self._memo_of(k, op), self._touch(op))
 
     def visit_Aggregate(self, op: Operator, node: pn.Aggregate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
-        agg = self._aggs.get(op.id)
-        if agg is None:
-            agg = self._aggs[op.id] = Aggregation(node, op.state)
-        return agg.step(k, self.store, d, force)
+        return self._aggregation(op).step(k, self.store, d, force, self._touch(op))
 
     def visit_TopK(self, op: Operator, node: pn.TopK, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         return self._recompute_step(op, node, inputs, k, force)
@@ -122,6 +195,18 @@ class CircuitRunner:
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)
+
+
+def _top_aggregate(circuit: Circuit) -> tuple[Operator, tuple[int, ...]] | None:
+    """The aggregate a view's rows are keyed by (under filters and projections only, every GROUP BY
+    column an output column; or a DISTINCT) and the output positions of its group columns, else None."""
+    key = result_key(circuit.root.node)
+    if key.counted or not key.key:
+        return None
+    op = circuit.root
+    while isinstance(op.node, (pn.Filter, pn.Project)):
+        op = op.inputs[0]
+    return (op, key.key) if op.kind == "aggregate" else None
 
 
 def _is_spark_error(exc: Exception) -> bool:

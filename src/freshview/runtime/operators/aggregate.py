@@ -23,10 +23,29 @@ Groups are keyed null-safely (a NULL group is a group): each key column is
 stored as (value with NULL replaced, is-NULL flag).  An aggregate without
 GROUP BY always has exactly one row, also over an empty input, as in
 PostgreSQL.  DISTINCT is an aggregate with no aggregate functions.
+
+State TTL (``runtime.ttl``): a view's top aggregate (under only filters and
+projections that keep every GROUP BY column) is one owner keyed by the group
+key.  A step touches the groups of its change; a group untouched for the
+TTL is evicted from every arrangement (accumulators, MIN/MAX and value
+multisets) with no output, so the view keeps the group's last row.  A late
+change then finds no accumulators and starts the group from its inserts
+alone (``old = 0``, and Σ_Δ over the change's rows of positive weight: its
+deletes have nothing left to delete); the groups a step so starts are
+``created``, and the flow replaces the view's row of each (retracting the
+row from before the eviction, see ``CircuitRunner.recreated``), so the view
+never holds two rows for one group.  A late change of deletes only leaves an
+evicted group alone.  Deletes of values a multiset no longer holds are
+dropped likewise (``ttl.clamp_deletes``).  Aggregates elsewhere in a plan (under a join, another
+aggregate, a set operation) are not evicted: their rows feed operators that
+could not be told to replace them.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,6 +54,7 @@ from freshview.circuit import AggState
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall
 from freshview.runtime.kernels import Kernels, Rel, Term
+from freshview.runtime import ttl as ttl_rules
 from freshview.runtime.operators import accumulators, linear_aggs, ordered_aggs
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
@@ -85,6 +105,8 @@ class Aggregation:
         self.value_aggs = [j for j, a in enumerate(node.aggs) if a.distinct or a.recomputed]
         self.terms = self._terms()
         self.memo: dict = {}  # per executor: what its kernels built once
+        self.created: pa.Table | None = None  # under a TTL: the groups the last step started (no accumulators)
+        self._clamp = False
 
     # ------------------------------------------------------------------ state
     def ensure_state(self, store) -> None:
@@ -101,10 +123,15 @@ class Aggregation:
         return accumulators.encode_keys([table.column(f"g{i}") for i in range(self.ngroups)], self.group_types)
 
     # ------------------------------------------------------------------ step
-    def step(self, k: Kernels, store, d: Rel | None, force: bool) -> Rel | None:
+    def step(self, k: Kernels, store, d: Rel | None, force: bool,
+             touch: Callable[..., None] | None = None) -> Rel | None:
+        """The output change (module docstring); ``touch(keys)``: the state TTL's record of the groups
+        this step touches (None: no TTL, the aggregate is exact)."""
         self.ensure_state(store)
+        self.created = None
+        self._clamp = touch is not None
         memo = self.memo.setdefault(k.name, {})
-        if d is not None and (self.extreme_aggs or self.value_aggs):
+        if d is not None and (self.extreme_aggs or self.value_aggs or touch is not None):
             d = k.of_arrow(k.arrow(d))  # two readers (sums, extremes): run the input's lineage once
         partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
         if partial is not None and partial.num_rows == 0:
@@ -115,6 +142,16 @@ class Aggregation:
 
         keys = self._keys_table(partial)
         old_rows = store.lookup(self.state.acc, keys) if keys.num_rows or is_global else keys
+        if touch is not None and keys.num_rows:
+            touch(keys, distinct=True)  # one row per group
+            new = self._new_groups(keys, old_rows)
+            if new.any() and d is not None:
+                partial = self._inserts_only(k, memo, k.arrow(d), partial, keys, new)
+                if partial.num_rows == 0:
+                    return None  # deletes only, of groups evicted: nothing to do
+                keys = self._keys_table(partial)
+                new = self._new_groups(keys, old_rows)
+            self.created = keys.filter(pa.array(new))
 
         # MIN/MAX: apply (group, value) changes, then probe the new extremes.
         extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
@@ -132,6 +169,60 @@ class Aggregation:
         if out.num_rows == 0:
             return None
         return k.of_arrow(out)
+
+    # ------------------------------------------------------------------ state TTL
+    def ttl_owner(self, owner: str) -> ttl_rules.TtlOwner | None:
+        """The aggregate as one TTL owner keyed by its groups (None for a global aggregate: its one row
+        always exists)."""
+        if not self.ngroups:
+            return None
+        names = self.state.names
+
+        def evict(store, keys: pa.Table) -> None:
+            for name in names:
+                ttl_rules.drop_keys(store, name, keys)
+
+        def current_keys(store) -> pa.Table:
+            self.ensure_state(store)
+            return ttl_rules.distinct_keys(store, [self.state.acc], self.key_names)
+
+        return ttl_rules.TtlOwner(ttl_rules.TouchIndex(owner, pa.schema(self.key_fields)), evict, current_keys)
+
+    def _new_groups(self, keys: pa.Table, old_rows: pa.Table) -> np.ndarray:
+        """Which groups of ``keys`` have no accumulators (``old_rows``: the lookup of them)."""
+        found = accumulators.match_keys([keys.column(n) for n in self.key_names],
+                                        [old_rows.column(n) for n in self.key_names], keys.num_rows, old_rows.num_rows)
+        return found < 0
+
+    def _inserts_only(self, k: Kernels, memo: dict, d: pa.Table, partial: pa.Table, keys: pa.Table,
+                      new: np.ndarray) -> pa.Table:
+        """``partial`` with the rows of new groups (``new``, aligned with ``partial``) summed over the
+        change's inserts only; a new group without inserts is left out."""
+        w = np.asarray(d.column(WEIGHT), dtype=np.int64)
+        if not (w < 0).any():
+            return partial
+        new_keys = [keys.filter(pa.array(new)).column(n) for n in self.key_names]
+
+        def of_new_groups(rows: pa.Table) -> pa.Table:
+            sums = k.sums(k.of_arrow(rows), self.node.group, self.terms, memo)
+            at = accumulators.match_keys(self.encode_keys(sums), new_keys, sums.num_rows, int(new.sum()))
+            return sums.filter(pa.array(at >= 0))
+
+        if not of_new_groups(d.filter(pa.array(w < 0))).num_rows:
+            return partial  # the deletes are all of groups it holds (the usual case): sums stand
+        inserts = d.filter(pa.array(w > 0))
+        sums = of_new_groups(inserts) if inserts.num_rows else partial.schema.empty_table()
+        kept = partial.filter(pa.array(~new))
+        return pa.concat_tables([kept, sums.select(partial.column_names).cast(partial.schema)])
+
+    def group_values(self, keys: pa.Table) -> list[pa.ChunkedArray]:
+        """The GROUP BY values (as output) of encoded group keys (``k*``, ``z*``)."""
+        out = []
+        for i in range(self.ngroups):
+            k = keys.column(f"k{i}")
+            value = pc.if_else(keys.column(f"z{i}"), pa.scalar(None, k.type), k)
+            out.append(value.cast(self.out_schema.field(i).type))
+        return out
 
     def _terms(self) -> list[Term]:
         """The partial sums Σ_Δ needs: per aggregate Σ x·w and Σ w over non-NULL x (count: the latter)."""
@@ -170,6 +261,8 @@ class Aggregation:
                 self.encode_keys(table) + [vcol, table.column(WEIGHT)],
                 names=self.key_names + ["v", WEIGHT],
             ).filter(pc.is_valid(vcol))
+            if sub.num_rows and self._clamp:
+                sub = ttl_rules.clamp_deletes(store, name, sub)[0]
             if sub.num_rows:
                 store.apply(name, consolidate(sub))
             probe = keys if self.ngroups else pa.table({})
@@ -203,12 +296,13 @@ class Aggregation:
             a = aggs[j]
             if a.recomputed:
                 order_cols = [table.column(f"o{j}_{m}") for m in range(len(a.order))]
-                ordered_aggs.apply_changes(store, name, a, enc, table.column(f"a{j}"), order_cols, weight, self.key_names)
+                ordered_aggs.apply_changes(store, name, a, enc, table.column(f"a{j}"), order_cols, weight, self.key_names,
+                                           clamp=self._clamp)
                 recomputed[j] = ordered_aggs.recompute(store, name, a, keys, self.key_names)
                 continue
             parts = _acc_types(a)
             groups = linear_aggs.distinct_partials(store, name, enc, table.column(f"a{j}"), weight, parts,
-                                                   self.key_names)
+                                                   self.key_names, clamp=self._clamp)
             if partial is not None:
                 partial = linear_aggs.add_to_partial(partial, partial_keys, groups, self.key_names, j, parts)
         return partial, recomputed

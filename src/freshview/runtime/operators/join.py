@@ -14,14 +14,28 @@ join the change with those slices (in-process or on Spark).
          └─► apply(L)
     ΔR ──┬──────────────► ⋈ ◄── lookup(L, keys ΔR)
          └─► apply(R)
+
+State TTL (``runtime.ttl``; with a ``touch``, equi-joins only): the join is one
+owner keyed by the join key.  A step touches every key of ΔL and ΔR; a key
+untouched for the TTL is evicted from both sides at once (``evict``), with no
+output: rows already joined stay in the view.  A change to an evicted key
+then meets nothing, as a new key would.  Two things keep the sides free of
+rows nothing can use or remove: rows with a NULL in the join key (they never
+match, SQL ``=``) are not stored, and a delete of a row the side no longer
+holds is dropped (``ttl.clamp_deletes``) — it would otherwise be stored at
+weight −1 and join into negative rows.  Without a TTL nothing changes.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from freshview.circuit import JoinState
 from freshview.plan import nodes as pn
+from freshview.runtime import ttl as ttl_rules
 from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout, NullKeys
@@ -57,12 +71,20 @@ def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) 
 
 
 def join_delta(k: Kernels, node: pn.Join, state: JoinState, store, left: Rel | None, right: Rel | None,
-               memo: dict) -> Rel | None:
+               memo: dict, touch: Callable[[pa.Table], None] | None = None) -> Rel | None:
+    """The join's output change (module docstring); ``touch(keys)``: the state TTL's record of the join
+    keys this step touches (None: no TTL)."""
     ensure_state(store, state, node)
     nkeys = len(node.left_keys)
     knames = [key_name(i) for i in range(nkeys)]
     dl = keyed(k, left, node.left.columns, node.left_keys, memo, "left") if left is not None else None
     dr = keyed(k, right, node.right.columns, node.right_keys, memo, "right") if right is not None else None
+    if touch is not None and nkeys:
+        dl = _for_ttl(store, state.left, dl, knames)
+        dr = _for_ttl(store, state.right, dr, knames)
+        touched = [d.select(knames) for d in (dl, dr) if d is not None and d.num_rows]
+        if touched:
+            touch(pa.concat_tables([t.cast(touched[0].schema) for t in touched]))
     dl = dl if dl is not None and dl.num_rows else None
     dr = dr if dr is not None and dr.num_rows else None
     if dl is None and dr is None:
@@ -88,4 +110,36 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store, left: Rel | N
     return parts[0] if len(parts) == 1 else k.union(parts, schema)
 
 
-__all__ = ["join_delta", "ensure_state", "side_schema", "side_layout", "key_name"]
+def _for_ttl(store, side: str, d: pa.Table | None, knames: list[str]) -> pa.Table | None:
+    """A side's change under a TTL: rows with a NULL join key left out, deletes of rows the side no
+    longer holds dropped."""
+    if d is None or not d.num_rows:
+        return d
+    valid = None
+    for name in knames:
+        ok = pc.is_valid(d.column(name))
+        valid = ok if valid is None else pc.and_(valid, ok)
+    if valid is not None and not pc.all(valid).as_py():
+        d = d.filter(valid)
+    return ttl_rules.clamp_deletes(store, side, d)[0] if d.num_rows else d
+
+
+def ttl_owner(state: JoinState, node: pn.Join, owner: str) -> ttl_rules.TtlOwner | None:
+    """The join as one TTL owner keyed by the join key (None without an equi-key: nothing to key by)."""
+    if not node.left_keys:
+        return None
+    layout = side_layout(node.left.columns, node.left_keys)
+    key = list(layout.key)
+
+    def evict(store, keys: pa.Table) -> None:
+        for side in state.names:
+            ttl_rules.drop_keys(store, side, keys)
+
+    def current_keys(store) -> pa.Table:
+        ensure_state(store, state, node)
+        return ttl_rules.distinct_keys(store, state.names, key).drop_null()  # NULL keys: found by no lookup
+
+    return ttl_rules.TtlOwner(ttl_rules.TouchIndex(owner, layout.key_schema), evict, current_keys)
+
+
+__all__ = ["join_delta", "ttl_owner", "ensure_state", "side_schema", "side_layout", "key_name"]

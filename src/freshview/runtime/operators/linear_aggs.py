@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from freshview.algebra.batch import consolidate
 from freshview.plan.expr import AggCall, Call, Case, Cast, Expr, Literal
+from freshview.runtime import ttl
 from freshview.runtime.kernels import Term
 from freshview.runtime.operators import accumulators
 from freshview.schema import WEIGHT, SqlType
@@ -202,15 +203,18 @@ def _float_to_decimal(x, result: pa.DataType) -> pa.Array:
 
 # ---------------------------------------------------------------------- DISTINCT
 def distinct_partials(store, name: str, keys: list, value, weight, parts: list[tuple[str, pa.DataType]],
-                      key_names: list[str]) -> pa.Table:
+                      key_names: list[str], clamp: bool = False) -> pa.Table:
     """Apply one DISTINCT aggregate's (group, x) changes to its multiset ``name``; per group whose set
     changed: its key columns and each accumulator of ``parts`` summed over the presence transitions
     ``p``: ``n`` = Σp, ``s`` = Σx·p, ``q`` = Σx²·p (floats: over finite x), ``x`` = Σp over non-finite x.
 
     ``keys``: the change's encoded group key columns (``k*``, ``z*``), ``value`` its x, ``weight`` its weights.
+    ``clamp`` (a state TTL): deletes of (group, x) rows the multiset no longer holds are dropped.
     """
     sub = pa.Table.from_arrays(list(keys) + [value, weight], names=key_names + ["v", WEIGHT])
     sub = sub.filter(pc.is_valid(value))
+    if sub.num_rows and clamp:
+        sub = ttl.clamp_deletes(store, name, sub)[0]
     if sub.num_rows == 0:
         return pa.table({})  # no set changed
     report = store.apply_report(name, consolidate(sub))

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from freshview.algebra.batch import consolidate
 from freshview.plan.expr import AggCall
+from freshview.runtime import ttl
 from freshview.runtime.operators import accumulators
 from freshview.schema import WEIGHT
 
@@ -48,13 +49,15 @@ def layout_fields(agg: AggCall) -> list[pa.Field]:
 
 
 def apply_changes(store, name: str, agg: AggCall, keys: list, value, order_cols: list, weight,
-                  key_names: list[str]) -> None:
+                  key_names: list[str], clamp: bool = False) -> None:
     """Apply the change's (group, value, ORDER BY keys) rows to the arrangement (string_agg: those with
-    a non-NULL value)."""
+    a non-NULL value); ``clamp`` (a state TTL): deletes of rows it no longer holds dropped."""
     names = key_names + ["v"] + [f"o{m}" for m in range(len(order_cols))] + [WEIGHT]
     sub = pa.Table.from_arrays(list(keys) + [value] + list(order_cols) + [weight], names=names)
     if agg.func == "string_agg":
         sub = sub.filter(pc.is_valid(value))
+    if sub.num_rows and clamp:
+        sub = ttl.clamp_deletes(store, name, sub)[0]
     if sub.num_rows:
         store.apply(name, consolidate(sub))
 
