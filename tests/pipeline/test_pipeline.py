@@ -268,3 +268,18 @@ def test_a_flush_interval_sends_one_consolidated_change_per_interval(nats_url, p
         assert got["totals"] == expected(feed, "totals") and got["big"] == expected(feed, "big")
     finally:
         runner.close()
+
+
+def test_the_settings_reach_the_flow(tmp_path):
+    spec = parse_pipeline(f"""
+CREATE SOURCE orders (o_id INT PRIMARY KEY, amount INT) WITH (connector = 'jsonl', path = '{tmp_path}/o.jsonl');
+CREATE VIEW v AS SELECT o_id, amount FROM orders;
+SET updating_ttl = '1 hour';
+SET update_aggregate_flush_interval = '500 ms';
+""")
+    runner = PipelineRunner(spec, tmp_path / "state", options=PipelineOptions(execution="local"))
+    runner.open()
+    try:
+        assert runner.flow.state_ttl == 3600 and runner.flow.flush_interval == 0.5
+    finally:
+        runner.close()
