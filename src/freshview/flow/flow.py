@@ -29,6 +29,7 @@ from freshview.errors import CatalogError, DeltaError, FreshviewError, StateErro
 from freshview.flow import checkpoint
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
+from freshview.plan import vector as vector_plan
 from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES, Choice, CostModel, choose
@@ -38,7 +39,7 @@ from freshview.runtime.kernels.arrow import ArrowKernels
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
 from freshview.runtime.state.store import SpineStateStore
-from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
+from freshview.schema import WEIGHT, TableSchema, array_length_mismatch, schema_from_arrow, schema_from_ddl
 from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
@@ -359,7 +360,10 @@ class IncrementalFlow:
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
-        plan = build_plan(sql, self, self.dialect)
+        if vector_plan.is_vector_definition(sql):  # register_vector_view's definition, not SQL
+            plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), self._sources.get)
+        else:
+            plan = build_plan(sql, self, self.dialect)
         circuit = incrementalize(name, plan)
         return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
 
@@ -407,8 +411,10 @@ class IncrementalFlow:
                 for view in new:
                     self._views.pop(view.name, None)
 
-            # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process.
-            empty = all(self.store.count(_source_state(s)) == 0 for s in self._sources)
+            # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process;
+            # so is a vector view's (numpy under either executor).
+            empty = all(self.store.count(_source_state(s)) == 0 for s in self._sources) or \
+                all(isinstance(v.plan, vector_plan.VectorSearch) for v in new)
             with self._transaction(undo=undo):
                 bulk = self.kernels("local" if empty else "bulk")
                 try:
@@ -421,6 +427,19 @@ class IncrementalFlow:
                 finally:
                     if not empty:
                         bulk.finish()  # type: ignore[attr-defined]
+
+    def register_vector_view(self, name: str, *, source: str, vector: str, k: int, metric: str = "cosine",
+                             queries: str | None = None, query: Sequence[float] | None = None,
+                             payload: Sequence[str] | None = None, query_vector: str | None = None,
+                             index: str | None = None) -> None:
+        """A view of the ``k`` nearest rows of ``source`` by its ``vector`` column: for each row of the
+        ``queries`` source (``query_vector``, default the column of the same name), or for one fixed
+        ``query`` vector.  Columns: the queries' primary key, ``rank`` (1..k), ``payload`` (default the
+        source's primary key) and ``distance`` (``metric``: cosine | l2 | inner_product, pgvector's
+        distances); ties break by the source's primary key; NULL vectors are ignored.  Maintained
+        incrementally like any view (``runtime/operators/vector.py``)."""
+        definition = vector_plan.define(source, vector, k, metric, queries, query, payload, query_vector, index)
+        self.register_views([(name, definition.text())])
 
     def drop_view(self, name: str) -> None:
         with self._lock:
@@ -620,6 +639,7 @@ class IncrementalFlow:
             nulls = [k for k, c in zip(schema.primary_key, keys) if table.column(c).null_count]
             if nulls:
                 raise DeltaError(f"source {name!r}: primary key column {nulls[0]!r} is NULL")
+        _check_array_lengths(name, schema, table)
         current = self.store.lookup(state, table.select(keys))
         after = consolidate(pa.concat_tables([current.cast(table.schema), table]))
         negative = after.filter(pc.less(after.column(WEIGHT), 0))
@@ -898,6 +918,20 @@ def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
         return True
     hashes = np.sort(hashing.hash_rows(rows.select(keys).columns))
     return bool((hashes[1:] == hashes[:-1]).any())
+
+
+def _check_array_lengths(name: str, schema: TableSchema, table: pa.Table) -> None:
+    """Refuse an inserted row whose fixed-size array (``FLOAT4[384]``) has another length, naming its key."""
+    if not any(c.type.dim is not None for c in schema.columns):
+        return
+    rows = table.filter(pc.greater(table.column(WEIGHT), 0))
+    bad = array_length_mismatch(rows, schema, [col_name(i) for i in range(len(schema.columns))])
+    if bad is not None:
+        at, column, length = bad
+        row = rows.slice(at, 1).to_pylist()[0]
+        key = ", ".join(f"{k}={row[col_name(schema.names.index(k))]!r}" for k in schema.primary_key) or f"row {at}"
+        raise DeltaError(f"source {name!r}: {column} of ({key}) has {length} values, but the column is "
+                         f"{schema.column(column).type.element}[{schema.column(column).type.dim}]")
 
 
 def _source_state(name: str) -> str:
