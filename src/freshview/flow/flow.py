@@ -27,6 +27,7 @@ from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_de
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.flow import checkpoint
+from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
 from freshview.plan import vector as vector_plan
@@ -233,6 +234,7 @@ class IncrementalFlow:
         self.flush_interval = parse_interval(flush_interval)
         self._last_flush: dict[str, float] = {}
         self._held: set[str] = set()  # views with a held-back change
+        self._vector_sinks = VectorSinks()  # attach_vector_sink
         try:
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
@@ -453,6 +455,7 @@ class IncrementalFlow:
                 del self._views[name]
             for w in self._watches.pop(name, []):
                 w._close()
+            self._vector_sinks.detach_all(name)
 
     def drop_source(self, name: str) -> None:
         """Forget a source and its state (refused while a view reads it)."""
@@ -464,6 +467,7 @@ class IncrementalFlow:
             with self._transaction(undo=lambda: self._sources.__setitem__(name, schema)):
                 self.store.drop_arrangement(_source_state(name))
                 del self._sources[name]
+            self._vector_sinks.detach_all(name)
 
     # ------------------------------------------------------------------ application metadata
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -562,6 +566,8 @@ class IncrementalFlow:
                     before_commit({n: self._named(n, t) for n, t in outputs.items()})
             summary.duration_ms = (time.perf_counter() - started) * 1000
             self._publish(outputs, step)
+            for name in self._vector_sinks.handles.keys() & deltas.keys():  # sources' vector sinks
+                self._vector_sinks.publish(name, self._source_named(name, deltas[name]), step)
             return summary
 
     # ------------------------------------------------------------------ flush interval
@@ -623,6 +629,41 @@ class IncrementalFlow:
                 for w in list(self._watches.get(name, [])):
                     batch = batch or DeltaBatch(self._named(name, out), step)
                     w._push(batch)
+                if name in self._vector_sinks:
+                    self._vector_sinks.publish(name, self._named(name, out), step)
+
+    # ------------------------------------------------------------------ vector sinks
+    def attach_vector_sink(self, name: str, sink: Any) -> VectorSinkHandle:
+        """Keep a vector store (``freshview.vector.PgVectorSink``, ``LanceDBSink``, …) equal to the view or
+        source ``name``: filled now, then each committed step's change as upserts and deletes by key (a
+        source's primary key; a view's result key: ``plan.shape``, a vector view's (query key, rank)).
+        Returns the attachment's handle (``flow/vector_sinks.py``); not kept across restarts."""
+        with self._lock:
+            self._check_open()
+            if name in self._views:
+                columns = self._views[name].columns
+                rk = result_key(self._views[name].plan)
+                if rk.counted or not rk.key:
+                    raise CatalogError(f"view {name!r} has no key to upsert by (its rows may repeat): a vector "
+                                       "sink stores a source, a vector view, or a view keyed by GROUP BY/DISTINCT")
+                key = tuple(columns[i][0] for i in rk.key)
+            elif name in self._sources:
+                schema = self._sources[name]
+                if not schema.primary_key:
+                    raise CatalogError(f"source {name!r} has no primary key to upsert by")
+                columns, key = tuple((c.name, c.type) for c in schema.columns), schema.primary_key
+            else:
+                raise CatalogError(f"unknown view or source {name!r}")
+            return self._vector_sinks.attach(name, sink, columns, key, self.snapshot(name))
+
+    def detach_vector_sink(self, handle: VectorSinkHandle) -> None:
+        """Stop keeping a vector store in sync (and close the sink)."""
+        with self._lock:
+            self._vector_sinks.detach(handle)
+
+    def _source_named(self, name: str, table: pa.Table) -> pa.Table:
+        schema = self._sources[name]
+        return table.rename_columns(schema.names + [WEIGHT]).cast(schema.arrow(with_weight=True))
 
     def _apply_source(self, name: str, table: pa.Table) -> None:
         """Apply a consolidated change to the source's copy, refusing deletes of absent rows and
@@ -775,6 +816,7 @@ class IncrementalFlow:
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
                           and self.store.count(f"view/{v}/pending")}
+            self._vector_sinks.refill(lambda n: self.snapshot(n) if n in self._views or n in self._sources else None)
             return checkpoint.CheckpointInfo(uri, number, doc["kind"], self._step, size, files,
                                              time.perf_counter() - started)
 
@@ -870,6 +912,7 @@ class IncrementalFlow:
             for watches in self._watches.values():
                 for w in watches:
                     w._close()
+            self._vector_sinks.close()
             self.store.close()
             if self._tmp is not None:
                 self._tmp.cleanup()
