@@ -95,7 +95,8 @@ def screen_scores(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np
     if metric == "l2":
         return dn[:, None] + qn[None, :] - 2 * dots
     if metric == "cosine":
-        return 1.0 - dots / (np.sqrt(dn)[:, None] * np.sqrt(qn)[None, :])
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero row (a free slot) is not a candidate
+            return 1.0 - dots / (np.sqrt(dn)[:, None] * np.sqrt(qn)[None, :])
     raise ValueError(f"unknown metric {metric!r}")
 
 

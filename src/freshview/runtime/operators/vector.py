@@ -69,7 +69,8 @@ def vectors_of(arr: pa.Array | pa.ChunkedArray, dim: int | None) -> tuple[np.nda
 
 
 class _Vectors:
-    """Rows by key in a growable float32 matrix: slot per key, freed slots reused."""
+    """Rows by key in a growable float32 matrix: a slot per key, freed slots reused first, so slots
+    ``[0, n)`` are the ones in use or free (``live`` marks usable vectors)."""
 
     def __init__(self, dim: int, metric: str) -> None:
         self.dim, self.metric = dim, metric
@@ -79,12 +80,13 @@ class _Vectors:
         self.keys: list[Hashable | None] = []
         self.slot: dict[Hashable, int] = {}
         self.free: list[int] = []
+        self.n = 0  # slots handed out so far
 
     def ensure_dim(self, dim: int) -> None:
         """Fix the width once the first vector is seen (a column without a declared dimension)."""
         if self.dim == 0 and dim:
             self.dim = dim
-            self.matrix = np.zeros((len(self.keys), dim), np.float32)
+            self.matrix = np.zeros((len(self.live), dim), np.float32)
 
     def remove(self, keys: list[Hashable]) -> None:
         for key in keys:
@@ -97,15 +99,16 @@ class _Vectors:
     def put(self, keys: list[Hashable], vectors: np.ndarray) -> None:
         """Insert or replace; an unusable vector keeps the key but no live vector."""
         self.remove([k for k in keys if k in self.slot])
-        need = len(keys) - len(self.free)
-        if need > 0:
-            grow = max(need, len(self.keys))
+        reuse = [self.free.pop() for _ in range(min(len(keys), len(self.free)))]
+        fresh = len(keys) - len(reuse)
+        if self.n + fresh > len(self.live):
+            grow = max(self.n + fresh, 2 * len(self.live)) - len(self.live)
             self.matrix = np.concatenate([self.matrix, np.zeros((grow, self.dim), np.float32)])
             self.sq = np.concatenate([self.sq, np.zeros(grow)])
             self.live = np.concatenate([self.live, np.zeros(grow, bool)])
-            self.free.extend(range(len(self.keys) + grow - 1, len(self.keys) - 1, -1))
             self.keys.extend([None] * grow)
-        slots = np.array([self.free.pop() for _ in keys], dtype=np.int64)
+        slots = np.array(reuse + list(range(self.n, self.n + fresh)), dtype=np.int64)
+        self.n += fresh
         ok = knn.usable(vectors, self.metric) if len(keys) else np.zeros(0, bool)
         self.matrix[slots] = np.where(ok[:, None], vectors, 0)
         self.sq[slots] = knn.squared_norms(self.matrix[slots])
@@ -274,24 +277,22 @@ class VectorTopK:
 
     def _recompute(self, cache: _Cache, qkeys: list[Hashable]) -> dict[Hashable, tuple[list[Hashable], np.ndarray]]:
         docs, queries, node = cache.docs, cache.queries, self.node
-        out: dict[Hashable, tuple[list[Hashable], np.ndarray]] = {}
-        candidates = np.flatnonzero(docs.live)
+        out: dict[Hashable, tuple[list[Hashable], np.ndarray]] = {q: ([], np.zeros(0)) for q in qkeys}
+        candidates = np.flatnonzero(docs.live[:docs.n])
         measurable = [q for q in qkeys if queries.vector(q) is not None]
-        for q in qkeys:
-            out[q] = ([], np.zeros(0))
-        if not len(candidates):
+        if not len(candidates) or not measurable:
             return out
         max_sq = float(docs.sq[candidates].max())
-        matrix = docs.matrix[candidates]
         for start in range(0, len(measurable), _QUERY_BATCH):
             batch = measurable[start:start + _QUERY_BATCH]
             qm = np.stack([queries.vector(q) for q in batch])
-            scores = knn.screen_scores(matrix, qm, node.metric, docs.sq[candidates])
+            # screened over every slot in use (no copy of the matrix), then the live ones taken
+            scores = knn.screen_scores(docs.matrix[:docs.n], qm, node.metric, docs.sq[:docs.n])
             for j, q in enumerate(batch):
                 qsq = float(knn.squared_norms(qm[j:j + 1])[0])
                 margin = knn.score_margin(node.metric, docs.dim, qsq, max_sq)
                 rows, dist = knn.top_k(docs.matrix, candidates, qm[j], node.k, node.metric, docs.key_of,
-                                       screened=scores[:, j], margin=margin)
+                                       screened=scores[candidates, j], margin=margin)
                 out[q] = ([docs.key_of(int(r)) for r in rows], dist)
         return out
 
@@ -308,7 +309,7 @@ class VectorTopK:
         tops = [cache.tops.get(q, ([], np.zeros(0))) for q in live_q]
         full = np.array([len(t[0]) >= node.k for t in tops])
         kth = np.array([knn.to_score(t[1][-1], node.metric) if len(t[0]) else np.inf for t in tops])
-        max_sq = float(docs.sq[np.flatnonzero(docs.live)].max())
+        max_sq = float(docs.sq[:docs.n][docs.live[:docs.n]].max())
         margins = knn.score_margin(node.metric, docs.dim, knn.squared_norms(qm), max_sq)
         admit = knn.admitted(scores, kth, full, np.asarray(margins) * np.ones(len(live_q)))
         out: dict[Hashable, tuple[list[Hashable], np.ndarray]] = {}
