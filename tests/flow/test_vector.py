@@ -4,6 +4,7 @@ restart, rollback, watches, Debezium, flush interval, explain, drop; the errors.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -327,4 +328,40 @@ def test_undeclared_dimension_mismatch_fails_the_step(tmp_path):
         flow.tick("docs", docs_delta([(3, "c", [1, 0])]))
     assert err.value.view == "nearest"
     assert [r[:3] for r in view_rows(flow, "nearest")] == [(1, 1, 2)]
+    flow.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hnswlib") is None, reason="hnswlib is not installed (pip install hnswlib)")
+def test_hnsw_index_recall_under_changes(tmp_path):
+    rng = np.random.default_rng(9)
+    dim, k = 8, 5
+    flow = _flow(tmp_path)
+    flow.register_source("docs", f"id BIGINT, title TEXT, embedding FLOAT4[{dim}]", primary_key=["id"])
+    flow.register_source("queries", f"q_id INT, embedding FLOAT4[{dim}]", primary_key=["q_id"])
+    docs = {i: (f"t{i}", rng.normal(size=dim).astype(np.float32)) for i in range(400)}
+    flow.tick("docs", docs_delta([(i, t, v) for i, (t, v) in docs.items()]))
+    queries = {q: rng.normal(size=dim).astype(np.float32) for q in range(10)}
+    flow.tick("queries", queries_delta(list(queries.items())))
+    flow.register_vector_view("approx", source="docs", vector="embedding", queries="queries", k=k,
+                              metric="l2", payload=["id", "title"], index="hnsw")
+    assert "index hnsw" in flow.explain("approx")
+
+    def recall():
+        want = {(r[0], r[2]) for r in brute_force(docs, queries, k, "l2")}
+        got = view_rows(flow, "approx")
+        assert len(got) == len(want)
+        return len(want & {(r[0], r[2]) for r in got}) / len(want)
+    assert recall() >= 0.95
+    for step in range(10):
+        near = flow.snapshot("approx").column("id").to_pylist()
+        gone = sorted(set(near))[:5]
+        new = [(1000 + step * 10 + j, "n", rng.normal(size=dim).astype(np.float32)) for j in range(5)]
+        flow.tick("docs", pa.concat_tables([docs_delta([(d, *docs[d]) for d in gone], -1), docs_delta(new)]))
+        for d in gone:
+            docs.pop(d)
+        docs.update({i: (t, v) for i, t, v in new})
+        assert recall() >= 0.9
+        if step == 5:
+            flow.close()
+            flow = _flow(tmp_path)
     flow.close()

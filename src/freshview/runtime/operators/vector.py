@@ -21,6 +21,12 @@ Delta rule, per step (``knn`` holds every decision):
 * the output is −old rows, +new rows of the queries whose result changed (consolidated: an
   unchanged row cancels).
 
+``index="hnsw"``: a full recompute asks an HNSW graph (hnswlib, kept in memory beside the matrix,
+rebuilt from the store after a restart) for 2k candidates and measures those exactly, instead of
+screening every document; everything else is as above (a touched document is still compared with
+every query exactly).  The result is then approximate: a recompute may miss a true neighbour the
+graph does not find (``benchmarks/vector.py --hnsw`` measures the recall).
+
 The operator runs in-process on numpy under either executor.  NULL vectors, and vectors that
 cannot be measured (``knn.usable``), are ignored: such a document is in no result, such a query
 has none.  A vector of the wrong length (a ``FLOAT4[]`` column without a declared dimension) fails
@@ -39,7 +45,7 @@ import pyarrow.compute as pc
 
 from freshview.algebra.batch import consolidate, negate
 from freshview.circuit.nodes import VectorState
-from freshview.errors import DeltaError
+from freshview.errors import DeltaError, ExecutionError
 from freshview.plan.vector import VectorSearch
 from freshview.runtime.operators import knn
 from freshview.runtime.relation import col_name
@@ -125,12 +131,57 @@ class _Vectors:
         return self.keys[slot]
 
 
+class _Hnsw:
+    """An HNSW graph (hnswlib) over the documents' live slots (labels are slots), for ``index="hnsw"``."""
+
+    SPACES = {"cosine": "cosine", "l2": "l2", "inner_product": "ip"}
+    M, EF_CONSTRUCTION, EF_SEARCH = 16, 100, 64
+
+    def __init__(self, dim: int, metric: str) -> None:
+        try:
+            import hnswlib
+        except ImportError:
+            raise ExecutionError("index='hnsw' needs the hnswlib package: pip install hnswlib "
+                                 "(or pip install freshview[vector])") from None
+        self.index = hnswlib.Index(space=self.SPACES[metric], dim=dim)
+        self.index.init_index(max_elements=1024, ef_construction=self.EF_CONSTRUCTION, M=self.M, random_seed=7)
+        self.present = np.zeros(0, bool)  # per slot: in the graph and not deleted
+
+    def update(self, rows: "_Vectors", slots: np.ndarray) -> None:
+        """Bring ``slots`` up to date: live vectors added (or replaced), the others deleted."""
+        if len(self.present) < len(rows.live):
+            self.present = np.concatenate([self.present, np.zeros(len(rows.live) - len(self.present), bool)])
+        slots = np.unique(np.asarray(slots, np.int64))
+        gone = slots[self.present[slots] & ~rows.live[slots]]
+        for s in gone.tolist():
+            self.index.mark_deleted(s)
+        self.present[gone] = False
+        add = slots[rows.live[slots]]
+        if len(add):
+            need = self.index.element_count + len(add)
+            if need > self.index.max_elements:
+                self.index.resize_index(max(need, 2 * self.index.max_elements))
+            self.index.add_items(rows.matrix[add], add, num_threads=1)
+            self.present[add] = True
+
+    def candidates(self, queries: np.ndarray, k: int) -> list[np.ndarray]:
+        """Up to ``k`` approximate nearest slots per query."""
+        live = int(self.present.sum())
+        k = min(k, live)
+        if k == 0:
+            return [np.zeros(0, np.int64) for _ in range(len(queries))]
+        self.index.set_ef(max(self.EF_SEARCH, k))
+        labels, _ = self.index.knn_query(queries, k=k, num_threads=1)
+        return [row.astype(np.int64) for row in labels]
+
+
 @dataclass
 class _Cache:
     token: str | None
     docs: _Vectors
     queries: _Vectors
     tops: dict[Hashable, tuple[list[Hashable], np.ndarray]] = field(default_factory=dict)
+    hnsw: _Hnsw | None = None
 
 
 class VectorTopK:
@@ -167,7 +218,13 @@ class VectorTopK:
         touched_docs = self._keys(docs, self.node.doc_key)
         touched_queries = self._keys(queries, self.node.query_key)
         if not fresh:  # the cache is the state before this step: apply the change
+            before = set(cache.docs.slot[d] for d in touched_docs if d in cache.docs.slot)
             self._apply(cache, cache.docs, docs, self.node.doc_key, self.node.vector, self.states.docs)
+            if self.node.index == "hnsw" and cache.docs.dim:
+                if cache.hnsw is None:
+                    cache.hnsw = _Hnsw(cache.docs.dim, self.node.metric)
+                after = set(cache.docs.slot[d] for d in touched_docs if d in cache.docs.slot)
+                cache.hnsw.update(cache.docs, np.array(sorted(before | after), np.int64))
             if self.node.queries is not None:
                 self._apply(cache, cache.queries, queries, self.node.query_key, self.node.query_vector,
                             self.states.queries)
@@ -201,6 +258,9 @@ class VectorTopK:
                       self.states.queries)
         elif self._fixed is not None:
             cache.queries.put([()], self._fixed[None, :])
+        if self.node.index == "hnsw" and cache.docs.dim:
+            cache.hnsw = _Hnsw(cache.docs.dim, self.node.metric)
+            cache.hnsw.update(cache.docs, np.arange(cache.docs.n))
         top = store.scan(self.states.top)
         if top.num_rows:
             qkeys = self._keys(top, range(self.nq)) if self.nq else [()] * top.num_rows
@@ -283,6 +343,12 @@ class VectorTopK:
         if not len(candidates) or not measurable:
             return out
         max_sq = float(docs.sq[candidates].max())
+        if cache.hnsw is not None:  # approximate: the graph's candidates, measured exactly
+            qm = np.stack([queries.vector(q) for q in measurable])
+            for q, found, vec in zip(measurable, cache.hnsw.candidates(qm, 2 * node.k), qm):
+                rows, dist = knn.top_k(docs.matrix, np.sort(found), vec, node.k, node.metric, docs.key_of)
+                out[q] = ([docs.key_of(int(r)) for r in rows], dist)
+            return out
         for start in range(0, len(measurable), _QUERY_BATCH):
             batch = measurable[start:start + _QUERY_BATCH]
             qm = np.stack([queries.vector(q) for q in batch])
