@@ -161,7 +161,7 @@ class _Hnsw:
             need = self.index.element_count + len(add)
             if need > self.index.max_elements:
                 self.index.resize_index(max(need, 2 * self.index.max_elements))
-            self.index.add_items(rows.matrix[add], add, num_threads=1)
+            self.index.add_items(rows.matrix[add], add, num_threads=-1 if len(add) > 10_000 else 1)
             self.present[add] = True
 
     def candidates(self, queries: np.ndarray, k: int) -> list[np.ndarray]:
