@@ -365,3 +365,22 @@ def test_hnsw_index_recall_under_changes(tmp_path):
             flow.close()
             flow = _flow(tmp_path)
     flow.close()
+
+
+def test_under_the_spark_executor(make_flow):
+    """execution="spark": the operator still runs on numpy; its input and output cross to Spark."""
+    flow = make_flow(execution="spark")
+    flow.register_source("docs", "id BIGINT, title TEXT, embedding FLOAT4[3]", primary_key=["id"])
+    flow.register_source("queries", "q_id INT, embedding FLOAT4[3]", primary_key=["q_id"])
+    rng = np.random.default_rng(4)
+    docs = {i: (f"t{i}", rng.normal(size=3).astype(np.float32)) for i in range(30)}
+    queries = {1: rng.normal(size=3).astype(np.float32), 2: rng.normal(size=3).astype(np.float32)}
+    flow.tick({"docs": docs_delta([(i, t, v) for i, (t, v) in docs.items()]), "queries": queries_delta(list(queries.items()))})
+    flow.register_vector_view("nearest", source="docs", vector="embedding", queries="queries", k=3, metric="l2",
+                              payload=["id", "title"])
+    gone = sorted(set(flow.snapshot("nearest").column("id").to_pylist()))[:2]
+    summary = flow.tick("docs", docs_delta([(d, *docs[d]) for d in gone], -1))
+    assert summary.views["nearest"].executor == "spark"
+    for d in gone:
+        docs.pop(d)
+    assert_matches(view_rows(flow, "nearest"), brute_force(docs, queries, 3, "l2"))
