@@ -79,25 +79,41 @@ def to_score(distance: np.ndarray | float, metric: str) -> np.ndarray | float:
     return np.square(distance) if metric == "l2" else distance
 
 
-def screen_scores(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np.ndarray | None = None
-                  ) -> np.ndarray:
-    """Approximate scores (n docs × m queries) by one float32 matrix product, ordered as distances
-    (``l2``: squared distance): for choosing candidates only.  ``doc_sq``: the docs' squared norms."""
+def screen_queries(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """Approximate scores (m queries × n docs, float32) by one float32 matrix product, ordered as
+    distances (``l2``: squared distance): for choosing candidates only.  ``doc_sq``: the docs' squared
+    norms.  A zero row (a free slot) scores as if orthogonal; callers never take it as a candidate."""
     d = np.asarray(docs, dtype=np.float32)
     q = np.asarray(queries, dtype=np.float32)
     if len(d) == 0 or len(q) == 0:
-        return np.zeros((len(d), len(q)), dtype=np.float64)
-    dots = (d @ q.T).astype(np.float64)
+        return np.zeros((len(q), len(d)), dtype=np.float32)
+    scores = q @ d.T
     if metric == "inner_product":
-        return -dots
-    dn = squared_norms(d) if doc_sq is None else doc_sq
-    qn = squared_norms(q)
+        np.negative(scores, out=scores)
+        return scores
+    dn = (squared_norms(d) if doc_sq is None else np.asarray(doc_sq)).astype(np.float32)
+    qn = squared_norms(q).astype(np.float32)
     if metric == "l2":
-        return dn[:, None] + qn[None, :] - 2 * dots
+        scores *= -2
+        scores += dn[None, :]
+        scores += qn[:, None]
+        return scores
     if metric == "cosine":
-        with np.errstate(divide="ignore", invalid="ignore"):  # a zero row (a free slot) is not a candidate
-            return 1.0 - dots / (np.sqrt(dn)[:, None] * np.sqrt(qn)[None, :])
+        with np.errstate(divide="ignore"):
+            inv_d = np.where(dn > 0, 1 / np.sqrt(dn), 0).astype(np.float32)
+            inv_q = np.where(qn > 0, 1 / np.sqrt(qn), 0).astype(np.float32)
+        scores *= inv_d[None, :]
+        scores *= inv_q[:, None]
+        np.subtract(1, scores, out=scores)
+        return scores
     raise ValueError(f"unknown metric {metric!r}")
+
+
+def screen_scores(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """``screen_queries`` transposed: n docs × m queries."""
+    return screen_queries(docs, queries, metric, doc_sq).T
 
 
 def squared_norms(vectors: np.ndarray) -> np.ndarray:

@@ -135,7 +135,7 @@ class _Hnsw:
     """An HNSW graph (hnswlib) over the documents' live slots (labels are slots), for ``index="hnsw"``."""
 
     SPACES = {"cosine": "cosine", "l2": "l2", "inner_product": "ip"}
-    M, EF_CONSTRUCTION, EF_SEARCH = 16, 100, 64
+    M, EF_CONSTRUCTION, EF_SEARCH = 16, 100, 128
 
     def __init__(self, dim: int, metric: str) -> None:
         try:
@@ -353,12 +353,13 @@ class VectorTopK:
             batch = measurable[start:start + _QUERY_BATCH]
             qm = np.stack([queries.vector(q) for q in batch])
             # screened over every slot in use (no copy of the matrix), then the live ones taken
-            scores = knn.screen_scores(docs.matrix[:docs.n], qm, node.metric, docs.sq[:docs.n])
+            scores = knn.screen_queries(docs.matrix[:docs.n], qm, node.metric, docs.sq[:docs.n])
+            every = len(candidates) == docs.n
             for j, q in enumerate(batch):
                 qsq = float(knn.squared_norms(qm[j:j + 1])[0])
                 margin = knn.score_margin(node.metric, docs.dim, qsq, max_sq)
                 rows, dist = knn.top_k(docs.matrix, candidates, qm[j], node.k, node.metric, docs.key_of,
-                                       screened=scores[candidates, j], margin=margin)
+                                       screened=scores[j] if every else scores[j][candidates], margin=margin)
                 out[q] = ([docs.key_of(int(r)) for r in rows], dist)
         return out
 
