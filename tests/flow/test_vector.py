@@ -384,3 +384,28 @@ def test_under_the_spark_executor(make_flow):
     for d in gone:
         docs.pop(d)
     assert_matches(view_rows(flow, "nearest"), brute_force(docs, queries, 3, "l2"))
+
+
+def test_checkpoint_restore(tmp_path):
+    from tests.vector.test_sinks import DictSink, normalized
+
+    flow = _flow(tmp_path)
+    flow.register_source("docs", "id BIGINT, title TEXT, embedding FLOAT4[2]", primary_key=["id"])
+    flow.register_source("queries", "q_id INT, embedding FLOAT4[2]", primary_key=["q_id"])
+    docs = {1: ("a", [1, 0]), 2: ("b", [0, 1]), 3: ("c", [1, 1])}
+    queries = {1: np.array([1, 0.2], np.float32)}
+    flow.tick({"docs": docs_delta([(i, *v) for i, v in docs.items()]), "queries": queries_delta(list(queries.items()))})
+    flow.register_vector_view("nearest", source="docs", vector="embedding", queries="queries", k=2,
+                              payload=["id", "title"])
+    sink = DictSink()
+    flow.attach_vector_sink("nearest", sink)
+    flow.checkpoint_full(str(tmp_path / "ckpt"))
+    flow.tick("docs", docs_delta([(1, "a", [1, 0])], -1))
+    flow.restore(str(tmp_path / "ckpt"))  # back to before the delete; the sink is refilled
+    assert_matches(view_rows(flow, "nearest"), brute_force(docs, queries, 2, "cosine"))
+    assert normalized(list(sink.rows.values()), [0, 1]) == normalized(flow.snapshot("nearest").to_pylist(), [0, 1])
+    flow.tick("docs", docs_delta([(2, "b", [0, 1])], -1))
+    docs.pop(2)
+    assert_matches(view_rows(flow, "nearest"), brute_force(docs, queries, 2, "cosine"))
+    assert normalized(list(sink.rows.values()), [0, 1]) == normalized(flow.snapshot("nearest").to_pylist(), [0, 1])
+    flow.close()
