@@ -107,7 +107,7 @@ def test_random_changes_equal_brute_force(tmp_path, metric, mode):
     for i, t, v in first:
         docs[i] = (t, v)
     flow.tick("docs", docs_delta(first))
-    qs = [(q, random_vector(rng, dim, mode)) for q in range(3)]
+    qs = [(q, random_vector(rng, dim, mode)) for q in range(5)]
     queries.update(qs)
     flow.tick("queries", queries_delta(qs))
     flow.register_vector_view("nearest", source="docs", vector="embedding", queries="queries", k=k,

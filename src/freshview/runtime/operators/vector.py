@@ -87,6 +87,11 @@ class _Vectors:
         self.slot: dict[Hashable, int] = {}
         self.free: list[int] = []
         self.n = 0  # slots handed out so far
+        self.max_sq = 0.0  # at least every live squared norm (never lowered: a bound for error margins)
+        # queries only: per slot, the k-th nearest document's score (inf while fewer than k) and
+        # whether it holds k documents (``_Cache.set_top`` keeps them)
+        self.kth = np.zeros(0, np.float64)
+        self.full = np.zeros(0, bool)
 
     def ensure_dim(self, dim: int) -> None:
         """Fix the width once the first vector is seen (a column without a declared dimension)."""
@@ -112,6 +117,8 @@ class _Vectors:
             self.matrix = np.concatenate([self.matrix, np.zeros((grow, self.dim), np.float32)])
             self.sq = np.concatenate([self.sq, np.zeros(grow)])
             self.live = np.concatenate([self.live, np.zeros(grow, bool)])
+            self.kth = np.concatenate([self.kth, np.full(grow, np.inf)])
+            self.full = np.concatenate([self.full, np.zeros(grow, bool)])
             self.keys.extend([None] * grow)
         slots = np.array(reuse + list(range(self.n, self.n + fresh)), dtype=np.int64)
         self.n += fresh
@@ -119,6 +126,9 @@ class _Vectors:
         self.matrix[slots] = np.where(ok[:, None], vectors, 0)
         self.sq[slots] = knn.squared_norms(self.matrix[slots])
         self.live[slots] = ok
+        self.kth[slots], self.full[slots] = np.inf, False
+        if ok.any():
+            self.max_sq = max(self.max_sq, float(self.sq[slots][ok].max()))
         for key, s in zip(keys, slots.tolist()):
             self.keys[s] = key
             self.slot[key] = s
@@ -181,7 +191,29 @@ class _Cache:
     docs: _Vectors
     queries: _Vectors
     tops: dict[Hashable, tuple[list[Hashable], np.ndarray]] = field(default_factory=dict)
+    holders: dict[Hashable, set] = field(default_factory=dict)  # document key -> queries whose top-k holds it
     hnsw: _Hnsw | None = None
+
+    def set_top(self, q: Hashable, top: tuple[list[Hashable], np.ndarray] | None, k: int, metric: str) -> None:
+        """Replace query ``q``'s top-k (None: the query is gone), keeping ``holders`` and the
+        queries' per-slot k-th score and fullness."""
+        old = self.tops.pop(q, None)
+        if old is not None:
+            for d in old[0]:
+                held = self.holders.get(d)
+                if held is not None:
+                    held.discard(q)
+                    if not held:
+                        del self.holders[d]
+        if top is None:
+            return
+        self.tops[q] = top
+        for d in top[0]:
+            self.holders.setdefault(d, set()).add(q)
+        slot = self.queries.slot.get(q)
+        if slot is not None:
+            self.queries.full[slot] = len(top[0]) >= k
+            self.queries.kth[slot] = knn.to_score(top[1][-1], metric) if len(top[0]) >= k else np.inf
 
 
 class VectorTopK:
@@ -230,9 +262,8 @@ class VectorTopK:
                             self.states.queries)
         new_tops = self._decide(cache, touched_docs, touched_queries, force)
         out = self._emit(store, cache, new_tops)
-        cache.tops.update({q: t for q, t in new_tops.items() if t is not None})
-        for q in [q for q, t in new_tops.items() if t is None]:
-            cache.tops.pop(q, None)
+        for q, t in new_tops.items():
+            cache.set_top(q, t, self.node.k, self.node.metric)
         cache.token = uuid.uuid4().hex
         store.set_meta(self.token_key, cache.token)
         return out
@@ -271,7 +302,9 @@ class VectorTopK:
                 keys, ds = cache.tops.setdefault(qkeys[i], ([], []))  # type: ignore[arg-type]
                 keys.append(dkeys[i])
                 ds.append(dist[i])  # type: ignore[attr-defined]
-            cache.tops = {q: (k, np.asarray(d, np.float64)) for q, (k, d) in cache.tops.items()}
+            loaded, cache.tops = cache.tops, {}
+            for q, (keys, ds) in loaded.items():
+                cache.set_top(q, (keys, np.asarray(ds, np.float64)), self.node.k, self.node.metric)
         return cache
 
     def _keys(self, table: pa.Table | None, columns) -> list[Hashable]:
@@ -326,12 +359,11 @@ class VectorTopK:
                 recompute.append(q)
         touched = set(touched_docs)
         if touched:
-            others = [q for q in cache.tops if q not in targets]
-            stale = knn.needs_recompute([cache.tops[q][0] for q in others], touched)
-            recompute += [q for q, s in zip(others, stale) if s]
-            keep = [q for q, s in zip(others, stale) if not s]
-            keep += [q for q in queries.slot if q not in cache.tops and q not in targets]  # empty results so far
-            new.update(self._merge_touched(cache, keep, touched))
+            # a query one of whose k nearest was touched recomputes (knn.needs_recompute's rule, by the
+            # inverted index); every other query merges the touched documents
+            stale = set().union(*(cache.holders.get(d, ()) for d in touched)) - targets
+            recompute += [q for q in stale if q in queries.slot]
+            new.update(self._merge_touched(cache, targets | stale, touched))
         new.update(self._recompute(cache, recompute))
         return new
 
@@ -342,7 +374,7 @@ class VectorTopK:
         measurable = [q for q in qkeys if queries.vector(q) is not None]
         if not len(candidates) or not measurable:
             return out
-        max_sq = float(docs.sq[candidates].max())
+        max_sq = docs.max_sq
         if cache.hnsw is not None:  # approximate: the graph's candidates, measured exactly
             qm = np.stack([queries.vector(q) for q in measurable])
             for q, found, vec in zip(measurable, cache.hnsw.candidates(qm, 2 * node.k), qm):
@@ -363,27 +395,29 @@ class VectorTopK:
                 out[q] = ([docs.key_of(int(r)) for r in rows], dist)
         return out
 
-    def _merge_touched(self, cache: _Cache, qkeys: list[Hashable], touched: set
+    def _merge_touched(self, cache: _Cache, exclude: set, touched: set
                        ) -> dict[Hashable, tuple[list[Hashable], np.ndarray]]:
+        """Every live query but ``exclude`` against the touched documents' new versions: one
+        (queries × changes) product, then a merge for each query some document comes near enough."""
         docs, queries, node = cache.docs, cache.queries, self.node
         slots = np.array(sorted(docs.slot[d] for d in touched if d in docs.slot and docs.live[docs.slot[d]]),
                          dtype=np.int64)
-        live_q = [q for q in qkeys if queries.vector(q) is not None]
-        if not len(slots) or not live_q:
+        qn = queries.n
+        if not len(slots) or not queries.live[:qn].any():
             return {}
-        qm = np.stack([queries.vector(q) for q in live_q])
-        scores = knn.screen_scores(docs.matrix[slots], qm, node.metric, docs.sq[slots])
-        tops = [cache.tops.get(q, ([], np.zeros(0))) for q in live_q]
-        full = np.array([len(t[0]) >= node.k for t in tops])
-        kth = np.array([knn.to_score(t[1][-1], node.metric) if len(t[0]) else np.inf for t in tops])
-        max_sq = float(docs.sq[:docs.n][docs.live[:docs.n]].max())
-        margins = knn.score_margin(node.metric, docs.dim, knn.squared_norms(qm), max_sq)
-        admit = knn.admitted(scores, kth, full, np.asarray(margins) * np.ones(len(live_q)))
+        scores = knn.screen_queries(docs.matrix[slots], queries.matrix[:qn], node.metric, docs.sq[slots])
+        margins = np.broadcast_to(knn.score_margin(node.metric, docs.dim, queries.sq[:qn], docs.max_sq), (qn,))
+        admit = knn.admitted(scores.T, queries.kth[:qn], queries.full[:qn], margins).T  # queries × docs
+        admit &= queries.live[:qn, None]
+        for q in exclude:
+            if q in queries.slot:
+                admit[queries.slot[q]] = False
         out: dict[Hashable, tuple[list[Hashable], np.ndarray]] = {}
-        for j in np.flatnonzero(admit.any(axis=0)).tolist():
-            q, (keys, dist) = live_q[j], tops[j]
-            new_rows = slots[admit[:, j]]
-            new_dist = knn.exact_distances(docs.matrix[new_rows], qm[j], node.metric)
+        for j in np.flatnonzero(admit.any(axis=1)).tolist():
+            q = queries.keys[j]
+            keys, dist = cache.tops.get(q, ([], np.zeros(0)))
+            new_rows = slots[admit[j]]
+            new_dist = knn.exact_distances(docs.matrix[new_rows], queries.matrix[j], node.metric)
             cur_rows = np.array([docs.slot[key] for key in keys], dtype=np.int64)
             rows, d = knn.merge(cur_rows, dist, new_rows, new_dist, node.k, docs.key_of)
             out[q] = ([docs.key_of(int(r)) for r in rows], d)
