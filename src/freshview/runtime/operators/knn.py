@@ -79,11 +79,11 @@ def to_score(distance: np.ndarray | float, metric: str) -> np.ndarray | float:
     return np.square(distance) if metric == "l2" else distance
 
 
-def screen_queries(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np.ndarray | None = None
-                   ) -> np.ndarray:
+def screen_queries(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: np.ndarray | None = None,
+                   query_sq: np.ndarray | None = None) -> np.ndarray:
     """Approximate scores (m queries × n docs, float32) by one float32 matrix product, ordered as
     distances (``l2``: squared distance): for choosing candidates only.  ``doc_sq``: the docs' squared
-    norms.  A zero row (a free slot) scores as if orthogonal; callers never take it as a candidate."""
+    norms, ``query_sq`` the queries' (computed when not given).  A zero row (a free slot) scores as if orthogonal; callers never take it as a candidate."""
     d = np.asarray(docs, dtype=np.float32)
     q = np.asarray(queries, dtype=np.float32)
     if len(d) == 0 or len(q) == 0:
@@ -93,7 +93,7 @@ def screen_queries(docs: np.ndarray, queries: np.ndarray, metric: str, doc_sq: n
         np.negative(scores, out=scores)
         return scores
     dn = (squared_norms(d) if doc_sq is None else np.asarray(doc_sq)).astype(np.float32)
-    qn = squared_norms(q).astype(np.float32)
+    qn = (squared_norms(q) if query_sq is None else np.asarray(query_sq)).astype(np.float32)
     if metric == "l2":
         scores *= -2
         scores += dn[None, :]

@@ -405,7 +405,8 @@ class VectorTopK:
         qn = queries.n
         if not len(slots) or not queries.live[:qn].any():
             return {}
-        scores = knn.screen_queries(docs.matrix[slots], queries.matrix[:qn], node.metric, docs.sq[slots])
+        scores = knn.screen_queries(docs.matrix[slots], queries.matrix[:qn], node.metric, docs.sq[slots],
+                                    queries.sq[:qn])
         margins = np.broadcast_to(knn.score_margin(node.metric, docs.dim, queries.sq[:qn], docs.max_sq), (qn,))
         admit = knn.admitted(scores.T, queries.kth[:qn], queries.full[:qn], margins).T  # queries × docs
         admit &= queries.live[:qn, None]
