@@ -4,8 +4,8 @@ State.  The documents and queries are the flow's copies of the two sources (``so
 applied before any view steps, so they hold this step's rows); the operator keeps, in its own
 arrangement ``top`` (keyed by the query key), each query's current result rows plus the
 documents' primary keys.  In memory it keeps the documents' vectors as a float32 matrix (one slot
-per document, slots reused), the queries' vectors likewise, and each query's top-k (document keys
-and distances).  The memory is a cache of the store: a token written to the store's metadata with
+per document, slots reused), the queries' vectors likewise, each query's top-k (document keys
+and distances) and the inverse map.  The memory is a cache of the store: a token written to the store's metadata with
 every step says which state it mirrors; a step that finds another token (a restart, a rolled-back
 step, a checkpoint restored) rebuilds it from the store first.
 
@@ -15,9 +15,10 @@ Delta rule, per step (``knn`` holds every decision):
   changed ones compute their top-k against all documents (screened by one matrix product, the
   candidates measured exactly: O(N·d) each);
 * documents touched (inserted, updated or deleted): a query one of whose current k nearest was
-  touched recomputes its top-k (``knn.needs_recompute``); every other query compares only the
-  touched documents' new versions (O(changes × queries) by one matrix product) and merges those
-  that come within its k-th distance (``knn.merge``);
+  touched recomputes its top-k (``knn.needs_recompute``'s rule, found through an inverse map
+  document → queries holding it); every other query compares only the touched documents' new
+  versions (O(changes × queries) by one matrix product against each query's k-th score, kept per
+  query) and merges those that come within it (``knn.admitted``, ``knn.merge``);
 * the output is −old rows, +new rows of the queries whose result changed (consolidated: an
   unchanged row cancels).
 
