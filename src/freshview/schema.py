@@ -16,6 +16,7 @@ import numpy as np
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from freshview.errors import SchemaError
 
@@ -36,7 +37,9 @@ AVG_MIN_SCALE = 16
 class SqlType:
     """A column type: ``kind`` is the PostgreSQL base name, ``precision``/``scale`` for numeric,
     ``element`` for ``array`` (a one-dimensional array of a scalar type: ``integer[]`` ↔ Arrow
-    ``list<int32>`` ↔ Spark ``ArrayType``).
+    ``list<int32>`` ↔ Spark ``ArrayType``); ``dim`` for a fixed-size array such as an embedding,
+    ``FLOAT4[384]`` (still Arrow ``list<float32>``; a source refuses a row whose array has another
+    length, and vector views and vector sinks read the dimension from here).
 
     ``interval`` is PostgreSQL's (months, days, microseconds): Arrow ``month_day_nano_interval``
     (nanoseconds = microseconds · 1000) and, as Spark cannot ship its CalendarIntervalType through
@@ -51,6 +54,7 @@ class SqlType:
     # a collation changes how values compare, not what they are (sql/dialect.py applies it).
     collation: str | None = field(default=None, compare=False)
     element: "SqlType | None" = None
+    dim: int | None = None  # a fixed-size array's length (``FLOAT4[384]``)
 
     KINDS = (
         "int2", "int4", "int8", "numeric", "float4", "float8",
@@ -67,6 +71,8 @@ class SqlType:
         if self.element is not None and self.element.kind not in self.ELEMENT_KINDS:
             raise SchemaError(f"arrays of {self.element} are not supported (elements: "
                               + ", ".join(self.ELEMENT_KINDS) + ")")
+        if self.dim is not None and (self.kind != "array" or self.dim < 1):
+            raise SchemaError("a fixed array length is a positive number, on an array type")
 
     # -- classification -------------------------------------------------
     @property
@@ -88,6 +94,11 @@ class SqlType:
     @property
     def is_array(self) -> bool:
         return self.kind == "array"
+
+    @property
+    def is_float_vector(self) -> bool:
+        """A one-dimensional array of float4/float8: what a vector view searches."""
+        return self.element is not None and self.element.is_float
 
     # -- spellings -------------------------------------------------------
     @property
@@ -152,21 +163,27 @@ class SqlType:
         return SqlType("numeric", precision, scale)
 
     @staticmethod
-    def array(element: "SqlType") -> "SqlType":
-        return SqlType("array", element=element)
+    def array(element: "SqlType", dim: int | None = None) -> "SqlType":
+        return SqlType("array", element=element, dim=dim)
 
     def to_json(self) -> list:
-        """``[kind, precision, scale]`` (plus the element's for an array), as ``TableSchema`` stores it."""
+        """``[kind, precision, scale]`` (plus the element's for an array, then a fixed array's length),
+        as ``TableSchema`` stores it."""
         out: list = [self.kind, self.precision, self.scale]
-        return out + [self.element.to_json()] if self.element is not None else out
+        if self.element is not None:
+            out.append(self.element.to_json())
+        return out + [self.dim] if self.dim is not None else out
 
     @staticmethod
     def from_json(data: list) -> "SqlType":
         element = SqlType.from_json(data[3]) if len(data) > 3 and data[3] is not None else None
-        return SqlType(data[0], data[1], data[2], element)
+        dim = data[4] if len(data) > 4 else None
+        return SqlType(data[0], data[1], data[2], element=element, dim=dim)
 
     @staticmethod
     def from_arrow(dtype: pa.DataType) -> "SqlType":
+        if pa.types.is_fixed_size_list(dtype):
+            return SqlType.array(SqlType.from_arrow(dtype.value_type), dtype.list_size)
         if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
             return SqlType.array(SqlType.from_arrow(dtype.value_type))
         if pa.types.is_interval(dtype) or pa.types.is_duration(dtype):
@@ -233,6 +250,11 @@ def parse_type(text: str) -> SqlType:
     stripped = text.strip()
     if stripped.endswith("[]"):
         return SqlType.array(parse_type(stripped[:-2]))
+    fixed = re.match(r"^(.*?)\s*\[\s*(\d+)\s*\]$", stripped)
+    if fixed:  # FLOAT4[384]: a fixed-size array (an embedding)
+        if int(fixed.group(2)) < 1:
+            raise SchemaError(f"an array length must be at least 1: {text!r}")
+        return SqlType.array(parse_type(fixed.group(1)), int(fixed.group(2)))
     match = _TYPE_RE.match(text)
     if not match:
         raise SchemaError(f"cannot read column type {text!r}")
@@ -301,13 +323,14 @@ class TableSchema:
         return {
             "columns": [[c.name, c.type.kind, c.type.precision, c.type.scale, c.nullable]
                         + ([c.type.element.to_json()] if c.type.element is not None else [])
+                        + ([c.type.dim] if c.type.dim is not None else [])
                         for c in self.columns],
             "primary_key": list(self.primary_key),
         }
 
     @staticmethod
     def from_json(data: dict) -> "TableSchema":
-        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:6]), c[4]) for c in data["columns"])
+        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:7]), c[4]) for c in data["columns"])
         return TableSchema(cols, tuple(data["primary_key"]))
 
     @staticmethod
@@ -386,6 +409,24 @@ def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:
     pk = tuple(primary_key) if primary_key else tuple(keys)
     cols = tuple(Column(n, t, n not in not_null and n not in pk) for n, t in columns)
     return TableSchema(cols, pk)
+
+
+def array_length_mismatch(table: pa.Table, schema: TableSchema, names: Sequence[str] | None = None
+                          ) -> tuple[int, str, int] | None:
+    """The first row of ``table`` (columns ``names``, default the schema's names) whose fixed-size array
+    (``FLOAT4[384]``) has another length: (row, column, length); NULL arrays are fine."""
+    names = list(names or schema.names)
+    for i, col in enumerate(schema.columns):
+        if col.type.dim is None:
+            continue
+        arr = table.column(names[i]).combine_chunks()
+        if isinstance(arr, pa.ChunkedArray):  # an empty table
+            continue
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(arr), col.type.dim))
+        bad = np.flatnonzero(lengths != col.type.dim)
+        if len(bad):
+            return int(bad[0]), col.name, int(lengths[bad[0]])
+    return None
 
 
 def schema_from_arrow(schema: pa.Schema, primary_key: Sequence[str] = ()) -> TableSchema:

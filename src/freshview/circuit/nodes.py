@@ -16,6 +16,7 @@ from freshview.errors import FreshviewError
 from freshview.plan import nodes as pn
 from freshview.plan.explain import describe
 from freshview.plan.expr import ColumnRef
+from freshview.plan.vector import VectorSearch
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,33 @@ class RecursiveState:
         return self.inputs + (self.output,)
 
 
-StateSpec = JoinState | AggState | RecomputeState | RecursiveState | None
+@dataclass(frozen=True)
+class VectorState:
+    """A vector view's state: its current top-k per query (its own), and the copies of its two sources
+    that the flow keeps (``source/<name>``; read, never written)."""
+
+    top: str
+    docs: str
+    queries: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.top,)
+
+
+def source_state(name: str) -> str:
+    """Where the flow keeps a source's rows (keyed by its primary key)."""
+    return f"source/{name}"
+
+
+StateSpec = JoinState | AggState | RecomputeState | RecursiveState | VectorState | None
 
 
 @dataclass
 class Operator:
     id: str
     node: pn.Node
-    kind: str  # linear | join | aggregate | recompute | recursive
+    kind: str  # linear | join | aggregate | recompute | recursive | vector
     state: StateSpec = None
     inputs: list["Operator"] = field(default_factory=list)
 
@@ -152,6 +172,10 @@ class _Lift:
     def visit_Window(self, op_id: str, node: pn.Window) -> Operator:
         return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input"))
 
+    def visit_VectorSearch(self, op_id: str, node: VectorSearch) -> Operator:
+        queries = source_state(node.queries.relation) if node.queries is not None else None
+        return Operator(op_id, node, "vector", VectorState(f"{op_id}/top", source_state(node.docs.relation), queries))
+
 
 def incrementalize(view: str, plan: pn.Node) -> Circuit:
     root = _Lift(view)(plan)
@@ -164,7 +188,8 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
 
     def visit(op: Operator, depth: int) -> None:
         pad = "  " * depth
-        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ ", "recursive": "⟲ "}[op.kind]
+        label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ ", "recursive": "⟲ ",
+                 "vector": "⊙ "}[op.kind]
         text = f"{pad}{label}{describe(op.node)}"
         if op.kind == "join" and not op.node.left_keys:  # type: ignore[attr-defined]
             text += "   (no equi-key: each change reads the other side whole)"
@@ -172,6 +197,9 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
             text += "   (each change recomputes the partitions it touches)"
         if op.kind == "recursive":
             text += "   (a step that changes an input recomputes the whole fixpoint)"
+        if op.kind == "vector":
+            text += ("   (vectors in memory; a touched document is compared with every query, a query that "
+                     "lost one of its k nearest recomputes)")
         lines.append(text)
         for s in op.state_names:
             n = f": {counts[s]} rows" if counts and s in counts else ""

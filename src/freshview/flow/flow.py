@@ -28,8 +28,10 @@ from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.flow import checkpoint
 from freshview.flow import dedup as dedup_module
+from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
+from freshview.plan import vector as vector_plan
 from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES, Choice, CostModel, choose
@@ -40,7 +42,7 @@ from freshview.runtime.kernels.arrow import ArrowKernels
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
 from freshview.runtime.state.store import SpineStateStore
-from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
+from freshview.schema import WEIGHT, TableSchema, array_length_mismatch, schema_from_arrow, schema_from_ddl
 from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
@@ -265,6 +267,7 @@ class IncrementalFlow:
             raise FreshviewError("state_ttl must be longer than 0 (None keeps state forever)")
         self._source_owners: dict[str, ttl.TtlOwner] = {}
         self._ttl_marked = False  # a step without a TTL marked existing bookkeeping stale
+        self._vector_sinks = VectorSinks()  # attach_vector_sink
         try:
             self._resume()
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
@@ -426,7 +429,10 @@ class IncrementalFlow:
 
     # ------------------------------------------------------------------ views
     def _compile(self, name: str, sql: str) -> _View:
-        plan = build_plan(sql, self, self.dialect)
+        if vector_plan.is_vector_definition(sql):  # register_vector_view's definition, not SQL
+            plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), self._sources.get)
+        else:
+            plan = build_plan(sql, self, self.dialect)
         circuit = incrementalize(name, plan)
         return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
 
@@ -481,8 +487,10 @@ class IncrementalFlow:
                     self._views.pop(view.name, None)
 
             # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process.
+            # so is a vector view's (numpy under either executor).
             empty = self.first_computation == "local" or all(
-                self.store.count(_source_state(s)) == 0 for s in self._sources)
+                self.store.count(_source_state(s)) == 0 for s in self._sources) or \
+                all(isinstance(v.plan, vector_plan.VectorSearch) for v in new)
             tick = self._tick_ttl()
             with self._transaction(undo=undo):
                 bulk = self.kernels("local" if empty else "bulk")
@@ -500,6 +508,19 @@ class IncrementalFlow:
                     if not empty:
                         bulk.finish()  # type: ignore[attr-defined]
 
+    def register_vector_view(self, name: str, *, source: str, vector: str, k: int, metric: str = "cosine",
+                             queries: str | None = None, query: Sequence[float] | None = None,
+                             payload: Sequence[str] | None = None, query_vector: str | None = None,
+                             index: str | None = None) -> None:
+        """A view of the ``k`` nearest rows of ``source`` by its ``vector`` column: for each row of the
+        ``queries`` source (``query_vector``, default the column of the same name), or for one fixed
+        ``query`` vector.  Columns: the queries' primary key, ``rank`` (1..k), ``payload`` (default the
+        source's primary key) and ``distance`` (``metric``: cosine | l2 | inner_product, pgvector's
+        distances); ties break by the source's primary key; NULL vectors are ignored.  Maintained
+        incrementally like any view (``runtime/operators/vector.py``)."""
+        definition = vector_plan.define(source, vector, k, metric, queries, query, payload, query_vector, index)
+        self.register_views([(name, definition.text())])
+
     def drop_view(self, name: str) -> None:
         with self._lock:
             view = self._view(name)
@@ -513,6 +534,7 @@ class IncrementalFlow:
                 del self._views[name]
             for w in self._watches.pop(name, []):
                 w._close()
+            self._vector_sinks.detach_all(name)
 
     def drop_source(self, name: str) -> None:
         """Forget a source and its state (refused while a view reads it)."""
@@ -541,6 +563,7 @@ class IncrementalFlow:
                 del self._sources[name]
                 self._dedup.pop(name, None)
             self._source_owners.pop(name, None)
+            self._vector_sinks.detach_all(name)
 
     # ------------------------------------------------------------------ application metadata
     def get_meta(self, key: str, default: Any = None) -> Any:
@@ -664,6 +687,8 @@ class IncrementalFlow:
                 before_commit({n: self._named(n, t) for n, t in outputs.items()})
         summary.duration_ms = (time.perf_counter() - started) * 1000
         self._publish(outputs, step)
+        for name in self._vector_sinks.handles.keys() & deltas.keys():  # sources' vector sinks
+            self._vector_sinks.publish(name, self._source_named(name, deltas[name]), step)
         return summary
 
     # ------------------------------------------------------------------ dedup and metrics
@@ -778,6 +803,41 @@ class IncrementalFlow:
                 for w in list(self._watches.get(name, [])):
                     batch = batch or DeltaBatch(self._named(name, out), step)
                     w._push(batch)
+                if name in self._vector_sinks:
+                    self._vector_sinks.publish(name, self._named(name, out), step)
+
+    # ------------------------------------------------------------------ vector sinks
+    def attach_vector_sink(self, name: str, sink: Any) -> VectorSinkHandle:
+        """Keep a vector store (``freshview.vector.PgVectorSink``, ``LanceDBSink``, …) equal to the view or
+        source ``name``: filled now, then each committed step's change as upserts and deletes by key (a
+        source's primary key; a view's result key: ``plan.shape``, a vector view's (query key, rank)).
+        Returns the attachment's handle (``flow/vector_sinks.py``); not kept across restarts."""
+        with self._lock:
+            self._check_open()
+            if name in self._views:
+                columns = self._views[name].columns
+                rk = result_key(self._views[name].plan)
+                if rk.counted or not rk.key:
+                    raise CatalogError(f"view {name!r} has no key to upsert by (its rows may repeat): a vector "
+                                       "sink stores a source, a vector view, or a view keyed by GROUP BY/DISTINCT")
+                key = tuple(columns[i][0] for i in rk.key)
+            elif name in self._sources:
+                schema = self._sources[name]
+                if not schema.primary_key:
+                    raise CatalogError(f"source {name!r} has no primary key to upsert by")
+                columns, key = tuple((c.name, c.type) for c in schema.columns), schema.primary_key
+            else:
+                raise CatalogError(f"unknown view or source {name!r}")
+            return self._vector_sinks.attach(name, sink, columns, key, self.snapshot(name))
+
+    def detach_vector_sink(self, handle: VectorSinkHandle) -> None:
+        """Stop keeping a vector store in sync (and close the sink)."""
+        with self._lock:
+            self._vector_sinks.detach(handle)
+
+    def _source_named(self, name: str, table: pa.Table) -> pa.Table:
+        schema = self._sources[name]
+        return table.rename_columns(schema.names + [WEIGHT]).cast(schema.arrow(with_weight=True))
 
     # ------------------------------------------------------------------ state TTL
     def _tick_ttl(self) -> ttl.Tick | None:
@@ -865,6 +925,7 @@ class IncrementalFlow:
             nulls = [k for k, c in zip(schema.primary_key, keys) if table.column(c).null_count]
             if nulls:
                 raise DeltaError(f"source {name!r}: primary key column {nulls[0]!r} is NULL")
+        _check_array_lengths(name, schema, table)
         current = self.store.lookup(state, table.select(keys))
         after = consolidate(pa.concat_tables([current.cast(table.schema), table]))
         negative = after.filter(pc.less(after.column(WEIGHT), 0))
@@ -1023,6 +1084,7 @@ class IncrementalFlow:
             self._held = {v for v in self._views if self.store.has_arrangement(f"view/{v}/pending")
                           and self.store.count(f"view/{v}/pending")}
             self._sync_ttl()
+            self._vector_sinks.refill(lambda n: self.snapshot(n) if n in self._views or n in self._sources else None)
             return checkpoint.CheckpointInfo(uri, number, doc["kind"], self._step, size, files,
                                              time.perf_counter() - started)
 
@@ -1133,6 +1195,7 @@ class IncrementalFlow:
             for watches in self._watches.values():
                 for w in watches:
                     w._close()
+            self._vector_sinks.close()
             self.store.close()
             if self._tmp is not None:
                 self._tmp.cleanup()
@@ -1181,6 +1244,20 @@ def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
         return True
     hashes = np.sort(hashing.hash_rows(rows.select(keys).columns))
     return bool((hashes[1:] == hashes[:-1]).any())
+
+
+def _check_array_lengths(name: str, schema: TableSchema, table: pa.Table) -> None:
+    """Refuse an inserted row whose fixed-size array (``FLOAT4[384]``) has another length, naming its key."""
+    if not any(c.type.dim is not None for c in schema.columns):
+        return
+    rows = table.filter(pc.greater(table.column(WEIGHT), 0))
+    bad = array_length_mismatch(rows, schema, [col_name(i) for i in range(len(schema.columns))])
+    if bad is not None:
+        at, column, length = bad
+        row = rows.slice(at, 1).to_pylist()[0]
+        key = ", ".join(f"{k}={row[col_name(schema.names.index(k))]!r}" for k in schema.primary_key) or f"row {at}"
+        raise DeltaError(f"source {name!r}: {column} of ({key}) has {length} values, but the column is "
+                         f"{schema.column(column).type.element}[{schema.column(column).type.dim}]")
 
 
 def _source_state(name: str) -> str:

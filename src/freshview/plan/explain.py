@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from freshview.plan import nodes as pn
+from freshview.plan.vector import VectorSearch
 
 
 def render(node: pn.Node, indent: int = 0) -> str:
@@ -46,6 +47,15 @@ def describe(node: pn.Node) -> str:
                 f"step: {' <- '.join(describe(n) for n in _spine(node.step))}")
     if isinstance(node, (pn.RecursiveRef, pn.ExternalRef)):
         return f"{type(node).__name__} {getattr(node, 'name', getattr(node, 'index', ''))}"
+    if isinstance(node, VectorSearch):
+        docs = node.docs.columns
+        against = (f"each row of {node.queries.relation} (by {', '.join(n for n, _ in node.query_columns)}, "
+                   f"vector {node.queries.columns[node.query_vector][0]})" if node.queries is not None
+                   else f"a fixed {len(node.query or ())}-dimensional query")  # type: ignore[index]
+        index = f", index {node.index}" if node.index else ", exact"
+        return (f"VectorSearch {node.k} nearest by {node.metric}{index}: {node.docs.relation}.{docs[node.vector][0]} "
+                f"against {against}; payload {', '.join(docs[i][0] for i in node.payload)}; "
+                f"ties by {', '.join(docs[i][0] for i in node.doc_key)}")
     if isinstance(node, pn.Reweight):
         return f"Reweight weight × {node.weight}"
     return type(node).__name__

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, ColumnRef, Expr, Literal
+from freshview.plan.vector import VectorSearch
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ def result_key(plan: pn.Node) -> ResultKey:
     """The key of ``plan``'s result rows (see the module docstring)."""
     width = len(plan.columns)
     group = group_columns(plan)
+    if isinstance(plan, VectorSearch):  # one row per (query, rank)
+        return ResultKey(plan.key, False, False)
     if group is not None:
         key, counted = group, False
     elif isinstance(plan, pn.Distinct):
@@ -90,6 +93,9 @@ class _Nullable:
     def visit_Aggregate(self, node: pn.Aggregate) -> list[bool]:
         inner = self(node.input)
         return [_nullable(g, inner) for g in node.group] + [_agg_nullable(a) for a in node.aggs]
+
+    def visit_VectorSearch(self, node: VectorSearch) -> list[bool]:
+        return [False] * (len(node.query_key) + 1) + [True] * len(node.payload) + [False]
 
     def visit_UnionAll(self, node: pn.UnionAll) -> list[bool]:
         parts = [self(p) for p in node.parts]

@@ -35,6 +35,8 @@ from freshview.runtime.operators.linear import filter_delta, negate_delta, proje
 from freshview.runtime.operators.window import PartitionRecompute
 from freshview.runtime.operators.recursive import Recursion
 from freshview.runtime.operators.reweight import reweight_delta
+from freshview.plan.vector import VectorSearch
+from freshview.runtime.operators.vector import VectorTopK
 from freshview.runtime.relation import arrow_schema, col_name
 
 InputFn = Callable[[str], pa.Table | None]
@@ -47,6 +49,7 @@ class CircuitRunner:
         self._aggs: dict[str, Aggregation] = {}
         self._recompute: dict[str, PartitionRecompute] = {}
         self._recursions: dict[str, Recursion] = {}
+        self._vectors: dict[str, VectorTopK] = {}
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
         self._tick: ttl.Tick | None = None
         self._owners: dict[str, ttl.TtlOwner] | None = None
@@ -192,6 +195,15 @@ class CircuitRunner:
         if rec is None:
             rec = self._recursions[op.id] = Recursion(node, op.state, self.circuit.view)
         return rec.step(k, self.store, deltas, force)
+
+    def visit_VectorSearch(self, op: Operator, node: VectorSearch, inputs: InputFn, k: Kernels, force: bool
+                           ) -> Rel | None:
+        op_ = self._vectors.get(op.id)
+        if op_ is None:
+            op_ = self._vectors[op.id] = VectorTopK(node, op.state, self.circuit.view)  # type: ignore[arg-type]
+        queries = inputs(node.queries.relation) if node.queries is not None else None
+        out = op_.step(self.store, inputs(node.docs.relation), queries, force)
+        return k.of_arrow(out) if out is not None else None
 
     def output_schema(self) -> pa.Schema:
         return arrow_schema(self.circuit.root.node.columns)
