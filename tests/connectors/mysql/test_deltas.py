@@ -46,8 +46,8 @@ def run(kind, pairs):
             (bv, bn), (av, an) = image(before), image(after)
             out.append({"before_values": bv, "before_none_sources": bn,
                         "after_values": av, "after_none_sources": an})
-        return RowChanges(kind, out)
-    return RowChanges(kind, [{"values": v, "none_sources": n} for v, n in map(image, pairs)])
+        return RowChanges.from_library(kind, out)
+    return RowChanges.from_library(kind, [{"values": v, "none_sources": n} for v, n in map(image, pairs)])
 
 
 @st.composite
@@ -106,13 +106,13 @@ def test_a_row_inserted_and_deleted_in_one_batch_vanishes():
 
 
 def test_a_missing_column_names_the_table_and_column():
-    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [RowChanges("insert", [{"values": {"k": 1, "s": None}}])]})
+    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [RowChanges.from_library("insert", [{"values": {"k": 1, "s": None}}])]})
     with pytest.raises(ChangeError, match="app.t have no column 'd': the table was altered"):
         to_deltas(txn, {T: SOURCE})
 
 
 def test_an_unconvertible_value_names_the_column():
-    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [RowChanges("insert", [{"values": {"k": 1, "s": None,
+    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [RowChanges.from_library("insert", [{"values": {"k": 1, "s": None,
                                                                                    "d": "x"}}])]})
     with pytest.raises(ChangeError, match=r"app.t.d: cannot convert a binlog value to numeric\(6,2\)"):
         to_deltas(txn, {T: SOURCE})
