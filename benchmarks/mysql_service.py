@@ -125,6 +125,9 @@ def verify(args: dict) -> dict[str, Any]:
             for r in cur.fetchall():
                 actual[_norm(tuple(r[i] for i in keep))] += 1 if count is None else r[count]
             out[name] = {"rows": sum(expected.values()), "equal": actual == expected}
+            if actual != expected:  # a few differences, to start from
+                out[name]["missing"] = [str(r) for r in list((expected - actual).elements())[:3]]
+                out[name]["unexpected"] = [str(r) for r in list((actual - expected).elements())[:3]]
     return out
 
 
@@ -260,17 +263,22 @@ def catchup_phase(args: argparse.Namespace, db: dict, svc: ThreadedService, stat
     say(f"  written in {written:.1f} s; restarting the service")
     mark = len(STEPS.steps)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     svc = ThreadedService(dsn_of(db), state, None, options=ServiceOptions())
-    base_steps, base_times = svc.service.steps, dict(svc.service.timings)
+    # (A new service counts from zero; reading its counters after the start would miss the steps it
+    # took before this thread ran again.)
+    base_steps, base_times = 0, dict.fromkeys(svc.service.timings, 0.0)
     wait_position(db, svc, target, 1800)
+    cpu = time.process_time() - cpu0
     seconds = time.perf_counter() - t0  # (from the restart: the service's start-up is part of catching up)
     result = {"changes": args.catchup_changes, "batch": args.catchup_batch, "write_s": round(written, 1),
               "restart_to_caught_up_s": round(seconds, 2), "changes_per_s": round(args.catchup_changes / seconds),
+              "process_cpu_s": round(cpu, 2),  # this process (service + polling), not the server's
               "engine_steps": svc.service.steps - base_steps, "step_engine": STEPS.since(mark),
               "service_time_s": _time_split(svc.service, base_times),
               "loadavg_1m_after": round(os.getloadavg()[0], 2)}
     say(f"  caught up in {seconds:.1f} s: {result['changes_per_s']:,} row changes/s, "
-        f"{result['engine_steps']} steps; time split {result['service_time_s']}")
+        f"{result['engine_steps']} steps, {cpu:.1f} s CPU; time split {result['service_time_s']}")
     return result, svc
 
 

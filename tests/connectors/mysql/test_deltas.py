@@ -122,3 +122,13 @@ def test_changes_of_tables_no_view_reads_are_refused():
     txn = MySqlTransaction(POS, "0-1-1", WHEN, {TableName("app", "x"): [run("insert", [(1, "a", 3)])]})
     with pytest.raises(ChangeError, match="app.x, which no view reads"):
         to_deltas(txn, {T: SOURCE})
+
+
+def test_a_delta_has_no_empty_chunk():
+    """An empty chunk between two others made the engine drop rows of large steps: never hand one over."""
+    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [run("insert", [(1, "a", 3)])]})
+    delta = to_deltas(txn, {T: SOURCE})[T]
+    assert all(len(chunk) for column in delta.columns for chunk in column.chunks)
+    txn = MySqlTransaction(POS, "0-1-1", WHEN, {T: [run("update", [((1, "a", 3), (2, "a", 3))])]})
+    delta = to_deltas(txn, {T: SOURCE})[T]
+    assert delta.num_rows == 2 and all(len(chunk) for column in delta.columns for chunk in column.chunks)
