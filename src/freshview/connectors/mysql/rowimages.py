@@ -384,22 +384,23 @@ def _le(m: np.ndarray, signed: bool = False) -> np.ndarray:
     if w in (1, 2, 4, 8):
         v = np.ascontiguousarray(m).view(f"<{'i' if signed else 'u'}{w}").ravel()
         return v.astype(np.int64) if w < 8 or signed else v
-    v = np.zeros(m.shape[0], np.int64)
-    for j in range(w - 1, -1, -1):
-        v = (v << 8) | m[:, j]
+    wide = np.zeros((m.shape[0], 8), np.uint8)
+    wide[:, :w] = m
+    v = wide.view("<i8").ravel()
     if signed:
-        half = 1 << (8 * w - 1)
-        v = np.where(v >= half, v - (half << 1), v)
+        v = (v << (64 - 8 * w)) >> (64 - 8 * w)  # (arithmetic shift: the sign bit spread)
     return v
 
 
 def _be(m: np.ndarray) -> np.ndarray:
     """Big-endian unsigned integers (up to 8 bytes) of the matrix's rows, as int64 (uint64 for 8 bytes)."""
     w = m.shape[1]
-    v = np.zeros(m.shape[0], np.uint64 if w == 8 else np.int64)
-    for j in range(w):
-        v = (v << (8 if w < 8 else np.uint64(8))) | m[:, j]
-    return v
+    if w in (1, 2, 4, 8):
+        v = np.ascontiguousarray(m).view(f">u{w}").ravel()
+        return v.astype(np.uint64 if w == 8 else np.int64)
+    wide = np.zeros((m.shape[0], 8), np.uint8)
+    wide[:, 8 - w:] = m
+    return wide.view(">u8").ravel().astype(np.int64)
 
 
 def _with_nulls(values: np.ndarray, nulls: np.ndarray | None, arrow_type: pa.DataType) -> pa.Array:
@@ -412,8 +413,19 @@ def _validity(nulls: np.ndarray | None) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(~nulls, bitorder="little"))
 
 
+_NUMPY_INTS = {pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
 def _int(m, bc: BinlogColumn, nulls, col) -> pa.Array:
     v = _le(m, signed=not bc.unsigned)
+    target = col.type.arrow
+    dtype = _NUMPY_INTS.get(target)
+    if dtype is not None and v.size:  # to the column's integer type here (cheaper than an Arrow cast)
+        info = np.iinfo(dtype)
+        lo, hi = v.min(), v.max()
+        if (v.dtype == np.uint64 and hi > info.max) or (v.dtype != np.uint64 and (lo < info.min or hi > info.max)):
+            raise ImageError(bc.name, f"a value beyond {target} ({int(lo)}..{int(hi)})")
+        return pa.array(v.astype(dtype), target, mask=nulls)
     return _with_nulls(v, nulls, pa.uint64() if v.dtype == np.uint64 else pa.int64())
 
 
