@@ -245,3 +245,15 @@ def test_image_sets_of_one_layout_concatenate():
     assert len(both) == 3 and py(both, ORDERS_COLS) == [[1, 2, 3], [7, 8, 9], [Decimal("1.50"), None, Decimal(3)]]
     assert py(a, ORDERS_COLS) == [[1], [7], [Decimal("1.50")]]  # the parts are left as they were
     assert isinstance(both.arrays(ORDERS_COLS)[2], pa.Array)
+
+
+def test_a_table_of_more_than_64_columns():
+    n = 70
+    layout = ri.layout_of([ri.binlog_column(f"c{i}", ri.TINY) for i in range(n)])
+    cols = [col(f"c{i}", "tinyint", "tinyint") for i in range(n)]
+    full = padded(0, n) + bytes(range(n))
+    holes = padded(1 << 0 | 1 << 65, n) + bytes(i for i in range(n) if i not in (0, 65))
+    _, images = ri.decode(layout, full + holes, "insert")
+    got = py(images, cols)
+    assert [v[0] for v in got] == list(range(n))
+    assert [v[1] for v in got] == [None if i in (0, 65) else i for i in range(n)]
