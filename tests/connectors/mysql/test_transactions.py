@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from freshview.connectors.mysql.catalog import TableName
-from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, BinlogProtocolError, Query, RowChanges, Rows,
-                                                     TransactionAssembler, Xid, advance_gtid_state)
+from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, BinlogProtocolError, Query, RowChanges,
+                                                     Rows, TransactionAssembler, Xid, advance_gtid_state)
 
 T = TableName("app", "orders")
 U = TableName("app", "Other Table")

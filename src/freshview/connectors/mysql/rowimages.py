@@ -159,7 +159,8 @@ class Layout:
         self.stride = self.null_bytes + sum(run_sizes)
         mask = self.null_mask.to_bytes(self.null_bytes, "little")
         self._mask_row = np.frombuffer(mask, np.uint8)
-        # per column, for images with NULLs: (fixed?, width or length bytes, run/variable index, zeros, last of its run?)
+        # per column, for images with NULLs:
+        # (fixed?, width or length bytes, run/variable index, zeros, last of its run?)
         self._steps = []
         for i, c in enumerate(self.columns):
             last = i + 1 == n or not (c.width and self.columns[i + 1].width)
