@@ -164,6 +164,8 @@ class BinlogStream:
         columns = event.columns  # the table map's (a new list for every TABLE_MAP event)
         cached = self._layouts.get(event.table_id)
         if cached is None or cached[0] is not columns:
+            if len(self._layouts) > 4096:  # table ids are never reused, and DDL makes new ones
+                self._layouts.clear()
             cached = (columns, rowimages.layout_of([library_column(c) for c in columns]))
             self._layouts[event.table_id] = cached
         layout = cached[1]
