@@ -134,7 +134,7 @@ def main() -> None:
                     txn = stream.read(timeout=1)
                     if txn is not None:
                         batch.append(txn)
-                        changes += sum(len(c.rows) for r in txn.changes.values() for c in r)
+                        changes += sum(len(c) for r in txn.changes.values() for c in r)
                 t1, p1 = time.perf_counter(), time.process_time()
                 for d in to_deltas(batch, sources).values():
                     rows_out += d.num_rows

@@ -33,7 +33,8 @@ def test_the_core_sees_rows_per_table_truncates_and_the_payload():
     orders, events = TableName("app", "orders"), TableName("app", "events")
     when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
     txn = MySqlTransaction(P2, "0-1-12", when,
-                           {orders: [RowChanges("insert", [{}, {}]), RowChanges("delete", [{}])]},
+                           {orders: [RowChanges.from_library("insert", [{"values": {}}] * 2),
+                                    RowChanges.from_library("delete", [{"values": {}}])]},
                            truncated=(events,))
     core = to_transaction(txn, {"app.events": {"kind": SqlType("text")}})
     assert core.position == P2 and core.commit_time == when.timestamp()

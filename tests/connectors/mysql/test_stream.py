@@ -203,7 +203,8 @@ def test_a_killed_replication_connection_resumes_without_duplicates(conn, mysql_
             run(conn, f"INSERT INTO t VALUES ({i})")
         seen += read_until(stream, server_position(conn))
         assert set(dump_threads(conn)) - before - {killed}, "the reader did not reconnect"
-    ids = [r["values"]["id"] for txn in seen for run_ in txn.changes[t.name] for r in run_.rows]
+    ids = [i for txn in seen for run_ in txn.changes[t.name] for images in run_.after
+           for i in images.arrays(t.columns)[0].to_pylist()]
     assert ids == list(range(50))
 
 

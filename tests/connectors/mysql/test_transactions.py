@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from freshview.connectors.mysql.catalog import TableName
-from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, BinlogProtocolError, Query, Rows,
-                                                     TransactionAssembler, Xid, advance_gtid_state)
+from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, BinlogProtocolError, Query, RowChanges,
+                                                     Rows, TransactionAssembler, Xid, advance_gtid_state)
 
 T = TableName("app", "orders")
 U = TableName("app", "Other Table")
@@ -16,8 +16,12 @@ R = TableName("freshview", "result")  # a result table: never followed
 START = BinlogPosition("0-1-9", "binlog.000001", 400)
 
 
-def ins(*ids):
-    return [{"values": {"id": i}, "none_sources": {}} for i in ids]
+def ins(*ids, kind="insert"):
+    return RowChanges.from_library(kind, [{"values": {"id": i}, "none_sources": {}} for i in ids])
+
+
+def ids(images_list):
+    return [v["id"] for images in images_list for v, _ in images.images]
 
 
 def feed_all(asm, events, file="binlog.000001"):
@@ -31,8 +35,8 @@ def feed_all(asm, events, file="binlog.000001"):
 
 def test_a_multi_statement_transaction_is_handed_out_whole_at_its_xid():
     asm = TransactionAssembler(START, {T, U})
-    events = [Begin("0-1-10"), Rows(T, "insert", ins(1, 2)), Rows(U, "delete", ins(3)),
-              Rows(T, "update", [{"before_values": {"id": 1}, "after_values": {"id": 5}}])]
+    events = [Begin("0-1-10"), Rows(T, ins(1, 2)), Rows(U, ins(3, kind="delete")),
+              Rows(T, RowChanges.from_library("update", [{"before_values": {"id": 1}, "after_values": {"id": 5}}]))]
     assert feed_all(asm, events) == []
     assert asm.in_transaction and asm.position == START
     txn = asm.feed(Xid(timestamp=1_700_000_000), "binlog.000001", 2000)
@@ -47,31 +51,31 @@ def test_a_multi_statement_transaction_is_handed_out_whole_at_its_xid():
 
 def test_consecutive_events_of_one_kind_form_one_run():
     asm = TransactionAssembler(START, {T})
-    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, "insert", ins(1)), Rows(T, "insert", ins(2)),
-                           Rows(T, "delete", ins(1)), Rows(T, "insert", ins(3)), Xid()])
-    assert [(c.kind, [r["values"]["id"] for r in c.rows]) for c in txn.changes[T]] == \
+    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, ins(1)), Rows(T, ins(2)),
+                           Rows(T, ins(1, kind="delete")), Rows(T, ins(3)), Xid()])
+    assert [(c.kind, ids(c.after or c.before)) for c in txn.changes[T]] == \
         [("insert", [1, 2]), ("delete", [1]), ("insert", [3])]
 
 
 def test_tables_not_followed_are_ignored_but_their_transactions_advance_the_position():
     asm = TransactionAssembler(START, {T})
-    out = feed_all(asm, [Begin("0-1-10"), Rows(R, "insert", ins(1)), Xid(),
-                         Begin("0-1-11"), Rows(T, "insert", ins(2)), Rows(R, "insert", ins(9)), Xid()])
+    out = feed_all(asm, [Begin("0-1-10"), Rows(R, ins(1)), Xid(),
+                         Begin("0-1-11"), Rows(T, ins(2)), Rows(R, ins(9)), Xid()])
     assert len(out) == 1 and out[0].gtid == "0-1-11" and set(out[0].changes) == {T}
     assert asm.position.gtid == "0-1-11"
 
 
 def test_an_idle_transaction_without_followed_changes_moves_the_position():
     asm = TransactionAssembler(START, {T})
-    assert feed_all(asm, [Begin("0-1-10"), Rows(R, "insert", ins(1)), Xid()]) == []
+    assert feed_all(asm, [Begin("0-1-10"), Rows(R, ins(1)), Xid()]) == []
     assert asm.position == BinlogPosition("0-1-10", "binlog.000001", 1002)
 
 
 def test_non_transactional_engines_end_with_a_commit_query():
     asm = TransactionAssembler(START, {T})
-    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, "insert", ins(1)), Query("COMMIT", "app")])
+    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, ins(1)), Query("COMMIT", "app")])
     assert txn.row_count == 1
-    [txn] = feed_all(asm, [Begin("0-1-11"), Rows(T, "delete", ins(1)), Query("ROLLBACK", "app")])
+    [txn] = feed_all(asm, [Begin("0-1-11"), Rows(T, ins(1, kind="delete")), Query("ROLLBACK", "app")])
     assert txn.changes[T][0].kind == "delete"  # a non-transactional table's rows stay written
 
 
@@ -108,23 +112,23 @@ def test_ddl_touching_followed_tables_is_reported(statement, database, reported)
 
 def test_a_transaction_sent_again_after_a_reconnect_replaces_the_partial_copy():
     asm = TransactionAssembler(START, {T})
-    feed_all(asm, [Begin("0-1-10"), Rows(T, "insert", ins(1, 2))])
-    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, "insert", ins(1, 2)), Rows(T, "insert", ins(3)), Xid()])
-    assert [r["values"]["id"] for r in txn.changes[T][0].rows] == [1, 2, 3]
+    feed_all(asm, [Begin("0-1-10"), Rows(T, ins(1, 2))])
+    [txn] = feed_all(asm, [Begin("0-1-10"), Rows(T, ins(1, 2)), Rows(T, ins(3)), Xid()])
+    assert ids(txn.changes[T][0].after) == [1, 2, 3]
 
 
 def test_rows_outside_a_transaction_are_refused():
     asm = TransactionAssembler(START, {T})
     with pytest.raises(BinlogProtocolError, match="Rows event outside a transaction at binlog.000001:1000"):
-        feed_all(asm, [Rows(T, "insert", ins(1))])
+        feed_all(asm, [Rows(T, ins(1))])
     assert feed_all(asm, [Query("BEGIN", "app")]) == []
 
 
 def test_follow_changes_the_filter():
     asm = TransactionAssembler(START, set())
-    assert feed_all(asm, [Begin("0-1-10"), Rows(T, "insert", ins(1)), Xid()]) == []
+    assert feed_all(asm, [Begin("0-1-10"), Rows(T, ins(1)), Xid()]) == []
     asm.follow({T})
-    assert len(feed_all(asm, [Begin("0-1-11"), Rows(T, "insert", ins(1)), Xid()])) == 1
+    assert len(feed_all(asm, [Begin("0-1-11"), Rows(T, ins(1)), Xid()])) == 1
 
 
 def test_gtid_state_keeps_one_entry_per_domain():

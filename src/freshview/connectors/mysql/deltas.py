@@ -4,9 +4,10 @@ Delta rule: an insert is its row with weight +1, a delete its row with −1,
 an update −before +after.  The binlog carries whole rows for all three
 (``binlog_row_image=FULL``), so unlike PostgreSQL's default replica identity
 no old row is ever looked up, and a batch's delta is a multiset sum that
-does not depend on the order of its changes: the rows of a table in a
-micro-batch are gathered into one "plus" and one "minus" list, each column
-goes to Arrow in one ``types.to_arrow`` call, and the result is consolidated
+does not depend on the order of its changes: the row images of a table in a
+micro-batch are gathered into one "plus" (new images) and one "minus" (old
+images) list, the images of one table map are joined so that each column
+goes to Arrow in one call (``rowimages.RowImages.arrays``), and the result is consolidated
 (``freshview.algebra.consolidate``: equal rows' weights summed, zeros
 dropped), so a row inserted and deleted in the same batch vanishes.
 
@@ -24,12 +25,10 @@ import pyarrow as pa
 
 from freshview.algebra import consolidate
 from freshview.connectors.mysql.catalog import SourceTable, TableName
+from freshview.connectors.mysql.rowimages import ImageError
 from freshview.connectors.mysql.transactions import MySqlTransaction
-from freshview.connectors.mysql.types import to_arrow
 from freshview.errors import FreshviewError
 from freshview.schema import WEIGHT
-
-_EMPTY_SET = "empty set"  # mysql-replication's NONE_SOURCE.EMPTY_SET
 
 
 class ChangeError(FreshviewError):
@@ -53,47 +52,41 @@ def to_deltas(txns: MySqlTransaction | Iterable[MySqlTransaction],
             p = plus.setdefault(name, [])
             m = minus.setdefault(name, [])
             for run in runs:
-                if run.kind == "insert":
-                    p.extend(_images(run.rows, "values", "none_sources"))
-                elif run.kind == "delete":
-                    m.extend(_images(run.rows, "values", "none_sources"))
-                else:
-                    m.extend(_images(run.rows, "before_values", "before_none_sources"))
-                    p.extend(_images(run.rows, "after_values", "after_none_sources"))
+                p.extend(run.after)
+                m.extend(run.before)
     out = {}
     for name in plus:
         source = sources[name]
-        table = pa.concat_tables([_weighted(plus[name], 1, source), _weighted(minus[name], -1, source)])
+        # (No empty table among the parts: an empty chunk between two others made the engine drop the
+        # later chunk's rows in large steps; found with this change, reproduced on the engine alone.)
+        parts = [t for t in (*_weighted(plus[name], 1, source), *_weighted(minus[name], -1, source)) if t.num_rows]
+        table = pa.concat_tables(parts) if parts else source.schema.arrow(with_weight=True).empty_table()
         out[name] = consolidate(table)
     return out
 
 
-def _images(rows: list, values: str, nones: str) -> list[tuple[dict, dict]]:
-    return [(r[values], r.get(nones) or _NO_NONES) for r in rows]
-
-
-_NO_NONES: dict = {}
-
-
-def _weighted(images: Sequence[tuple[dict, dict]], weight: int, source: SourceTable) -> pa.Table:
-    arrays = []
-    for col in source.columns:
-        name = col.name
+def _weighted(sets: Sequence, weight: int, source: SourceTable) -> list[pa.Table]:
+    """The image sets as tables of the source's columns + ``_weight``: the sets of one layout joined
+    first, so each column converts in one call per layout."""
+    schema = source.schema.arrow(with_weight=True)
+    groups: dict[object, list] = {}
+    for s in sets:
+        groups.setdefault(s.group, []).append(s)
+    tables = []
+    for group in groups.values():
+        images = group[0] if len(group) == 1 else type(group[0]).concat(group)
         try:
-            values = [v[name] for v, _ in images]
-        except KeyError:
-            raise ChangeError(f"the binlog rows of {source.name} have no column {name!r}: the table was "
-                              "altered since freshview described it", source.name) from None
-        empty = ()
-        if col.data_type == "set":
-            empty = [i for i, (v, n) in enumerate(images) if v[name] is None and n.get(name) == _EMPTY_SET]
-        try:
-            arrays.append(to_arrow(values, col, empty))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
-            raise ChangeError(f"{source.name}.{name}: cannot convert a binlog value to {col.type}: {error}",
-                              source.name) from None
-    arrays.append(pa.array(np.full(len(images), weight, dtype=np.int64)))
-    return pa.Table.from_arrays(arrays, schema=source.schema.arrow(with_weight=True))
+            arrays = images.arrays(source.columns)
+        except KeyError as missing:
+            raise ChangeError(f"the binlog rows of {source.name} have no column {missing.args[0]!r}: the table "
+                              "was altered since freshview described it", source.name) from None
+        except ImageError as error:
+            col = next((c for c in source.columns if c.name == error.column), None)
+            raise ChangeError(f"{source.name}.{error.column}: cannot convert a binlog value to "
+                              f"{col.type if col else '?'}: {error}", source.name) from None
+        arrays.append(pa.array(np.full(len(images), weight, dtype=np.int64)))
+        tables.append(pa.Table.from_arrays(arrays, schema=schema))
+    return tables
 
 
 __all__ = ["ChangeError", "to_deltas", "WEIGHT"]

@@ -26,6 +26,11 @@ first rows event of a followed table: decoding them would give wrong values
 
 Row changes of tables not followed are never decoded (the library decodes
 rows lazily; result tables written by freshview are simply not followed).
+The rows of followed tables are not decoded by the library either: the
+library reads the event up to its first row (the header, the table map),
+and ``rowimages`` cuts the rest of the body into columns, converted to
+Arrow later, column by column (``deltas``).  A table map with a column type
+``rowimages`` does not handle falls back to the library's row dicts.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, RotateEvent,
                                       XidEvent)
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, RowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from freshview.connectors.mysql import rowimages
 from freshview.connectors.mysql.catalog import TableName
-from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, MySqlTransaction, Query, Rows,
-                                                     TransactionAssembler, Xid)
+from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, MySqlTransaction, Query, RowChanges,
+                                                     Rows, TransactionAssembler, Xid)
 from freshview.errors import FreshviewError
 
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
@@ -65,6 +71,24 @@ def unique_server_id() -> int:
     return random.randrange(1 << 24, 1 << 31)
 
 
+def library_column(column) -> rowimages.BinlogColumn | None:
+    """A python-mysql-replication TABLE_MAP column (``pymysqlreplication.column.Column``) for ``rowimages``;
+    None for a type ``rowimages`` does not decode."""
+    encoding = None
+    if getattr(column, "character_set_name", None) is not None:
+        encoding = RowsEvent.charset_to_encoding(column.character_set_name)  # as the library decodes text
+    if column.type == rowimages.ENUM:
+        members = column.enum_values[1:] if column.enum_values else None  # (the library puts '' first)
+    else:
+        members = column.set_values
+    return rowimages.binlog_column(
+        column.name, column.type, unsigned=bool(getattr(column, "unsigned", False)),
+        max_length=getattr(column, "max_length", 0), length_size=getattr(column, "length_size", 0),
+        precision=getattr(column, "precision", 0), decimals=getattr(column, "decimals", 0),
+        fsp=getattr(column, "fsp", 0), bits=getattr(column, "bits", 0), size=getattr(column, "size", 0),
+        encoding=encoding, members=members)
+
+
 class BinlogStream:
     """Whole committed transactions of ``followed`` tables, from ``start`` on."""
 
@@ -80,6 +104,7 @@ class BinlogStream:
         self._reader.log_file = start.file
         self._reader.log_pos = start.offset
         self._checked: set = set()  # (table id, table) whose row metadata was checked
+        self._layouts: dict[int, tuple] = {}  # table id -> (its table map's columns, their rowimages.Layout)
 
     @property
     def position(self) -> BinlogPosition:
@@ -115,7 +140,7 @@ class BinlogStream:
                 table = TableName(event.schema, event.table)
                 if table in assembler.followed:
                     self._check_metadata(event, table)
-                    item = Rows(table, _KINDS[cls], event.rows, event.timestamp)
+                    item = Rows(table, self._decode(event, _KINDS[cls]), event.timestamp)
             elif cls is XidEvent:
                 item = Xid(event.timestamp)
             elif cls is QueryEvent:
@@ -131,6 +156,24 @@ class BinlogStream:
                     return txn
             if deadline is not None and not assembler.in_transaction and time.monotonic() >= deadline:
                 return None
+
+    def _decode(self, event, kind: str) -> RowChanges:
+        """The event's row images: cut from its body by ``rowimages`` (the library has read the
+        header, up to the first row), or the library's own row dicts for a table map with a column
+        type ``rowimages`` does not decode."""
+        columns = event.columns  # the table map's (a new list for every TABLE_MAP event)
+        cached = self._layouts.get(event.table_id)
+        if cached is None or cached[0] is not columns:
+            if len(self._layouts) > 4096:  # table ids are never reused, and DDL makes new ones
+                self._layouts.clear()
+            cached = (columns, rowimages.layout_of([library_column(c) for c in columns]))
+            self._layouts[event.table_id] = cached
+        layout = cached[1]
+        if layout is None:
+            return RowChanges.from_library(kind, event.rows)
+        packet = event.packet
+        body = packet.read(event.event_size - packet.read_bytes)  # the rows (the checksum excluded)
+        return RowChanges.of(kind, *rowimages.decode(layout, body, kind))
 
     def _check_metadata(self, event, table: TableName) -> None:
         if (event.table_id, table) in self._checked:

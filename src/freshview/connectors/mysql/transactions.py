@@ -34,9 +34,10 @@ import datetime as dt
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
 from freshview.connectors.mysql.catalog import TableName
+from freshview.connectors.mysql.rowimages import library_images
 from freshview.errors import FreshviewError
 
 
@@ -109,9 +110,12 @@ class Begin:
 @dataclass(frozen=True)
 class Rows:
     table: TableName
-    kind: str  # insert | delete | update
-    rows: list  # mysql-replication row dicts: {'values': ..} or {'before_values': .., 'after_values': ..}
+    changes: "RowChanges"  # the event's row images, decoded (``rowimages``)
     timestamp: int = 0
+
+    @property
+    def kind(self) -> str:
+        return self.changes.kind
 
 
 @dataclass(frozen=True)
@@ -131,13 +135,33 @@ Event = Begin | Rows | Query | Xid
 
 @dataclass(frozen=True)
 class RowChanges:
-    """One rows event of a followed table: its kind and the library's row dicts, in order."""
+    """Consecutive rows events of one kind on a followed table: their old and new row images.
 
-    kind: str
-    rows: list
+    An insert has new images only, a delete old ones only, an update both (the same number). Each
+    list holds image sets (``rowimages.RowImages``, or ``LibraryImages`` for a table the library
+    decodes), one or more per event, in order."""
+
+    kind: str  # insert | delete | update
+    before: list = field(default_factory=list)  # old row images (deletes, updates)
+    after: list = field(default_factory=list)  # new row images (inserts, updates)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return sum(len(s) for s in (self.after if self.kind != "delete" else self.before))
+
+    def extend(self, other: "RowChanges") -> None:
+        self.before.extend(other.before)
+        self.after.extend(other.after)
+
+    @staticmethod
+    def of(kind: str, before: Any, after: Any) -> "RowChanges":
+        """From one event's (old images, new images), either None."""
+        return RowChanges(kind, [] if before is None else [before], [] if after is None else [after])
+
+    @staticmethod
+    def from_library(kind: str, rows: Sequence[dict]) -> "RowChanges":
+        """From python-mysql-replication's row dicts (``{'values': ..}`` or ``{'before_values': ..,
+        'after_values': ..}``, with their ``*none_sources``)."""
+        return RowChanges.of(kind, *library_images(kind, rows))
 
 
 @dataclass(frozen=True)
@@ -195,10 +219,11 @@ class TransactionAssembler:
         if isinstance(event, Rows):
             if event.table in self.followed:
                 parts = txn.changes.setdefault(event.table, [])
-                if parts and parts[-1].kind == event.kind:
-                    parts[-1].rows.extend(event.rows)  # consecutive events of one kind: one run
+                change = event.changes
+                if parts and parts[-1].kind == change.kind:
+                    parts[-1].extend(change)  # consecutive events of one kind: one run
                 else:
-                    parts.append(RowChanges(event.kind, list(event.rows)))
+                    parts.append(RowChanges(change.kind, list(change.before), list(change.after)))
             return None
         if isinstance(event, Xid):
             return self._commit(file, offset, event.timestamp)
