@@ -118,3 +118,24 @@ def test_register_views_is_all_or_nothing(make_flow):
     f.register_views([("totals", TOTALS)])
     f.register_views([("totals", TOTALS)])  # the same again: nothing to do
     assert f.views == ["totals"]
+
+
+def test_a_delta_with_an_empty_chunk_between_two_others_loses_no_rows(make_flow):
+    """PySpark's createDataFrame stopped at an empty record batch: the rows after it were dropped."""
+    import numpy as np
+    import pyarrow as pa
+
+    results = {}
+    for execution in ("local", "spark"):
+        flow = make_flow(execution=execution)
+        flow.register_source("t", "id BIGINT, g INT, v BIGINT", primary_key=["id"])
+        flow.register_view("s", "SELECT g, SUM(v) AS s, COUNT(*) AS n FROM t GROUP BY g")
+        n = 300
+        base = pa.table({"id": np.arange(n), "g": (np.arange(n) % 10).astype(np.int32),
+                         "v": np.ones(n, np.int64), "_weight": np.ones(n, np.int64)})
+        flow.tick("t", base)
+        plus = base.set_column(2, "v", pa.array(np.full(n, 2, np.int64)))
+        minus = base.set_column(3, "_weight", pa.array(-np.ones(n, np.int64)))
+        flow.tick("t", pa.concat_tables([plus, base.slice(0, 0), minus]))
+        results[execution] = sorted((r["g"], int(r["s"]), r["n"]) for r in flow.snapshot("s").to_pylist())
+    assert results["spark"] == results["local"] == [(g, 60, 30) for g in range(10)]
