@@ -1,6 +1,6 @@
 """freshview: incremental materialized views, maintained on Apache Spark.
 
-Public surface only: ``IncrementalFlow`` (the Python face), ``DeltaBatch``,
+Public surface only: ``IncrementalFlow`` (the Python face), ``PartitionedIncrementalFlow``, ``DeltaBatch``,
 ``StepSummary`` and the error classes.  Layers, in the direction data flows:
 ``sql`` (text to plan) → ``plan`` → ``circuit`` (incremental operators) →
 ``runtime`` (Spark execution and state) → ``flow`` (the API); ``algebra``,
@@ -12,10 +12,10 @@ from freshview.errors import (
     CatalogError, DeltaError, ExecutionError, FreshviewError, SchemaError, SqlError,
     SqlTypeError, StateError, UnknownColumnError, UnknownTableError, UnsupportedSqlError,
 )
-from freshview.flow import IncrementalFlow, StepSummary
+from freshview.flow import IncrementalFlow, PartitionedIncrementalFlow, PartitionError, StepSummary
 
 __all__ = [
-    "IncrementalFlow", "DeltaBatch", "StepSummary", "FreshviewError", "SqlError",
+    "IncrementalFlow", "PartitionedIncrementalFlow", "PartitionError", "DeltaBatch", "StepSummary", "FreshviewError", "SqlError",
     "UnsupportedSqlError", "UnknownTableError", "UnknownColumnError", "SqlTypeError",
     "DeltaError", "CatalogError", "StateError", "ExecutionError", "SchemaError",
 ]

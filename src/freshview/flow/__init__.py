@@ -8,5 +8,8 @@ build on it, never the reverse.
 """
 
 from freshview.flow.flow import IncrementalFlow, StepSummary, ViewStep, Watch
+from freshview.flow.partitioned import PartitionedIncrementalFlow, PartitionedStep
+from freshview.flow.partitioning import PartitionError
 
-__all__ = ["IncrementalFlow", "StepSummary", "ViewStep", "Watch"]
+__all__ = ["IncrementalFlow", "PartitionedIncrementalFlow", "PartitionedStep", "PartitionError", "StepSummary",
+           "ViewStep", "Watch"]
