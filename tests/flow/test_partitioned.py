@@ -136,6 +136,6 @@ def test_checkpoint_and_restore(make_partitioned, tmp_path):
 
 
 def _ipc(table):
-    from freshview.flow.partitioned import _ipc as ipc
+    from freshview.algebra.batch import ipc_bytes
 
-    return ipc(table)
+    return ipc_bytes(table)

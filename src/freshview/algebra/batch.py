@@ -263,3 +263,20 @@ class DeltaBatch:
 
     def __repr__(self) -> str:
         return f"DeltaBatch(step={self.step}, rows={self.num_rows}, columns={self.table.column_names})"
+
+
+def repeat_by_weight(table: pa.Table) -> pa.Table:
+    """Each row of a consolidated table (with ``_weight``) repeated its weight's times (rows at weight ≤ 0 go)."""
+    weights = table.column(WEIGHT).to_numpy()
+    if len(weights) and (weights != 1).any():
+        table = table.take(pa.array(np.repeat(np.arange(len(weights)), np.maximum(weights, 0))))
+    return table
+
+
+def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream (``pa.ipc.open_stream(data).read_all()`` reads it back)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.algebra import hashing
-from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_delta
+from freshview.algebra.batch import DeltaBatch, consolidate, negate, repeat_by_weight, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
 from freshview.flow import checkpoint
@@ -391,15 +391,7 @@ class IncrementalFlow:
                 capacity = dedup_module.check_capacity(dedup_capacity) if dedup else None
             except ValueError as exc:
                 raise CatalogError(str(exc)) from None
-            pk = tuple(k.lower() if isinstance(schema, str) else k for k in (primary_key or ()))
-            if isinstance(schema, TableSchema):
-                parsed = TableSchema(schema.columns, pk or schema.primary_key)
-            elif isinstance(schema, pa.Schema):
-                parsed = schema_from_arrow(schema, pk)
-            elif isinstance(schema, str):
-                parsed = schema_from_ddl(schema, pk)
-            else:
-                raise CatalogError(f"a source schema is a string, pyarrow.Schema or TableSchema, not {type(schema).__name__}")
+            parsed = source_schema_of(schema, primary_key)
             if name in self._sources:
                 if self._sources[name] != parsed:
                     raise CatalogError(f"source {name!r} is already registered with a different schema")
@@ -969,10 +961,7 @@ class IncrementalFlow:
                 out = table.select([col_name(i) for i in range(len(columns))] + [WEIGHT])
                 return out.rename_columns([n for n, _ in columns] + [WEIGHT]).cast(
                     pa.schema([pa.field(n, t.arrow) for n, t in columns] + [pa.field(WEIGHT, pa.int64())]))
-            weights = table.column(WEIGHT).to_numpy()
-            if len(weights) and (weights != 1).any():
-                table = table.take(pa.array(np.repeat(np.arange(len(weights)), np.maximum(weights, 0))))
-            out = table.select([col_name(i) for i in range(len(columns))])
+            out = repeat_by_weight(table).select([col_name(i) for i in range(len(columns))])
             return out.rename_columns([n for n, _ in columns]).cast(
                 pa.schema([pa.field(n, t.arrow) for n, t in columns]))
 
@@ -1001,7 +990,7 @@ class IncrementalFlow:
         (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double).
         """
         with self._lock:
-            view = self._view(name)
+            self._view(name)  # an unknown view raises
             if format == "arrow":
                 w = Watch(self, name, timeout)
             elif format == "debezium":
@@ -1210,6 +1199,19 @@ class IncrementalFlow:
 _UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "sec": 1, "second": 1, "seconds": 1,
           "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600, "day": 86400,
           "days": 86400}
+
+
+def source_schema_of(schema: str | pa.Schema | TableSchema, primary_key: Sequence[str] | None) -> TableSchema:
+    """A source's declared schema: a DDL column list, a pyarrow.Schema or a TableSchema, with ``primary_key``
+    (a DDL's names fold to lower case) overriding any the schema carries."""
+    pk = tuple(k.lower() if isinstance(schema, str) else k for k in (primary_key or ()))
+    if isinstance(schema, TableSchema):
+        return TableSchema(schema.columns, pk or schema.primary_key)
+    if isinstance(schema, pa.Schema):
+        return schema_from_arrow(schema, pk)
+    if isinstance(schema, str):
+        return schema_from_ddl(schema, pk)
+    raise CatalogError(f"a source schema is a string, pyarrow.Schema or TableSchema, not {type(schema).__name__}")
 
 
 def parse_interval(value: float | str | None) -> float | None:

@@ -39,10 +39,11 @@ import numpy as np
 import pyarrow as pa
 
 from freshview.algebra import hashing
-from freshview.algebra.batch import DeltaBatch, consolidate, negate, to_arrow_delta
+from freshview.algebra.batch import DeltaBatch, consolidate, ipc_bytes, negate, repeat_by_weight, to_arrow_delta
 from freshview.errors import CatalogError, DeltaError, ExecutionError, FreshviewError, StateError
+from freshview.flow.flow import source_schema_of
 from freshview.flow.partitioning import PartitionError, key_positions
-from freshview.schema import WEIGHT, TableSchema, schema_from_arrow, schema_from_ddl
+from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
 
 FORMAT = 1
@@ -66,13 +67,6 @@ class PartitionedStep:
 
 
 # ----------------------------------------------------------------------------- shard side (executors)
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
 def _table(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
@@ -126,7 +120,7 @@ def shard_task(item: tuple) -> tuple[int, str, Any]:
             target = outdir / str(step)
             target.mkdir(parents=True, exist_ok=True)
             for view, out in outputs.items():
-                produced[view] = data = _ipc(out)
+                produced[view] = data = ipc_bytes(out)
                 (target / f"{view}.arrow").write_bytes(data)
             flow.set_meta("partition/previous", done)
             flow.set_meta("partition/step", step)
@@ -143,7 +137,7 @@ def _shard_snapshot(item: tuple) -> tuple[int, dict[str, bytes]]:
     index, directory, catalog, names = item
     flow = _open_shard(directory, catalog)
     try:
-        return index, {n: _ipc(flow.snapshot(n, weighted=True)) for n in names}
+        return index, {n: ipc_bytes(flow.snapshot(n, weighted=True)) for n in names}
     finally:
         flow.close()
 
@@ -275,16 +269,7 @@ class PartitionedIncrementalFlow:
                         primary_key: Sequence[str] | None = None) -> None:
         with self._lock:
             self._check_open()
-            pk = tuple(k.lower() if isinstance(schema, str) else k for k in (primary_key or ()))
-            if isinstance(schema, TableSchema):
-                parsed = TableSchema(schema.columns, pk or schema.primary_key)
-            elif isinstance(schema, pa.Schema):
-                parsed = schema_from_arrow(schema, pk)
-            elif isinstance(schema, str):
-                parsed = schema_from_ddl(schema, pk)
-            else:
-                raise CatalogError(f"a source schema is a string, pyarrow.Schema or TableSchema, not "
-                                   f"{type(schema).__name__}")
+            parsed = source_schema_of(schema, primary_key)
             key = self.partition_key.get(name)
             if not key:
                 raise PartitionError(f"source {name!r} has no partition key: give it in partition_key")
@@ -387,7 +372,7 @@ class PartitionedIncrementalFlow:
                                      self.partitions)
                 for i in np.unique(shard):
                     part = table.filter(pa.array(shard == i))
-                    per_shard.setdefault(int(i), {})[name] = _ipc(part)
+                    per_shard.setdefault(int(i), {})[name] = ipc_bytes(part)
             step = self._step + 1
             self._write_pending(step, per_shard)
             outputs, attempts = self._apply(step, per_shard)
@@ -475,10 +460,7 @@ class PartitionedIncrementalFlow:
             table = consolidate(pa.concat_tables([p.cast(schema) for p in parts])) if parts else schema.empty_table()
             if weighted:
                 return table
-            weights = table.column(WEIGHT).to_numpy()
-            if len(weights) and (weights != 1).any():
-                table = table.take(pa.array(np.repeat(np.arange(len(weights)), np.maximum(weights, 0))))
-            return table.drop_columns([WEIGHT])
+            return repeat_by_weight(table).drop_columns([WEIGHT])
 
     def watch_output(self, name: str, timeout: float | None = None):
         """Subscribe to a view's merged changes from the next step on (``flow.Watch``)."""

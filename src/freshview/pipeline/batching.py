@@ -52,15 +52,26 @@ def cut(transactions: Sequence[str | None], limit: int, more_may_follow: bool) -
     return b if b <= n else 0
 
 
-def transaction_of(message: Any) -> str | None:
-    """The Debezium transaction id of a decoded message (with or without the schema envelope), if any."""
+def payload_of(message: Any) -> dict | None:
+    """A decoded Debezium message's payload (inside the ``{"schema", "payload"}`` envelope or not), if a dict."""
     if not isinstance(message, dict):
         return None
     payload = message["payload"] if "payload" in message and "op" not in message else message
-    tx = payload.get("transaction") if isinstance(payload, dict) else None
+    return payload if isinstance(payload, dict) else None
+
+
+def transaction_of(message: Any) -> str | None:
+    """The Debezium transaction id of a decoded message, if any."""
+    tx = (payload_of(message) or {}).get("transaction")
     if isinstance(tx, dict) and tx.get("id") is not None:
         return str(tx["id"])
     return None
+
+
+def ts_ms_of(message: Any) -> int | None:
+    """A decoded message's ``ts_ms``, if it is an integer."""
+    ts = (payload_of(message) or {}).get("ts_ms")
+    return ts if isinstance(ts, int) and not isinstance(ts, bool) else None
 
 
 def decode(payload: bytes) -> Any:

@@ -73,20 +73,19 @@ _SINKS: dict[str, Callable[[str, Mapping[str, str], Any], MessageSink]] = {}
 
 
 def make_source(name: str, options: Mapping[str, str], state_dir: Any) -> MessageSource:
-    _load()
-    factory = _SOURCES.get(options["connector"])
-    if factory is None:
-        raise PipelineError(f"source {name!r}: unknown connector {options['connector']!r}; "
-                            f"known: {', '.join(sorted(_SOURCES))}")
-    return factory(name, options, state_dir)
+    return _make("source", _SOURCES, name, options, state_dir)
 
 
 def make_sink(name: str, options: Mapping[str, str], state_dir: Any) -> MessageSink:
+    return _make("sink", _SINKS, name, options, state_dir)
+
+
+def _make(what: str, registry: Mapping[str, Callable], name: str, options: Mapping[str, str], state_dir: Any):
     _load()
-    factory = _SINKS.get(options["connector"])
+    factory = registry.get(options["connector"])
     if factory is None:
-        raise PipelineError(f"sink {name!r}: unknown connector {options['connector']!r}; "
-                            f"known: {', '.join(sorted(_SINKS))}")
+        raise PipelineError(f"{what} {name!r}: unknown connector {options['connector']!r}; "
+                            f"known: {', '.join(sorted(registry))}")
     return factory(name, options, state_dir)
 
 

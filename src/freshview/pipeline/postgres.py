@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 from psycopg import sql as psql
 
+from freshview.algebra.batch import ipc_bytes
 from freshview.pipeline.io import option
 from freshview.pipeline.spec import PipelineError
 
@@ -58,10 +59,7 @@ class PostgresSink:
                               "UPDATE SET pipeline = excluded.pipeline, seq = 0", (self.key, pipeline_id))
 
     def prepare(self, seq: int, change: pa.Table, encode: Callable[[pa.Table], list[dict]]) -> bytes:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, change.schema) as writer:
-            writer.write_table(change)
-        return sink.getvalue().to_pybytes()
+        return ipc_bytes(change)
 
     def deliver(self, seq: int, payload: bytes, recovering: bool) -> None:
         change = pa.ipc.open_stream(payload).read_all()

@@ -226,7 +226,7 @@ class PipelineRunner:
         flow = self.flow
         positions = {name: msgs[-1].position for name, (msgs, _) in batches.items()}
         first_read = min(msgs[0].received for msgs, _ in batches.values())
-        ts = [_ts_ms(d) for _, decoded in batches.values() for d in decoded]
+        ts = [batching.ts_ms_of(d) for _, decoded in batches.values() for d in decoded]
         source_ts = max((t for t in ts if t is not None), default=None)
         emission: list[tuple[int, str]] = []
 
@@ -303,11 +303,3 @@ class PipelineRunner:
         if self.flow is not None:
             self.flow.close()
             self.flow = None
-
-
-def _ts_ms(message: Any) -> int | None:
-    if not isinstance(message, dict):
-        return None
-    payload = message["payload"] if "payload" in message and "op" not in message else message
-    ts = payload.get("ts_ms") if isinstance(payload, dict) else None
-    return ts if isinstance(ts, int) and not isinstance(ts, bool) else None
