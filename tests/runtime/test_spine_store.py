@@ -559,3 +559,33 @@ def test_many_small_commits_with_both_merge_threads_busy(tmp_path, monkeypatch):
     s = SpineStateStore(tmp_path / "st")
     assert as_counter(s.scan("b")) == want
     s.close()
+
+
+def test_export_settles_merges_so_back_to_back_exports_name_the_same_files(tmp_path, monkeypatch):
+    """A checkpoint is of a settled state: merges in flight are waited for and swapped in, none starts
+    after, so a second export of the same committed state names exactly the files of the first."""
+    from freshview.runtime.state import merger
+
+    slow = merger.merge_runs
+
+    def merge_slowly(*args, **kwargs):
+        time.sleep(0.05)
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(merger, "merge_runs", merge_slowly)
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    s = SpineStateStore(tmp_path / "st")
+    s.ensure_arrangement("a", Layout(schema, ("k",), order="v"))
+    model: dict = {}
+    for step in range(30):
+        rows = [(step * 10 + i, i) for i in range(10)]
+        s.apply("a", table(schema, rows, [1] * len(rows)))
+        model.update({r: 1 for r in rows})
+    assert s._merger.busy(s._catalog["a"]), "no merge in flight: the test would prove nothing"
+    first, first_files = s.export()
+    assert not s._merger.busy(s._catalog["a"])
+    time.sleep(0.2)  # a merge started by the export would finish here
+    second, second_files = s.export()
+    assert second_files == first_files and second["arrangements"] == first["arrangements"]
+    assert as_counter(s.scan("a")) == model
+    s.close()

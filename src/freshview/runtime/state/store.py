@@ -116,11 +116,17 @@ class SpineStateStore:
     def export(self) -> tuple[dict, list[str]]:
         """A consistent copy point of the committed state, outside a transaction: every run in its
         file and a manifest naming them (a local checkpoint).  Returns the manifest's JSON and the run
-        files (paths relative to the directory); they stay until a later checkpoint replaces them."""
+        files (paths relative to the directory); they stay until a later checkpoint replaces them.
+
+        The state is settled first: merges in flight are waited for and swapped in, and no new one
+        starts (the next commit of an arrangement plans its merges again).  So an export names the
+        runs a later export of the same committed state names too: back-to-back exports share every
+        file, and a delta checkpoint after them copies nothing."""
         self._check_open()
         if self._tx is not None:
             raise StateError("cannot export the state inside a transaction")
-        self._install_merges()
+        self._merger.wait()
+        self._install_merges(go_on=False)
         self._checkpoint()
         manifest = json.loads((self.directory / log.MANIFEST).read_text())
         return manifest, sorted({p for entry in manifest["arrangements"].values() for p in entry["runs"]})
