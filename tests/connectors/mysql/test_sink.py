@@ -8,7 +8,9 @@ import random
 from decimal import Decimal
 
 import pyarrow as pa
+import pymysql
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from freshview.connectors.mysql import sink as sink_module
 from freshview.connectors.mysql.sink import (
@@ -302,3 +304,34 @@ def test_results_and_position_commit_together(conn, path):
     with conn.cursor() as cur:
         cur.execute("SELECT steps, changes, lag_ms, status FROM freshview.progress WHERE source = 'app'")
         assert cur.fetchone() == (1, 2, 3.0, "running")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_few_rows_are_written_value_by_value_to_the_same_text(data):
+    """insert_texts' two ways (value by value for a step's few rows, Arrow for more) write the same text."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sink_module, "STATEMENT_BYTES", data.draw(st.sampled_from([60, 200, 4 << 20])))
+        _same_text_both_ways(data)
+
+
+def _same_text_both_ways(data):
+    n = data.draw(st.integers(1, 12))
+    texts = st.one_of(st.none(), st.text(max_size=6))
+    rows = pa.table({
+        "k": pa.array(data.draw(st.lists(st.one_of(st.none(), st.binary(min_size=16, max_size=16)), min_size=n, max_size=n)),
+                      pa.binary(16)),
+        "g": pa.array(data.draw(st.lists(texts, min_size=n, max_size=n)), pa.string()),
+        "i": pa.array(data.draw(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), min_size=n, max_size=n)),
+                      pa.int64()),
+        "d": pa.array(data.draw(st.lists(st.one_of(st.none(), st.decimals(min_value=-10**20, max_value=10**20, places=6,
+                                                                          allow_nan=False)), min_size=n, max_size=n)),
+                      pa.decimal128(38, 6)),
+        "f": pa.array(data.draw(st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+                                         min_size=n, max_size=n)), pa.float64()),
+        "t": pa.array(data.draw(st.lists(st.one_of(st.none(), st.dates()), min_size=n, max_size=n)), pa.date32()),
+    })
+    statement = sink_module.Statement("INSERT INTO `v` VALUES ", rows=rows, suffix=" ON DUPLICATE KEY UPDATE i = i")
+    escape = pymysql.converters.escape_item
+    literal = lambda v: escape(v, "utf8mb4")  # noqa: E731
+    assert insert_texts(statement, literal, small_rows=n) == insert_texts(statement, literal, small_rows=0)

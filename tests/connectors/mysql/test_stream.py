@@ -167,6 +167,30 @@ def test_truncate_and_ddl_are_reported_and_other_tables_ignored(conn, mysql_data
     assert ddl.ddl[0].database == db
 
 
+def test_rows_decode_with_each_definition_across_ddl_and_binlog_rotation(conn, mysql_database):
+    """Table maps are parsed once per table id (freeze_schema): a definition change or a new binlog file
+    (where a restarted server would reuse table ids) must not decode rows with a stale map."""
+    run(conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    before = describe_table(conn, "t")
+    with Snapshot.open(mysql_database) as snap:
+        start = snap.position
+    run(conn, "INSERT INTO t VALUES (1, 10)", "INSERT INTO t VALUES (2, 20)",
+        "ALTER TABLE t MODIFY v VARCHAR(10), ADD COLUMN w DOUBLE FIRST")
+    after = describe_table(conn, "t")
+    run(conn, "INSERT INTO t VALUES (0.5, 3, 'x')", "FLUSH BINARY LOGS", "INSERT INTO t VALUES (1.5, 4, 'y')")
+    with BinlogStream(mysql_database, start, {before.name}) as stream:
+        txns = read_until(stream, server_position(conn))
+        rotated_maps = dict(stream._reader.table_map)
+    changed = [txn for txn in txns if before.name in txn.changes]
+    rows = []
+    for txn, table in zip(changed, [before, before, after, after]):
+        for run_ in txn.changes[before.name]:
+            for images in run_.after:
+                rows += list(zip(*(a.to_pylist() for a in images.arrays(table.columns))))
+    assert len(changed) == 4 and rows == [(1, 10), (2, 20), (0.5, 3, "x"), (1.5, 4, "y")]
+    assert len(rotated_maps) == 1, "table maps from before the rotation were kept"
+
+
 def test_an_idle_read_returns_none_after_its_timeout(conn, mysql_database):
     run(conn, "CREATE TABLE t (id INT)")
     with Snapshot.open(mysql_database) as snap:

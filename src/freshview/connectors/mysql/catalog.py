@@ -22,6 +22,7 @@ to them case-insensitively.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -68,6 +69,7 @@ def quote(identifier: str) -> str:
 _PLAIN = r"[0-9A-Za-z_$\u0080-\uffff]+"  # MySQL's unquoted identifier characters
 
 
+@functools.lru_cache(maxsize=4096)  # every transaction spells its tables' names
 def spell(part: str) -> str:
     """A name part as MySQL needs it written: bare when its characters allow (case is kept), else in backticks."""
     return part if re.fullmatch(_PLAIN, part) and not part.isdigit() else quote(part)

@@ -233,10 +233,27 @@ class ResultTable:
 STATEMENT_BYTES = 4 << 20  # an INSERT's VALUES list stays under this (the server's max_allowed_packet: 16 MiB)
 
 
-def insert_texts(statement: Statement, literal: Callable[[Any], str]) -> list[str]:
-    """The multi-row INSERTs of ``statement.rows``: its rows' literals, about ``STATEMENT_BYTES`` per statement."""
+SMALL_ROWS = 64  # up to this many rows, literals are written value by value: Arrow's per-call cost is higher
+
+
+def insert_texts(statement: Statement, literal: Callable[[Any], str], small_rows: int = SMALL_ROWS) -> list[str]:
+    """The multi-row INSERTs of ``statement.rows``: its rows' literals, about ``STATEMENT_BYTES`` per statement.
+
+    A step's few rows (at most ``small_rows``) are written value by value (``_literal``), more a column
+    at a time with Arrow (``_literals``): the same text either way."""
     rows = statement.rows
     assert rows is not None
+    if rows.num_rows <= small_rows:
+        columns = [[_literal(v, c.type, literal) for v in c.to_pylist()] for c in rows.columns]
+        texts, part, size = [], [], 0
+        for values in zip(*columns):
+            one = "(" + ",".join(values) + ")"
+            if part and size + len(one) + 1 > STATEMENT_BYTES:
+                texts.append(statement.sql + ",".join(part) + statement.suffix)
+                part, size = [], 0
+            part.append(one)
+            size += len(one) + 1
+        return texts + [statement.sql + ",".join(part) + statement.suffix]
     columns = [_literals(rows.column(i).combine_chunks(), literal) for i in range(rows.num_columns)]
     tuples = pc.binary_join_element_wise(_large("("), *_interleave(columns, _large(",")), _large(")"), _large(""))
     sizes = np.cumsum(pc.binary_length(tuples).to_numpy(zero_copy_only=False) + 1)
@@ -278,6 +295,21 @@ def _literals(values: pa.Array, literal: Callable[[Any], str]) -> pa.Array:
     else:
         return pa.array([literal(v) for v in values.to_pylist()], pa.large_string())
     return pc.fill_null(text.cast(pa.large_string()), _large("NULL"))
+
+
+def _literal(value: Any, t: pa.DataType, literal: Callable[[Any], str]) -> str:
+    """One value's SQL literal, as ``_literals`` writes it in its column."""
+    if value is None:
+        return "NULL"
+    if pa.types.is_integer(t):
+        return str(value)
+    if pa.types.is_decimal(t):
+        return format(value, "f")
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "_utf8mb4 X'" + value.encode().hex() + "'"
+    if pa.types.is_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "X'" + value.hex() + "'"
+    return literal(value)
 
 
 def _large(text: str) -> pa.Scalar:

@@ -24,6 +24,16 @@ rows (``binlog_row_image`` not FULL) raise ``BinlogSettingsError`` at the
 first rows event of a followed table: decoding them would give wrong values
 (ENUMs as NULL, missing columns as NULL) silently.
 
+TABLE_MAP events are parsed once per table id (the library's ``freeze_schema``):
+a transaction's table map repeats its table's definition, and parsing it
+(column names, charsets, ENUM members: binlog_row_metadata=FULL) was half
+the cost of reading a small transaction.  A table id names one definition
+for the server's lifetime (MariaDB numbers each TABLE_SHARE anew; DDL makes
+a new share), and the parsed maps are dropped at every RotateEvent (a new
+binlog file, and the fake rotate that starts every connection: a server
+restart reuses ids) and at every statement other than BEGIN/COMMIT/ROLLBACK
+(DDL, whatever the library would make of it).
+
 Row changes of tables not followed are never decoded (the library decodes
 rows lazily; result tables written by freshview are simply not followed).
 The rows of followed tables are not decoded by the library either: the
@@ -54,6 +64,7 @@ from freshview.errors import FreshviewError
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _FL_STANDALONE = 1  # MariaDB GTID event flag: the group is one statement, no XID follows
 _KINDS = {WriteRowsEvent: "insert", DeleteRowsEvent: "delete", UpdateRowsEvent: "update"}
+_NOT_DDL = frozenset(("BEGIN", "COMMIT", "ROLLBACK"))
 _EVENTS = [MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
            HeartbeatLogEvent, RotateEvent]
 
@@ -100,7 +111,7 @@ class BinlogStream:
         self._reader = BinLogStreamReader(
             connection_settings=settings, server_id=self.server_id, is_mariadb=True, blocking=True,
             auto_position=start.gtid, only_events=_EVENTS, slave_heartbeat=heartbeat_s,
-            enable_logging=False)
+            enable_logging=False, freeze_schema=True)
         self._reader.log_file = start.file
         self._reader.log_pos = start.offset
         self._checked: set = set()  # (table id, table) whose row metadata was checked
@@ -147,6 +158,10 @@ class BinlogStream:
                 schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
                 query = event.query.decode() if isinstance(event.query, bytes) else event.query
                 item = Query(query, schema, event.timestamp)
+                if query not in _NOT_DDL:
+                    reader.table_map.clear()  # DDL: parse the next table maps afresh
+            elif cls is RotateEvent:
+                reader.table_map.clear()  # a new binlog file or a reconnect: the server may have restarted
             if item is not None:
                 committed_before = assembler.position
                 txn = assembler.feed(item, reader.log_file, reader.log_pos)
