@@ -191,6 +191,40 @@ def test_rows_decode_with_each_definition_across_ddl_and_binlog_rotation(conn, m
     assert len(rotated_maps) == 1, "table maps from before the rotation were kept"
 
 
+def test_a_read_without_timeout_takes_what_arrived_past_transactions_not_followed(conn, mysql_database):
+    """read(0) returns None only when nothing more has arrived: transactions of other tables (the
+    service's own result writes) between followed ones do not end it, or a stream that fell behind
+    would step one old batch at a time and never catch up."""
+    run(conn, "CREATE TABLE t (id INT)", "CREATE TABLE other (id INT)")
+    with Snapshot.open(mysql_database) as snap:
+        start = snap.position
+    for i in range(20):
+        run(conn, f"INSERT INTO t VALUES ({i})", f"INSERT INTO other VALUES ({i})")
+    with BinlogStream(mysql_database, start, {TableName(mysql_database["database"], "t")}) as stream:
+        first = stream.read(timeout=10)
+        time.sleep(0.5)  # everything is sent by now
+        rest = [stream.read(timeout=0) for _ in range(19)]
+        assert first is not None and all(txn is not None for txn in rest)
+        began = time.monotonic()
+        assert stream.read(timeout=0) is None and time.monotonic() - began < 0.5  # nothing more: no wait
+
+
+def test_readable_now_sees_the_socket_and_the_read_buffer():
+    import socket
+
+    from freshview.connectors.mysql.stream import readable_now
+    a, b = socket.socketpair()
+    with a, b:
+        buffered = b.makefile("rb")
+        assert not readable_now(b, buffered)
+        a.sendall(b"two packets")
+        assert readable_now(b, buffered)
+        buffered.read(3)  # the rest now waits in the reader's buffer, where select cannot see it
+        assert readable_now(b, buffered)
+        buffered.read(8)
+        assert not readable_now(b, buffered) and b.gettimeout() is None
+
+
 def test_an_idle_read_returns_none_after_its_timeout(conn, mysql_database):
     run(conn, "CREATE TABLE t (id INT)")
     with Snapshot.open(mysql_database) as snap:

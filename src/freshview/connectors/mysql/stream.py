@@ -8,7 +8,10 @@ returns the next committed transaction that touches a followed table, or
 ``None`` once ``timeout`` seconds passed without one.  The server sends a
 heartbeat every ``heartbeat_s`` seconds while it has nothing to send, which
 is what lets ``read`` return on an idle server (so ``None`` comes after at
-most ``timeout + heartbeat_s``).
+most ``timeout + heartbeat_s``).  Once the timeout is up, ``read`` returns
+None between transactions as soon as nothing more has arrived
+(``readable_now``), and not before: ``read(0)`` takes what is there without
+waiting, and transactions of tables not followed never end a read early.
 
 Exactly once: the reader reconnects silently on a lost connection (errors
 2006/2013), from its ``auto_position``, which the library never advances.
@@ -46,6 +49,8 @@ Arrow later, column by column (``deltas``).  A table map with a column type
 from __future__ import annotations
 
 import random
+import select
+import socket
 import time
 from typing import Iterable
 
@@ -80,6 +85,21 @@ class BinlogSettingsError(FreshviewError):
 def unique_server_id() -> int:
     """A replica server id unlikely to collide with a server's or another reader's (pass a stable one if you can)."""
     return random.randrange(1 << 24, 1 << 31)
+
+
+def readable_now(sock: socket.socket, buffered) -> bool:
+    """Whether ``sock`` (read through ``buffered``, its ``makefile("rb")``) has bytes to read now:
+    in the socket, or already in the reader's buffer (where ``select`` cannot see them)."""
+    if select.select([sock], [], [], 0)[0]:
+        return True
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return bool(buffered.peek(1))
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(timeout)
 
 
 def library_column(column) -> rowimages.BinlogColumn | None:
@@ -136,6 +156,9 @@ class BinlogStream:
         reader = self._reader
         assembler = self.assembler
         while True:
+            if deadline is not None and not assembler.in_transaction and time.monotonic() >= deadline \
+                    and not self._readable_now():
+                return None  # between transactions, the time is up and nothing more has arrived
             try:
                 event = reader.fetchone()
             except pymysql.err.OperationalError as error:
@@ -169,8 +192,23 @@ class BinlogStream:
                     reader.auto_position = assembler.position.gtid  # a silent reconnect resumes after it
                 if txn is not None:
                     return txn
-            if deadline is not None and not assembler.in_transaction and time.monotonic() >= deadline:
-                return None
+
+    def _readable_now(self) -> bool:
+        """Whether the next event can be read without waiting (the server sent it already).
+
+        ``read`` returns None only between transactions, once its timeout passed and nothing more is
+        readable.  So a read with timeout 0 takes what has arrived and never waits for the next event
+        (the service steps what arrived while its last step ran), and a transaction of tables not
+        followed (freshview's own result writes, say) does not end a read while more follows it: else
+        a stream that fell behind would return after each of its own earlier result transactions,
+        batches would copy the earlier steps' sizes and the lag would never shrink.  Looks into the
+        library's connection (pymysql's socket and its read buffer); without them, True: the next
+        event is read (blocking at most a heartbeat)."""
+        connection = getattr(self._reader, "_stream_connection", None)
+        sock, buffered = getattr(connection, "_sock", None), getattr(connection, "_rfile", None)
+        if sock is None or buffered is None:
+            return True
+        return readable_now(sock, buffered)
 
     def _decode(self, event, kind: str) -> RowChanges:
         """The event's row images: cut from its body by ``rowimages`` (the library has read the
