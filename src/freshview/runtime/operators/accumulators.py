@@ -186,7 +186,7 @@ def _array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 # ---------------------------------------------------------------------- merge
 def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
-          extremes: Sequence[pa.Table | None] | None, old_idx: np.ndarray | None = None) -> tuple[pa.Table, pa.Table]:
+          extremes: Sequence[pa.Table] | None) -> tuple[pa.Table, pa.Table]:
     """Apply Σ_Δ to the touched groups: ``(accumulator delta, output delta)``.
 
     ``partial``: Σ_Δ, one row per touched group (distinct groups), or None
@@ -197,9 +197,7 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     string_agg), in aggregate order, the probed current extreme (or
     recomputed string_agg) of each group (key columns ``k*``/``z*`` and
     ``v``; a group without non-NULL values is absent), or None if the
-    extremes were not probed (the old ``m{j}`` then stays; also per
-    aggregate).  ``old_idx``: ``old_rows_of(spec, partial, old)``, if the
-    caller has it.
+    extremes were not probed (the old ``m{j}`` then stays).
 
     A group's new accumulators are old + partial, column by column (a
     missing old row or NULL counts as 0).  The accumulator delta removes
@@ -217,11 +215,13 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
         partial = pa.Table.from_arrays([pa.nulls(1, f.type) for f in spec.partial_schema],
                                        schema=spec.partial_schema)
     rows = partial.num_rows
+    ngroups = len(spec.group_types)
     key_names = spec.key_schema.names
-    keys = _keys(spec, partial)
+    keys = encode_keys([partial.column(f"g{i}") for i in range(ngroups)], spec.group_types)
+    keys = [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
+
     old = old.select(acc_schema.names).cast(acc_schema) if old.num_rows else acc_schema.empty_table()
-    if old_idx is None:
-        old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
+    old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
     has_old = old_idx >= 0
     old_at = old.take(pa.array(old_idx, pa.int64(), mask=~has_old))  # NULL rows where there is none
 
@@ -233,9 +233,10 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
             name = f"{suffix}{j}"
             if suffix != "m":
                 new_cols[name] = _add(old_at.column(name), _part(partial, name, t), t)
-            elif probed is None or (ext := next(probed)) is None:
+            elif probed is None:
                 new_cols[name] = old_at.column(name)
             else:
+                ext = next(probed)
                 at = match_keys(keys, [_cast(ext.column(k), f.type) for k, f in zip(key_names, spec.key_schema)],
                                 rows, ext.num_rows)
                 v = _cast(ext.column("v"), t)
@@ -253,18 +254,6 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     out = _interleave(_weighted(finalize(spec, old_at.take(shown)), -1), shown,
                       _weighted(finalize(spec, new.take(new_rows)), 1), new_rows)
     return acc_delta.cast(acc_delta_schema), consolidate(out.cast(spec.out_schema))
-
-
-def old_rows_of(spec: GroupSpec, partial: pa.Table, old: pa.Table) -> np.ndarray:
-    """For each group of ``partial`` (Σ_Δ), the index of its row in ``old`` (stored accumulators), or -1."""
-    keys = _keys(spec, partial)
-    return match_keys(keys, [old.column(k).cast(f.type) for k, f in zip(spec.key_schema.names, spec.key_schema)],
-                      partial.num_rows, old.num_rows)
-
-
-def _keys(spec: GroupSpec, partial: pa.Table) -> list[pa.Array | pa.ChunkedArray]:
-    keys = encode_keys([partial.column(f"g{i}") for i in range(len(spec.group_types))], spec.group_types)
-    return [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
 
 
 def _part(partial: pa.Table, name: str, t: pa.DataType) -> pa.Array | pa.ChunkedArray:

@@ -55,7 +55,7 @@ from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall
 from freshview.runtime.kernels import Kernels, Rel, Term
 from freshview.runtime import ttl as ttl_rules
-from freshview.runtime.operators import accumulators, extremes, linear_aggs, ordered_aggs
+from freshview.runtime.operators import accumulators, linear_aggs, ordered_aggs
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
@@ -154,12 +154,7 @@ class Aggregation:
             self.created = keys.filter(pa.array(new))
 
         # MIN/MAX: apply (group, value) changes, then probe the new extremes.
-        old_idx = None
-        if self.extreme_aggs and d is not None:
-            old_idx = accumulators.old_rows_of(self.spec, partial, old_rows) if partial is not None else None
-            extremes = self._update_extremes(k, memo, store, d, keys, old_rows, old_idx)
-        else:
-            extremes = None
+        extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
         if self.value_aggs and d is not None:
             # DISTINCT: presence transitions into the partial sums; string_agg: touched groups recomputed.
             partial, recomputed = self._update_values(k, memo, store, d, partial, keys)
@@ -168,8 +163,7 @@ class Aggregation:
             extremes = [found[j] for j, a in enumerate(self.node.aggs) if a.func in ("min", "max") or a.recomputed]
 
         # old + Σ_Δ per group, finalised: vectorised, no Python per group (see ``accumulators``).
-        acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes,
-                                            old_idx if not self.value_aggs else None)
+        acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes)
         if acc_delta.num_rows:
             store.apply(self.state.acc, acc_delta)
         if out.num_rows == 0:
@@ -251,15 +245,9 @@ class Aggregation:
         arrays = self.encode_keys(partial)
         return pa.Table.from_arrays(arrays, schema=pa.schema(self.key_fields))
 
-    def _update_extremes(self, k: Kernels, memo: dict, store, d: Rel, keys: pa.Table,
-                         old_rows: pa.Table, old_idx: np.ndarray | None) -> list[pa.Table | None]:
+    def _update_extremes(self, k: Kernels, memo: dict, store, d: Rel, keys: pa.Table) -> list[pa.Table]:
         """Apply the change's (group, value) rows to each MIN/MAX multiset; per MIN/MAX aggregate, the
-        touched groups' current extremes (key columns and ``v``; groups without a value absent), or None
-        where the change leaves the multiset as it was (the old extremes stay).
-
-        ``old_rows``: the touched groups' stored accumulators (``old_idx``: each touched group's row
-        there, or -1), whose ``m{j}`` is the extreme before the change: ``extremes.settle`` decides the
-        groups the change cannot have moved past it, and only the others are probed in the multiset."""
+        touched groups' current extremes (key columns and ``v``; groups without a value absent)."""
         exprs = list(self.node.group) + [self.node.aggs[j].arg for j in self.extreme_aggs]
         schema = pa.schema([pa.field(f"g{i}", g.type.arrow) for i, g in enumerate(self.node.group)]
                            + [pa.field(f"v{j}", self.node.aggs[j].arg.type.arrow) for j in self.extreme_aggs]  # type: ignore[union-attr]
@@ -275,45 +263,11 @@ class Aggregation:
             ).filter(pc.is_valid(vcol))
             if sub.num_rows and self._clamp:
                 sub = ttl_rules.clamp_deletes(store, name, sub)[0]
-            sub = consolidate(sub)
-            if not sub.num_rows:
-                results.append(None)  # e.g. an UPDATE of other columns: the values went out and came back
-                continue
-            store.apply(name, sub)
-            results.append(self._extremes_after(store, name, agg.func, f"m{j}", keys, old_rows, old_idx, sub))
+            if sub.num_rows:
+                store.apply(name, consolidate(sub))
+            probe = keys if self.ngroups else pa.table({})
+            results.append(store.extreme(name, probe, agg.func))  # k*, z*, v: a keyed Arrow table
         return results
-
-    def _extremes_after(self, store, name: str, kind: str, acc_column: str, keys: pa.Table, old_rows: pa.Table,
-                        old_idx: np.ndarray | None, change: pa.Table) -> pa.Table:
-        """The touched groups' extremes after ``change`` (consolidated key columns, ``v``, ``_weight``, applied
-        to the multiset ``name``): settled from the old ones where the rule decides, probed elsewhere."""
-        vtype = change.schema.field("v").type
-        if self.ngroups:
-            groups = keys.num_rows
-            at = old_idx if old_idx is not None else np.full(groups, -1, dtype=np.int64)
-            group_of = accumulators.match_keys([change.column(f.name).cast(f.type) for f in self.key_fields],
-                                               [keys.column(n) for n in self.key_names], change.num_rows, groups)
-        else:  # a global aggregate: one group
-            groups = 1
-            at = np.full(1, old_rows.num_rows - 1, dtype=np.int64)
-            group_of = np.zeros(change.num_rows, dtype=np.int64)
-        if (group_of < 0).any():  # a change of a group the partial sums do not touch: probe them all
-            settled = np.zeros(groups, dtype=bool)
-            new = pa.nulls(groups, vtype)
-        else:
-            old_m = old_rows.column(acc_column).cast(vtype).take(pa.array(at, pa.int64(), mask=at < 0)) \
-                if old_rows.num_rows else pa.nulls(groups, vtype)
-            settled, new = extremes.settle(kind, old_m, group_of, change.column("v"),
-                                           np.asarray(change.column(WEIGHT), dtype=np.int64))
-        known = settled & np.asarray(new.is_valid(), dtype=bool)
-        key_columns = [keys.column(n) for n in self.key_names]
-        out = pa.Table.from_arrays([c.filter(pa.array(known)) for c in key_columns] + [new.filter(pa.array(known))],
-                                   names=self.key_names + ["v"])
-        if settled.all():
-            return out
-        probe = keys.filter(pa.array(~settled)) if self.ngroups else pa.table({})
-        found = store.extreme(name, probe, kind)  # k*, z*, v: a keyed Arrow table
-        return pa.concat_tables([out.cast(found.schema), found])
 
     def _update_values(self, k: Kernels, memo: dict, store, d: Rel, partial: pa.Table | None,
                        keys: pa.Table) -> tuple[pa.Table | None, dict[int, pa.Table]]:

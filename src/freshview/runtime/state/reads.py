@@ -32,7 +32,7 @@ from freshview.schema import WEIGHT
 _PROBE = "_fv_probe"
 _FIRST_WINDOW = 4  # rows per run and key that extreme reads first
 
-__all__ = ["distinct_keys", "extreme", "lookup", "match_rows", "ranks", "scan"]
+__all__ = ["distinct_keys", "extreme", "lookup", "match_rows", "scan"]
 
 
 def distinct_keys(keys: pa.Table, nulls: NullKeys) -> tuple[pa.Table, np.ndarray, np.ndarray]:
@@ -173,11 +173,11 @@ def _extreme_round(runs: Sequence[Run], layout: Layout, views: list[hashing.Cano
     match = _keys_match(rows, layout.key, views, todo[which])
     candidates = _sum_runs(rows if match.all() else rows.filter(match), len(parts) > 1)
     candidates = candidates.filter(pc.greater(candidates.column(WEIGHT), 0))
-    ranked = ranks([candidates.column(order), rows.column(order).take(edge_rows)], kind)
+    ranks = _ranks([candidates.column(order), rows.column(order).take(edge_rows)], kind)
     n = candidates.num_rows
-    np.minimum.at(limit, edge_probes, ranked[n:])
+    np.minimum.at(limit, edge_probes, ranks[n:])
     probe = np.asarray(candidates.column(_PROBE), dtype=np.int64)
-    rank = ranked[:n]
+    rank = ranks[:n]
     accepted = np.flatnonzero(rank < limit[probe])
     by_probe = accepted[np.lexsort((-rank[accepted], probe[accepted]))]
     best[probe[by_probe]] = by_probe  # the last write per probe wins: its smallest rank
@@ -187,11 +187,9 @@ def _extreme_round(runs: Sequence[Run], layout: Layout, views: list[hashing.Cano
     return todo[answered], found, todo[undecided]
 
 
-def ranks(columns: Sequence[pa.Array | pa.ChunkedArray], kind: str) -> np.ndarray:
-    """Dense ranks of all values of ``columns`` (one type), one after another, in SQL order (NaN above
-    numbers, strings by bytes): equal values share a rank; negated for max, so smaller is better."""
-    chunks = [c for col in columns for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
-    values = pa.chunked_array(chunks, columns[0].type).combine_chunks()
+def _ranks(columns: list[pa.ChunkedArray], kind: str) -> np.ndarray:
+    """Dense ranks of all values in SQL order (NaN above numbers), negated for max so smaller is better."""
+    values = pa.chunked_array([c for col in columns for c in col.chunks], columns[0].type).combine_chunks()
     if len(values) == 0:
         return np.zeros(0, dtype=np.int64)
     ranks = np.asarray(pc.rank(values, sort_keys="ascending", tiebreaker="dense"), dtype=np.int64)
