@@ -245,27 +245,31 @@ def insert_texts(statement: Statement, literal: Callable[[Any], str], small_rows
     assert rows is not None
     if rows.num_rows <= small_rows:
         columns = [[_literal(v, c.type, literal) for v in c.to_pylist()] for c in rows.columns]
-        texts, part, size = [], [], 0
-        for values in zip(*columns):
-            one = "(" + ",".join(values) + ")"
-            if part and size + len(one) + 1 > STATEMENT_BYTES:
-                texts.append(statement.sql + ",".join(part) + statement.suffix)
-                part, size = [], 0
-            part.append(one)
-            size += len(one) + 1
-        return texts + [statement.sql + ",".join(part) + statement.suffix]
+        tuples = ["(" + ",".join(values) + ")" for values in zip(*columns)]
+        lengths = np.array([len(t.encode()) for t in tuples], dtype=np.int64)
+        return [statement.sql + ",".join(tuples[start:end]) + statement.suffix
+                for start, end in _statement_cuts(lengths)]
     columns = [_literals(rows.column(i).combine_chunks(), literal) for i in range(rows.num_columns)]
     tuples = pc.binary_join_element_wise(_large("("), *_interleave(columns, _large(",")), _large(")"), _large(""))
-    sizes = np.cumsum(pc.binary_length(tuples).to_numpy(zero_copy_only=False) + 1)
-    out, start = [], 0
-    while start < len(tuples):
-        budget = (sizes[start - 1] if start else 0) + STATEMENT_BYTES
-        end = max(start + 1, int(np.searchsorted(sizes, budget, side="right")))
+    out = []
+    for start, end in _statement_cuts(pc.binary_length(tuples).to_numpy(zero_copy_only=False)):
         part = tuples.slice(start, end - start)
         joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(part)], pa.int64()), part), _large(","))
         out.append(statement.sql + joined[0].as_py() + statement.suffix)
-        start = end
     return out
+
+
+def _statement_cuts(lengths: np.ndarray) -> list[tuple[int, int]]:
+    """Rows ``[start, end)`` of each INSERT, given each row's literal length in bytes: as many rows as fit
+    in ``STATEMENT_BYTES`` (with their separators), at least one."""
+    sizes = np.cumsum(np.asarray(lengths, dtype=np.int64) + 1)
+    cuts, start = [], 0
+    while start < len(sizes):
+        budget = (sizes[start - 1] if start else 0) + STATEMENT_BYTES
+        end = max(start + 1, int(np.searchsorted(sizes, budget, side="right")))
+        cuts.append((start, end))
+        start = end
+    return cuts
 
 
 def _interleave(columns: list[pa.Array], separator: pa.Scalar) -> list[Any]:
