@@ -494,3 +494,60 @@ def test_exact_division_rounds_half_away_from_zero(pairs, off):
         den = pa.array([Decimal(b) for _, b in pairs], pa.decimal256(19, 0))
         got = accumulators._div_half_up(num, den).to_pylist()
     assert got == [_half_up(a, b) for a, b in pairs]
+
+
+# ---------------------------------------------------------------------- a collation group's spelling
+def _spelling_spec() -> GroupSpec:
+    """GROUP BY k (a collation key, text) with COUNT(*) and the group's shown spelling."""
+    return GroupSpec((pa.string(),), (pa.string(),),
+                     (AggSpec("count_star", (), pa.int64()),
+                      AggSpec("spelling", (("m", pa.string()), ("mix", pa.bool_())), pa.string())))
+
+
+def _spelling_old(spec: GroupSpec, rows: list[tuple]) -> pa.Table:
+    """Stored accumulators: (key, cnt, m, mix) per group."""
+    keys, cnt, m, mix = zip(*rows) if rows else ((), (), (), ())
+    return pa.Table.from_arrays([pa.array([k or "" for k in keys], pa.string()), pa.array([k is None for k in keys]),
+                                 pa.array(cnt, pa.int64()), pa.array(m, pa.string()), pa.array(mix, pa.bool_())],
+                                schema=spec.acc_schema)
+
+
+def _spelling_partial(rows: list[tuple]) -> pa.Table:
+    """Partial sums: (key, cnt, lo, hi) per touched group."""
+    keys, cnt, lo, hi = zip(*rows)
+    return pa.table({"g0": pa.array(keys, pa.string()), "cnt": pa.array(cnt, pa.int64()),
+                     "lo1": pa.array(lo, pa.string()), "hi1": pa.array(hi, pa.string())})
+
+
+def test_spelling_leaves_the_single_spelling_rule_only_when_it_must():
+    from freshview.runtime.operators.accumulators import align, spelling_slow
+
+    spec = _spelling_spec()
+    old = _spelling_old(spec, [("A", 3, "a", False), ("B", 2, "b", False), ("C", 4, "c", True), (None, 1, None, False)])
+    partial = _spelling_partial([
+        ("A", 1, "a", "a"),     # the group's own spelling: stays single
+        ("B", 1, "B", "B"),     # another spelling of a single-spelled group: mixed
+        ("C", -1, "c", "c"),    # a mixed group stays mixed
+        ("D", 2, "d", "d"),     # a new group of one spelling
+        ("E", 2, "E", "e"),     # a new group of two spellings
+        (None, 1, None, None),  # the NULL group, spelled NULL
+    ])
+    touched = align(spec, partial, old)
+    assert spelling_slow(touched, 1).tolist() == [False, True, True, False, True, False]
+
+
+def test_spelling_merge_takes_lo_for_single_spelled_groups_and_the_probe_for_mixed_ones():
+    from freshview.runtime.operators.accumulators import Spelled, align, spelling_slow
+
+    spec = _spelling_spec()
+    old = _spelling_old(spec, [("A", 3, "a", False), ("B", 2, "b", False)])
+    partial = _spelling_partial([("A", -1, "a", "a"), ("B", 1, "B", "B"), ("D", 1, "d", "d")])
+    touched = align(spec, partial, old)
+    slow = spelling_slow(touched, 1)
+    probed = pa.table({"k0": pa.array(["B"]), "z0": pa.array([False]), "v": pa.array(["B"])})
+    acc_delta, out = merge(spec, partial, touched, [Spelled(slow, probed)])
+    new = {r["k0"]: (r["cnt"], r["m1"], r["mix1"]) for r in acc_delta.to_pylist() if r[WEIGHT] > 0}
+    assert new == {"A": (2, "a", False), "B": (3, "B", True), "D": (1, "d", False)}
+    assert multiset(out) == Counter({(("c0", "A"), ("c1", 3), ("c2", "a")): -1, (("c0", "A"), ("c1", 2), ("c2", "a")): 1,
+                                     (("c0", "B"), ("c1", 2), ("c2", "b")): -1, (("c0", "B"), ("c1", 3), ("c2", "B")): 1,
+                                     (("c0", "D"), ("c1", 1), ("c2", "d")): 1})

@@ -162,7 +162,8 @@ class _Lift:
                              "(plan.rewrite.joins.lower_joins runs in optimize)")
 
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
-        extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max"))
+        # MIN, MAX and a collation group's spelling keep a (group, value) multiset
+        extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max", "spelling"))
         values = tuple(f"{op_id}/val{j}" for j, a in enumerate(node.aggs) if a.distinct or a.recomputed)
         return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes, values))
 

@@ -112,7 +112,8 @@ class AggOrder:
 @dataclass(frozen=True)
 class AggCall:
     """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
-    var_samp, var_pop, stddev_samp, stddev_pop, string_agg or array_agg.
+    var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg or spelling (MIN of text whose
+    group is a collation key: the spelling a MySQL collation group shows, ``sql.collate_groups``).
 
     ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg;
     array_agg: over the distinct values, NULL one of them).

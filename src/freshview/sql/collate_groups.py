@@ -5,9 +5,11 @@ is case-insensitive (MariaDB's default ``utf8mb4_general_ci``), and the group
 shows one of its members' spellings.  freshview groups by the collation key
 (``collkey:<collation>(x)``, ``freshview.collation``) and shows the smallest
 spelling by code point among the group's current members: ``x`` in the
-SELECT list and HAVING becomes ``MIN(x)`` (binary), so the shown spelling is
-deterministic and its delta rule is MIN's: when that member is deleted the
-group shows the next smallest one.  ``SELECT DISTINCT`` over such a column is
+SELECT list and HAVING becomes ``spelling(x)``, which is ``MIN(x)`` (binary),
+so the shown spelling is deterministic: when that member is deleted the group
+shows the next smallest one.  It is its own aggregate because its input is
+special (all of a group's values are spelled alike, but for a few groups),
+which its delta rule uses (``runtime.operators.accumulators``).  ``SELECT DISTINCT`` over such a column is
 the same GROUP BY over all output columns.  ``*_bin`` collations are PAD
 SPACE too (``'a'`` and ``'a '`` are one group), so they take the same path
 with a key that only strips trailing spaces.
@@ -33,7 +35,7 @@ def needs_collation(binder: "ExprBinder", exprs: list[Expr]) -> bool:
 
 def collate_groups(binder: "ExprBinder", aggs: "AggCollector", group_exprs: list[Expr],
                    outputs: list[Expr | None]) -> tuple[list[Expr], list[Expr | None]]:
-    """Group by collation keys; ``outputs`` (SELECT list, HAVING) show each such group value as its MIN."""
+    """Group by collation keys; ``outputs`` (SELECT list, HAVING) show each such group value as its spelling."""
     keys: list[Expr] = []
     shown: dict[Expr, Expr] = {}
     for g in group_exprs:
@@ -42,7 +44,7 @@ def collate_groups(binder: "ExprBinder", aggs: "AggCollector", group_exprs: list
             keys.append(g)
             continue
         keys.append(collation_key(g, collation))
-        shown[g] = aggs.add(AggCall("min", g, g.type))
+        shown[g] = aggs.add(AggCall("spelling", g, g.type))
     return keys, [None if e is None else _replace(e, shown) for e in outputs]
 
 

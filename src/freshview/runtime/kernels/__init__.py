@@ -34,19 +34,28 @@ Rel = Any  # the kernel set's relation handle (see the module docstring)
 
 @dataclass(frozen=True)
 class Term:
-    """One partial sum per group: Σ w (``expr`` None), Σ w over non-NULL ``expr`` (``sum_type`` None),
-    or Σ CAST(expr AS sum_type)·w over non-NULL ``expr`` (``sum_type`` an Arrow type)."""
+    """One partial result per group.  ``op`` "sum": Σ w (``expr`` None), Σ w over non-NULL ``expr``
+    (``sum_type`` None), or Σ CAST(expr AS sum_type)·w over non-NULL ``expr`` (``sum_type`` an Arrow
+    type).  ``op`` "min" / "max": the least / greatest non-NULL ``expr`` over the group's rows of any
+    weight (binary order; NULL if none), which is not a sum: it says which values the change touched."""
 
     name: str
     expr: Expr | None = None
     sum_type: pa.DataType | None = None
+    op: str = "sum"
+
+    @property
+    def type(self) -> pa.DataType:
+        if self.op != "sum":
+            return self.expr.type.arrow  # type: ignore[union-attr]
+        return self.sum_type or pa.int64()
 
 
 def sums_schema(groups: Sequence[Expr], terms: Sequence[Term]) -> pa.Schema:
     """The columns ``Kernels.sums`` returns: ``g0..`` (the groups' types), ``cnt``, then each term
-    (its ``sum_type``, or int64 for counts)."""
+    (``Term.type``)."""
     fields = [pa.field(f"g{i}", g.type.arrow) for i, g in enumerate(groups)] + [pa.field("cnt", pa.int64())]
-    return pa.schema(fields + [pa.field(t.name, t.sum_type or pa.int64()) for t in terms])
+    return pa.schema(fields + [pa.field(t.name, t.type) for t in terms])
 
 
 class Kernels(Protocol):
@@ -57,6 +66,10 @@ class Kernels(Protocol):
 
     def arrow(self, rel: Rel) -> pa.Table:
         """The relation as a consolidated Arrow table (runs any pending work once)."""
+
+    def shared(self, rel: Rel) -> Rel:
+        """A handle of ``rel`` that several readers can read while its pending work runs once (an
+        Arrow table is already one)."""
 
     def filter(self, rel: Rel, predicate: Expr, memo: dict) -> Rel:
         """Rows where ``predicate`` is true (NULL is false)."""

@@ -38,6 +38,9 @@ class ArrowKernels:
     def arrow(self, rel: pa.Table) -> pa.Table:
         return consolidate(rel)
 
+    def shared(self, rel: pa.Table) -> pa.Table:
+        return rel
+
     def filter(self, rel: pa.Table, predicate: Expr, memo: dict) -> pa.Table:
         if rel.num_rows == 0:
             return rel
@@ -97,9 +100,12 @@ class ArrowKernels:
                 arrays.append(w)
                 continue
             x = _value(t.expr, rel)
-            arrays.append(pc.if_else(pc.is_valid(x), w, 0) if t.sum_type is None else _times(x, w, t.sum_type))
+            if t.op != "sum":
+                arrays.append(x)
+            else:
+                arrays.append(pc.if_else(pc.is_valid(x), w, 0) if t.sum_type is None else _times(x, w, t.sum_type))
         table = pa.Table.from_arrays(arrays, names=schema.names)
-        sums = [(c, "sum") for c in schema.names[len(names):]]
+        sums = [("cnt", "sum")] + [(t.name, t.op) for t in terms]
         if any(pa.types.is_list(f.type) or pa.types.is_interval(f.type) for f in schema if f.name in names):
             # keys Arrow's hash aggregation cannot hold: grouped by dense group numbers instead
             ids, firsts = group_ids([table.column(n) for n in names], table.num_rows)
@@ -107,11 +113,12 @@ class ArrowKernels:
             out = numbered.group_by(["_fv_g"], use_threads=False).aggregate(sums)
             at = np.asarray(out.column("_fv_g"), dtype=np.int64)
             keys = table.select(names).take(pa.array(firsts[at], pa.int64()))
-            out = pa.Table.from_arrays(keys.columns + [out.column(f"{c}_sum") for c, _ in sums],
+            out = pa.Table.from_arrays(keys.columns + [out.column(f"{c}_{op}") for c, op in sums],
                                        names=names + [c for c, _ in sums])
         else:
             out = table.group_by(names, use_threads=False).aggregate(sums)
-            out = out.rename_columns([c.removesuffix("_sum") for c in out.column_names])
+            named = {f"{c}_{op}": c for c, op in sums}
+            out = out.rename_columns([named.get(c, c) for c in out.column_names])
         try:
             return pa.Table.from_arrays([out.column(f.name).cast(f.type) for f in schema], schema=schema)
         except pa.ArrowInvalid:

@@ -36,6 +36,9 @@ class SparkKernels:
     def arrow(self, rel: Delta) -> pa.Table:
         return rel.materialize()
 
+    def shared(self, rel: Delta) -> Delta:
+        return self.of_arrow(self.arrow(rel))
+
     def filter(self, rel: Delta, predicate: Expr, memo: dict) -> Delta:
         p = memo.get("predicate")
         if p is None:
@@ -117,7 +120,10 @@ class SparkKernels:
                     aggs.append(F.sum(w).cast("long").alias(t.name))
                     continue
                 x = lower(t.expr, column)
-                if t.sum_type is None:
+                if t.op != "sum":
+                    extreme = F.min if t.op == "min" else F.max
+                    aggs.append(extreme(x).cast(SqlType.from_arrow(t.type).spark()).alias(t.name))
+                elif t.sum_type is None:
                     aggs.append(F.sum(F.when(x.isNotNull(), w).otherwise(F.lit(0))).cast("long").alias(t.name))
                 else:
                     st = SqlType.from_arrow(t.sum_type).spark()

@@ -20,7 +20,19 @@ Tables (``n`` group columns, aggregates ``j``):
 * accumulators: ``k{i}`` (the value, NULL replaced by ``null_default``),
   ``z{i}`` (is NULL), ``cnt``, then per aggregate the columns of
   ``AggSpec.acc`` (``s{j}``, ``n{j}``; ``m{j}``, the current extreme, for
-  MIN/MAX).
+  MIN/MAX; ``m{j}`` and ``mix{j}`` for a collation group's spelling).
+
+A collation group's spelling (``spelling``, ``sql.collate_groups``) is MIN
+of its members' spellings, kept without a multiset while the group has one
+spelling (almost always): ``m`` is that spelling and ``mix`` is false, so
+the group's multiset would be ``(m, cnt)``.  The change's partial carries the
+least and greatest spelling it touched per group (``lo{j}``, ``hi{j}``,
+rows of any weight).  A group stays single-spelled, ``m`` = ``lo``, when
+``lo`` = ``hi`` and the group is new or single-spelled with ``m`` = ``lo``
+(``spelling_slow`` is the complement).  Any other group is mixed from then
+on (``mix`` true until it is empty): its multiset holds its rows, seeded
+with ``(m, cnt)`` when it turns mixed, and ``m`` is the multiset's probed
+MIN, as for MIN (``aggregate``).
 * output: ``c0..`` (groups, then aggregates) and ``_weight``.
 
 Accumulators add exactly (integers checked for overflow, decimals through
@@ -105,11 +117,43 @@ class GroupSpec:
 
     @property
     def partial_schema(self) -> pa.Schema:
-        """The partial table's columns (``g*``, ``cnt``, ``s{j}``/``n{j}``)."""
+        """The partial table's columns (``g*``, ``cnt``, ``s{j}``/``n{j}``; ``lo{j}``/``hi{j}`` of a spelling)."""
         fields = [pa.field(f"g{i}", t) for i, t in enumerate(self.group_types)] + [pa.field("cnt", pa.int64())]
         for j, a in enumerate(self.aggs):
+            if a.func == "spelling":
+                fields += [pa.field(f"lo{j}", a.result), pa.field(f"hi{j}", a.result)]
+                continue
             fields += [pa.field(f"{suffix}{j}", t) for suffix, t in a.acc if suffix != "m"]
         return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class Touched:
+    """The groups a step touches (one per row of ``partial``), aligned with their stored accumulators."""
+
+    partial: pa.Table
+    keys: list  # the partial's groups as accumulator key columns (``k*``, ``z*``), typed as stored
+    old: pa.Table  # the stored rows found (``acc_schema``)
+    old_idx: np.ndarray  # per touched group, its row in ``old`` or -1
+    old_at: pa.Table  # per touched group, its stored row (NULLs where there is none)
+
+    @property
+    def has_old(self) -> np.ndarray:
+        return self.old_idx >= 0
+
+    @property
+    def rows(self) -> int:
+        return self.partial.num_rows
+
+
+@dataclass(frozen=True)
+class Spelled:
+    """A spelling aggregate's step outside the rule for single-spelled groups: which touched groups
+    are mixed (``slow``, aligned with ``Touched``) and their probed MIN spellings (``k*``, ``z*``,
+    ``v``; a group left empty is absent)."""
+
+    slow: np.ndarray
+    probed: pa.Table | None
 
 
 # ---------------------------------------------------------------------- keys
@@ -185,19 +229,21 @@ def _array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 # ---------------------------------------------------------------------- merge
-def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
-          extremes: Sequence[pa.Table] | None) -> tuple[pa.Table, pa.Table]:
+def merge(spec: GroupSpec, partial: pa.Table | None, old: "pa.Table | Touched",
+          extremes: Sequence["pa.Table | Spelled"] | None) -> tuple[pa.Table, pa.Table]:
     """Apply Σ_Δ to the touched groups: ``(accumulator delta, output delta)``.
 
     ``partial``: Σ_Δ, one row per touched group (distinct groups), or None
     (a global aggregate's one group is then touched with nothing).  ``old``:
     the stored accumulator rows of those groups (``acc_schema``, extra
     columns such as ``_weight`` ignored); groups not in ``partial`` are left
-    alone.  ``extremes``: per aggregate with an ``m`` accumulator (MIN/MAX,
-    string_agg), in aggregate order, the probed current extreme (or
-    recomputed string_agg) of each group (key columns ``k*``/``z*`` and
-    ``v``; a group without non-NULL values is absent), or None if the
-    extremes were not probed (the old ``m{j}`` then stays).
+    alone; or ``align(spec, partial, old)``, done once by a caller that
+    needs it too.  ``extremes``: per aggregate with an ``m`` accumulator
+    (MIN/MAX, string_agg, spelling), in aggregate order, the probed current
+    extreme (or recomputed string_agg) of each group (key columns ``k*``/``z*``
+    and ``v``; a group without non-NULL values is absent), a spelling's
+    ``Spelled``, or None if the extremes were not probed (the old ``m{j}``
+    then stays).
 
     A group's new accumulators are old + partial, column by column (a
     missing old row or NULL counts as 0).  The accumulator delta removes
@@ -209,21 +255,12 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     """
     acc_schema = spec.acc_schema
     acc_delta_schema = pa.schema(list(acc_schema) + [pa.field(WEIGHT, pa.int64())])
-    if partial is None or partial.num_rows == 0:
-        if not spec.is_global:
-            return acc_delta_schema.empty_table(), spec.out_schema.empty_table()
-        partial = pa.Table.from_arrays([pa.nulls(1, f.type) for f in spec.partial_schema],
-                                       schema=spec.partial_schema)
-    rows = partial.num_rows
-    ngroups = len(spec.group_types)
+    touched = old if isinstance(old, Touched) else align(spec, partial, old)
+    if touched is None:
+        return acc_delta_schema.empty_table(), spec.out_schema.empty_table()
+    partial, keys, old, old_idx, old_at = touched.partial, touched.keys, touched.old, touched.old_idx, touched.old_at
+    rows, has_old = touched.rows, touched.has_old
     key_names = spec.key_schema.names
-    keys = encode_keys([partial.column(f"g{i}") for i in range(ngroups)], spec.group_types)
-    keys = [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
-
-    old = old.select(acc_schema.names).cast(acc_schema) if old.num_rows else acc_schema.empty_table()
-    old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
-    has_old = old_idx >= 0
-    old_at = old.take(pa.array(old_idx, pa.int64(), mask=~has_old))  # NULL rows where there is none
 
     new_cols: dict[str, pa.Array | pa.ChunkedArray] = dict(zip(key_names, keys))
     new_cols["cnt"] = _add(old_at.column("cnt"), _part(partial, "cnt", pa.int64()), pa.int64())
@@ -231,16 +268,18 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     for j, a in enumerate(spec.aggs):
         for suffix, t in a.acc:
             name = f"{suffix}{j}"
+            if suffix == "mix":
+                continue  # with its m (below)
             if suffix != "m":
                 new_cols[name] = _add(old_at.column(name), _part(partial, name, t), t)
             elif probed is None:
                 new_cols[name] = old_at.column(name)
+                if a.func == "spelling":
+                    new_cols[f"mix{j}"] = old_at.column(f"mix{j}")
+            elif a.func == "spelling":
+                new_cols[name], new_cols[f"mix{j}"] = _spelling(spec, touched, j, t, next(probed))
             else:
-                ext = next(probed)
-                at = match_keys(keys, [_cast(ext.column(k), f.type) for k, f in zip(key_names, spec.key_schema)],
-                                rows, ext.num_rows)
-                v = _cast(ext.column("v"), t)
-                new_cols[name] = v.take(pa.array(at, pa.int64(), mask=at < 0))
+                new_cols[name] = _probed(spec, keys, rows, next(probed), t)
     new = pa.Table.from_arrays([_cast(new_cols[f.name], f.type) for f in acc_schema], schema=acc_schema)
 
     old_rows = np.flatnonzero(has_old)
@@ -254,6 +293,57 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: pa.Table,
     out = _interleave(_weighted(finalize(spec, old_at.take(shown)), -1), shown,
                       _weighted(finalize(spec, new.take(new_rows)), 1), new_rows)
     return acc_delta.cast(acc_delta_schema), consolidate(out.cast(spec.out_schema))
+
+
+def align(spec: GroupSpec, partial: pa.Table | None, old: pa.Table) -> Touched | None:
+    """The touched groups of ``partial`` with their rows of ``old`` (see ``merge``); None when no group
+    is touched (a global aggregate's one group always is)."""
+    acc_schema = spec.acc_schema
+    if partial is None or partial.num_rows == 0:
+        if not spec.is_global:
+            return None
+        partial = pa.Table.from_arrays([pa.nulls(1, f.type) for f in spec.partial_schema],
+                                       schema=spec.partial_schema)
+    rows = partial.num_rows
+    key_names = spec.key_schema.names
+    keys = encode_keys([partial.column(f"g{i}") for i in range(len(spec.group_types))], spec.group_types)
+    keys = [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
+    old = old.select(acc_schema.names).cast(acc_schema) if old.num_rows else acc_schema.empty_table()
+    old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
+    old_at = old.take(pa.array(old_idx, pa.int64(), mask=old_idx < 0))  # NULL rows where there is none
+    return Touched(partial, keys, old, old_idx, old_at)
+
+
+def spelling_slow(touched: Touched, j: int) -> np.ndarray:
+    """Per touched group, whether spelling aggregate ``j`` leaves the single-spelling rule (module
+    docstring): the change touched two spellings, or one other than the group's, or the group is mixed."""
+    lo, hi = touched.partial.column(f"lo{j}"), touched.partial.column(f"hi{j}")
+    m, mix = touched.old_at.column(f"m{j}"), touched.old_at.column(f"mix{j}")
+    single = _same(lo, hi)
+    kept = ~_true(mix) & _same(lo, m)
+    return ~(single & (~touched.has_old | kept))
+
+
+def _same(a, b) -> np.ndarray:
+    """``a IS NOT DISTINCT FROM b``, row by row."""
+    return _true(pc.equal(a, b)) | (_true(pc.is_null(a)) & _true(pc.is_null(b)))
+
+
+def _spelling(spec: GroupSpec, touched: Touched, j: int, t: pa.DataType, spelled: Spelled):
+    """A spelling aggregate's new ``m`` and ``mix``: ``lo`` for single-spelled groups, the probed MIN
+    for mixed ones."""
+    lo = _cast(touched.partial.column(f"lo{j}"), t)
+    slow = pa.array(spelled.slow, pa.bool_())
+    if not spelled.slow.any() or spelled.probed is None:
+        return lo, slow
+    return pc.if_else(slow, _probed(spec, touched.keys, touched.rows, spelled.probed, t), lo), slow
+
+
+def _probed(spec: GroupSpec, keys: list, rows: int, ext: pa.Table, t: pa.DataType):
+    """Per group of ``keys`` (``rows`` of them), its value ``v`` in the probed table ``ext`` (NULL where absent)."""
+    at = match_keys(keys, [_cast(ext.column(k), f.type) for k, f in zip(spec.key_schema.names, spec.key_schema)],
+                    rows, ext.num_rows)
+    return _cast(ext.column("v"), t).take(pa.array(at, pa.int64(), mask=at < 0))
 
 
 def _part(partial: pa.Table, name: str, t: pa.DataType) -> pa.Array | pa.ChunkedArray:

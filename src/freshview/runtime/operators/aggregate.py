@@ -10,7 +10,11 @@ the change alone; acc_old is looked up by group key.  The sum and ``finalize`` r
 Arrow compute over all touched groups at once, with no Python per group
 (``accumulators``).  MIN and MAX are not linear: each keeps a multiset of
 (group, value) in an ordered arrangement, so deleting the current minimum
-finds the next one by an index probe, not a group scan.
+finds the next one by an index probe, not a group scan.  A collation group's
+shown spelling (``spelling``: MIN of its members' spellings) keeps that
+multiset only for groups that hold more than one spelling; a group of one
+spelling is decided from its accumulators and the change's least and
+greatest spellings (``accumulators``, ``_update_spellings``).
 
 bool_and/bool_or, var/stddev and COUNT/SUM/AVG(DISTINCT) are linear in
 accumulators too (``linear_aggs`` states what they sum and how they
@@ -60,6 +64,8 @@ from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
 
+EXTREME_FUNCS = ("min", "max", "spelling")  # aggregates with a (group, value) multiset
+
 
 def _acc_types(agg: AggCall) -> list[tuple[str, pa.DataType]]:
     """Accumulator columns of one aggregate (name suffix, Arrow type)."""
@@ -71,6 +77,8 @@ def _acc_types(agg: AggCall) -> list[tuple[str, pa.DataType]]:
         return [("n", pa.int64())]
     if agg.func in ("sum", "avg"):
         return [("s", _sum_acc_type(agg.arg.type)), ("n", pa.int64())]  # type: ignore[union-attr]
+    if agg.func == "spelling":
+        return [("m", agg.type.arrow), ("mix", pa.bool_())]  # shown spelling, held by a multiset
     return [("m", agg.type.arrow)]  # min / max: current extreme
 
 
@@ -102,6 +110,10 @@ class Aggregation:
         self.key_names = [f.name for f in self.key_fields]
         self.acc_schema = self.spec.acc_schema  # keys, cnt, then per aggregate its _acc_types columns
         self.extreme_aggs = [j for j, a in enumerate(node.aggs) if a.func in ("min", "max")]
+        self.spelling_aggs = [j for j, a in enumerate(node.aggs) if a.func == "spelling"]
+        # each MIN/MAX/spelling aggregate's (group, value) multiset, by aggregate
+        self.multisets = dict(zip([j for j, a in enumerate(node.aggs) if a.func in EXTREME_FUNCS], state.extremes))
+        self.m_aggs = [j for j, a in enumerate(node.aggs) if a.func in EXTREME_FUNCS or a.recomputed]
         self.value_aggs = [j for j, a in enumerate(node.aggs) if a.distinct or a.recomputed]
         self.terms = self._terms()
         self.memo: dict = {}  # per executor: what its kernels built once
@@ -111,7 +123,7 @@ class Aggregation:
     # ------------------------------------------------------------------ state
     def ensure_state(self, store) -> None:
         store.ensure_arrangement(self.state.acc, Layout(self.acc_schema, tuple(self.key_names)))
-        for j, name in zip(self.extreme_aggs, self.state.extremes):
+        for j, name in self.multisets.items():
             fields = self.key_fields + [pa.field("v", self.node.aggs[j].arg.type.arrow)]  # type: ignore[union-attr]
             store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names), order="v"))
         for j, name in zip(self.value_aggs, self.state.values):
@@ -131,8 +143,8 @@ class Aggregation:
         self.created = None
         self._clamp = touch is not None
         memo = self.memo.setdefault(k.name, {})
-        if d is not None and (self.extreme_aggs or self.value_aggs or touch is not None):
-            d = k.of_arrow(k.arrow(d))  # two readers (sums, extremes): run the input's lineage once
+        if d is not None and (self.extreme_aggs or self.spelling_aggs or self.value_aggs or touch is not None):
+            d = k.shared(d)  # two readers (sums, extremes): run the input's lineage once
         partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
         if partial is not None and partial.num_rows == 0:
             partial = None
@@ -153,17 +165,22 @@ class Aggregation:
                 new = self._new_groups(keys, old_rows)
             self.created = keys.filter(pa.array(new))
 
-        # MIN/MAX: apply (group, value) changes, then probe the new extremes.
-        extremes = self._update_extremes(k, memo, store, d, keys) if self.extreme_aggs and d is not None else None
+        found: dict[int, pa.Table | accumulators.Spelled] = {}  # per aggregate with an m accumulator
+        if self.extreme_aggs and d is not None:
+            # MIN/MAX: apply (group, value) changes, then probe the new extremes.
+            found.update(zip(self.extreme_aggs, self._update_extremes(k, memo, store, d, keys)))
         if self.value_aggs and d is not None:
             # DISTINCT: presence transitions into the partial sums; string_agg: touched groups recomputed.
             partial, recomputed = self._update_values(k, memo, store, d, partial, keys)
-            found = dict(zip(self.extreme_aggs, extremes or []))
             found.update(recomputed)
-            extremes = [found[j] for j, a in enumerate(self.node.aggs) if a.func in ("min", "max") or a.recomputed]
+        touched = accumulators.align(self.spec, partial, old_rows)
+        if self.spelling_aggs and d is not None and touched is not None:
+            found.update(self._update_spellings(k, memo, store, d, touched))
+        extremes = [found[j] for j in self.m_aggs] if found else None
 
         # old + Σ_Δ per group, finalised: vectorised, no Python per group (see ``accumulators``).
-        acc_delta, out = accumulators.merge(self.spec, partial, old_rows, extremes)
+        acc_delta, out = accumulators.merge(self.spec, partial, touched if touched is not None else old_rows,
+                                            extremes)
         if acc_delta.num_rows:
             store.apply(self.state.acc, acc_delta)
         if out.num_rows == 0:
@@ -228,6 +245,9 @@ class Aggregation:
         """The partial sums Σ_Δ needs: per aggregate Σ x·w and Σ w over non-NULL x (count: the latter)."""
         terms = []
         for j, a in enumerate(self.node.aggs):
+            if a.func == "spelling":  # the change's least and greatest spelling per group
+                terms += [Term(f"lo{j}", a.arg, op="min"), Term(f"hi{j}", a.arg, op="max")]
+                continue
             if a.func in ("count_star", "min", "max") or a.recomputed or a.distinct:
                 continue  # DISTINCT: from its multiset's transitions (``_update_values``)
             if linear_aggs.handles(a):
@@ -254,8 +274,8 @@ class Aggregation:
                            + [pa.field(WEIGHT, pa.int64())])
         table = k.evaluate(d, exprs, schema, memo.setdefault("extremes", {}))
         results = []
-        for j, name in zip(self.extreme_aggs, self.state.extremes):
-            agg = self.node.aggs[j]
+        for j in self.extreme_aggs:
+            agg, name = self.node.aggs[j], self.multisets[j]
             vcol = table.column(f"v{j}")
             sub = pa.Table.from_arrays(
                 self.encode_keys(table) + [vcol, table.column(WEIGHT)],
@@ -268,6 +288,52 @@ class Aggregation:
             probe = keys if self.ngroups else pa.table({})
             results.append(store.extreme(name, probe, agg.func))  # k*, z*, v: a keyed Arrow table
         return results
+
+    def _update_spellings(self, k: Kernels, memo: dict, store, d: Rel,
+                          touched: accumulators.Touched) -> dict[int, accumulators.Spelled]:
+        """Per spelling aggregate, its groups outside the single-spelling rule (``accumulators``) and
+        their new MIN spellings: each such group's multiset is seeded with ``(m, cnt)`` if it held one
+        spelling until now, takes the change's rows of the group, and is probed."""
+        out: dict[int, accumulators.Spelled] = {}
+        rows = None
+        for j in self.spelling_aggs:
+            slow = accumulators.spelling_slow(touched, j)
+            if not slow.any():
+                out[j] = accumulators.Spelled(slow, None)
+                continue
+            if rows is None:
+                args = [self.node.aggs[i].arg for i in self.spelling_aggs]
+                schema = pa.schema([pa.field(f"g{i}", t) for i, t in enumerate(self.group_types)]
+                                   + [pa.field(f"v{i}", a.type.arrow) for i, a in zip(self.spelling_aggs, args)]  # type: ignore[union-attr]
+                                   + [pa.field(WEIGHT, pa.int64())])
+                rows = k.evaluate(d, list(self.node.group) + args, schema, memo.setdefault("spellings", {}))
+                enc = [accumulators._cast(c, f.type) for c, f in zip(self.encode_keys(rows), self.key_fields)]
+            name = self.multisets[j]
+            layout = pa.schema(self.key_fields + [pa.field("v", self.node.aggs[j].type.arrow),
+                                                  pa.field(WEIGHT, pa.int64())])
+            at = np.flatnonzero(slow)
+            slow_keys = [c.take(at) for c in touched.keys]
+            member = accumulators.match_keys(enc, slow_keys, rows.num_rows, len(at)) >= 0
+            v = rows.column(f"v{j}")
+            change = pa.Table.from_arrays(enc + [v, rows.column(WEIGHT)], schema=layout)
+            change = change.filter(pa.array(member & np.asarray(pc.is_valid(v), dtype=bool)))
+            mixed = np.asarray(pc.fill_null(touched.old_at.column(f"mix{j}"), False), dtype=bool)
+            seeded = np.flatnonzero(slow & touched.has_old & ~mixed)  # one spelling so far: (m, cnt)
+            seeds = pa.Table.from_arrays([c.take(seeded) for c in touched.keys]
+                                         + [touched.old_at.column(f"m{j}").take(seeded),
+                                            touched.old_at.column("cnt").take(seeded)], schema=layout)
+            seeds = seeds.filter(pc.is_valid(seeds.column("v")))
+            if self._clamp:  # a TTL: the change's deletes are checked against the seeded multiset
+                if seeds.num_rows:
+                    store.apply(name, consolidate(seeds))
+                change = ttl_rules.clamp_deletes(store, name, change)[0] if change.num_rows else change
+            else:
+                change = pa.concat_tables([seeds, change])
+            if change.num_rows:
+                store.apply(name, consolidate(change))
+            probe = pa.Table.from_arrays(slow_keys, schema=pa.schema(self.key_fields))
+            out[j] = accumulators.Spelled(slow, store.extreme(name, probe, "min"))
+        return out
 
     def _update_values(self, k: Kernels, memo: dict, store, d: Rel, partial: pa.Table | None,
                        keys: pa.Table) -> tuple[pa.Table | None, dict[int, pa.Table]]:
