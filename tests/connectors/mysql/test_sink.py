@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import random
+import time
 from decimal import Decimal
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from freshview.connectors.mysql import sink as sink_module
 from freshview.connectors.mysql.sink import (
     COUNT_COLUMN, KEY_COLUMN, ResultShape, ResultTable, UnsupportedValueError, commit_step, insert_texts, key_digest,
-    mysql_type, plan_result_shape, read_position)
+    mysql_type, plan_result_shape, read_position, statement_packets)
 from freshview.errors import SchemaError
 from freshview.plan.shape import ResultKey
 from freshview.schema import SqlType, parse_type, schema_from_ddl
@@ -281,7 +282,36 @@ def test_random_deltas_equal_the_reference_after_every_step(conn, path, counted,
         assert contents(conn, table.table) == expected, f"step {step}"
 
 
-def test_results_and_position_commit_together(conn, path):
+@pytest.fixture(params=["one by one", "multi-statement"])
+def step_conn(request, fv, mysql_database):
+    """The sink's connection: statements sent one by one, or (as ``connect`` opens it) several per packet."""
+    if request.param == "one by one":
+        sink_module.prepare_session(fv)
+        yield fv
+        return
+    from pymysql.constants import CLIENT
+
+    conn = pymysql.connect(**mysql_database, client_flag=CLIENT.MULTI_STATEMENTS)
+    sink_module.prepare_session(conn)
+    assert sink_module.multi_statements(conn) and not sink_module.multi_statements(fv)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def test_statement_packets_join_statements_up_to_the_limit():
+    texts = ["START TRANSACTION", "x" * 30, "y" * 5, "z" * 50, "COMMIT"]
+    assert statement_packets(texts, multi=False) == texts
+    assert statement_packets(texts, multi=True) == [";\n".join(texts)]
+    assert statement_packets(texts, multi=True, limit=40) == ["START TRANSACTION", "x" * 30 + ";\n" + "y" * 5,
+                                                              "z" * 50, "COMMIT"]
+
+
+def test_results_and_position_commit_together(step_conn, path):
+    conn = step_conn
+    sent, clock = commit_step(conn, [], "other", "0-1-1")
+    assert sent == 0 and abs(clock - time.time()) < 60  # the server's clock after the commit
     a = make(conn, "fv_a", [("k", "bigint"), ("v", "bigint")], ["k"])
     b = make(conn, "fv_b", [("f", "double")], ["f"], counted=True)
     cols = [("k", pa.int64()), ("v", pa.int64())]

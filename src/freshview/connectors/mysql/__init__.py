@@ -17,6 +17,7 @@ def connect(dsn: str) -> Connector:
     """One autocommit connection (UTC, utf8mb4, strict) shared by the control database, the result sink
     and the catalog; the stream and snapshots open their own.  Bare table names are the DSN's database's."""
     import pymysql
+    from pymysql.constants import CLIENT
 
     from freshview.connectors.mysql.catalog import MySqlNames
     from freshview.connectors.mysql.control import MySqlControl
@@ -31,7 +32,9 @@ def connect(dsn: str) -> Connector:
         raise FreshviewError(f"the DSN {parsed.redacted()} names no database: write mysql://user@host:port/DATABASE")
     args = parsed.connect_args()
     try:
-        conn = pymysql.connect(**args, autocommit=True)
+        # MULTI_STATEMENTS: a step's commit goes out in one packet (``sink.commit_step``); every
+        # statement freshview sends has its values inlined by the driver's escaping, never a user's text.
+        conn = pymysql.connect(**args, autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS)
         with conn.cursor() as cur:
             for statement in SESSION_SETUP:
                 cur.execute(statement)

@@ -276,22 +276,32 @@ def heartbeat(conn: Any, source: str, status: str = "running") -> None:
 
 def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int] | None = None, changes: int = 0,
                lag_ms: float | None = None) -> None:
-    """Record a committed step IN THE CALLER'S TRANSACTION (no commit): the position reached by ``source``
-    (also on every active view), rows added per changed view, and the lag of those views."""
+    """Record a committed step IN THE CALLER'S TRANSACTION (no commit): ``step_statements``."""
+    for statement, params in step_statements(source, position, added=added, changes=changes, lag_ms=lag_ms):
+        _run(conn, statement, params)
+
+
+def step_statements(source: str, position: str, *, added: Mapping[str, int] | None = None, changes: int = 0,
+                    lag_ms: float | None = None) -> list[tuple[str, list]]:
+    """The statements (SQL, parameters) that record a step: the position reached by ``source`` (also on
+    every active view), rows added per changed view, and the lag of those views."""
+    out: list[tuple[str, list]] = []
     added = dict(added or {})
     if added:
         names = list(added)
         marks = ", ".join(["%s"] * len(names))
         cases = " ".join(["WHEN %s THEN %s"] * len(names))
-        _run(conn, f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
-                   f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
-             [v for n in names for v in (n, added[n])] + [lag_ms] + names)
-    _run(conn, f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}", (position, spell(source)))
-    _run(conn, "INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
-               "VALUES (%s, %s, 1, %s, %s, 'running', CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
-               "position = VALUES(position), steps = steps + 1, changes = changes + VALUES(changes), "
-               "lag_ms = VALUES(lag_ms), status = 'running', heartbeat_at = VALUES(heartbeat_at), "
-               "updated_at = CURRENT_TIMESTAMP(6)", (source, position, changes, lag_ms))
+        out.append((f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
+                    f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
+                    [v for n in names for v in (n, added[n])] + [lag_ms] + names))
+    out.append((f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}",
+                [position, spell(source)]))
+    out.append(("INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
+                "VALUES (%s, %s, 1, %s, %s, 'running', CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+                "position = VALUES(position), steps = steps + 1, changes = changes + VALUES(changes), "
+                "lag_ms = VALUES(lag_ms), status = 'running', heartbeat_at = VALUES(heartbeat_at), "
+                "updated_at = CURRENT_TIMESTAMP(6)", [source, position, changes, lag_ms]))
+    return out
 
 
 def activate_view(conn: Any, name: str, sql: str, rows: int, position: str | None) -> None:

@@ -88,16 +88,8 @@ class MySqlResults:
 
     def commit_step(self, outputs: Mapping[str, pa.Table], position: BinlogPosition, stats: StepStats) -> float:
         writes = [(self.tables[name], delta) for name, delta in outputs.items() if name in self.tables]
-        sink.commit_step(self.conn, writes, self.source, position.to_text(), changes=stats.changes,
-                         lag_ms=stats.lag_ms)
-        return server_time(self.conn)
+        return sink.commit_step(self.conn, writes, self.source, position.to_text(), changes=stats.changes,
+                                lag_ms=stats.lag_ms)[1]
 
     def record_position(self, position: BinlogPosition) -> None:
         control.record_position(self.conn, self.source, position.to_text())
-
-
-def server_time(conn: Any) -> float:
-    """The server's clock (Unix seconds), which binlog commit times are on."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT UNIX_TIMESTAMP(SYSDATE(6))")
-        return float(cur.fetchone()[0])

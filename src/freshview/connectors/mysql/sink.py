@@ -34,7 +34,11 @@ MySQL cannot store, are refused with the column's name.
 
 ``ResultTable.apply`` writes a step's changes inside the caller's
 transaction; ``commit_step`` applies every view's changes and records the
-source position in ``freshview.progress`` in one transaction.
+source position in ``freshview.progress`` in one transaction, sent as few
+multi-statement packets (one for a step's few rows) when the connection
+allows multiple statements (``MULTI_STATEMENTS``, as ``connect`` opens it):
+a step's eight round trips (BEGIN, the views' writes, the position, COMMIT,
+the server's clock) cost more than writing its rows.
 """
 
 from __future__ import annotations
@@ -218,16 +222,23 @@ class ResultTable:
 
     def apply(self, conn: Any, delta: pa.Table) -> int:
         """Write a consolidated view delta in the caller's transaction; returns the rows sent."""
-        sent = 0
         with conn.cursor() as cur:
-            for statement in self.statements(delta):
-                if statement.rows is None:
-                    cur.execute(statement.sql, statement.params)
-                    continue
-                for text in insert_texts(statement, conn.escape):
-                    cur.execute(text)
-                sent += statement.rows.num_rows
+            texts, sent = self.texts(delta, conn.escape, cur.mogrify)
+            for text in texts:
+                cur.execute(text)
         return sent
+
+    def texts(self, delta: pa.Table, literal: Callable[[Any], str],
+              mogrify: Callable[[str, Any], str]) -> tuple[list[str], int]:
+        """The SQL texts of ``statements(delta)`` (values inlined) and the rows they send."""
+        texts, sent = [], 0
+        for statement in self.statements(delta):
+            if statement.rows is None:
+                texts.append(mogrify(statement.sql, statement.params))
+                continue
+            texts += insert_texts(statement, literal)
+            sent += statement.rows.num_rows
+        return texts, sent
 
 
 STATEMENT_BYTES = 4 << 20  # an INSERT's VALUES list stays under this (the server's max_allowed_packet: 16 MiB)
@@ -363,8 +374,9 @@ def prepare_session(conn: Any) -> None:
 
 
 def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], source: str, position: str, *,
-                changes: int = 0, lag_ms: float | None = None) -> int:
-    """Apply a step's view changes and record ``position`` for ``source`` in ONE transaction; rows sent.
+                changes: int = 0, lag_ms: float | None = None) -> tuple[int, float]:
+    """Apply a step's view changes and record ``position`` for ``source`` in ONE transaction: the rows
+    sent, and the server's clock (Unix seconds) after the commit.
 
     ``freshview.progress`` and the changed views' rows in ``freshview.views``
     (row counts, lag, position) move in the same transaction.  On any error
@@ -372,19 +384,56 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
     can be redone from the stored position.
     """
     prepare_session(conn)
-    conn.begin()
-    try:
-        sent, added = 0, {}
+    with conn.cursor() as cur:
+        texts, sent, added = ["START TRANSACTION"], 0, {}
         for table, delta in writes:
-            sent += table.apply(conn, delta)
+            more, rows = table.texts(delta, conn.escape, cur.mogrify)
+            texts += more
+            sent += rows
             grown = pc.sum(delta.column(WEIGHT)).as_py() or 0
             added[table.qualified_name] = added.get(table.qualified_name, 0) + grown
-        control.write_step(conn, source, position, added=added, changes=changes, lag_ms=lag_ms)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    return sent
+        steps = control.step_statements(source, position, added=added, changes=changes, lag_ms=lag_ms)
+        texts += [cur.mogrify(sql, params) for sql, params in steps] + ["COMMIT", SERVER_CLOCK]
+        try:
+            for packet in statement_packets(texts, multi=multi_statements(conn)):
+                cur.execute(packet)
+                while cur.nextset():  # a multi-statement packet: each statement's result in turn
+                    pass
+        except BaseException:
+            conn.rollback()
+            raise
+        return sent, float(cur.fetchone()[0])
+
+
+SERVER_CLOCK = "SELECT UNIX_TIMESTAMP(SYSDATE(6))"  # the clock binlog commit times are on
+
+
+def multi_statements(conn: Any) -> bool:
+    """Whether ``conn`` was opened with CLIENT.MULTI_STATEMENTS (``connect`` does)."""
+    from pymysql.constants import CLIENT
+
+    return bool(getattr(conn, "client_flag", 0) & CLIENT.MULTI_STATEMENTS)
+
+
+def statement_packets(texts: Sequence[str], multi: bool, limit: int | None = None) -> list[str]:
+    """``texts`` as the packets to send: one statement each, or (``multi``) as many as fit together in
+    about ``limit`` bytes (``STATEMENT_BYTES``; a longer statement goes alone), joined by ``;``."""
+    if not multi:
+        return list(texts)
+    limit = STATEMENT_BYTES if limit is None else limit
+    packets: list[str] = []
+    part: list[str] = []
+    size = 0
+    for text in texts:
+        n = len(text.encode()) + 2
+        if part and size + n > limit:
+            packets.append(";\n".join(part))
+            part, size = [], 0
+        part.append(text)
+        size += n
+    if part:
+        packets.append(";\n".join(part))
+    return packets
 
 
 def read_position(conn: Any, source: str) -> str | None:
