@@ -270,13 +270,14 @@ def insert_texts(statement: Statement, literal: Callable[[Any], str], small_rows
     return out
 
 
-def _statement_cuts(lengths: np.ndarray) -> list[tuple[int, int]]:
+def _statement_cuts(lengths: np.ndarray, limit: int | None = None) -> list[tuple[int, int]]:
     """Rows ``[start, end)`` of each INSERT, given each row's literal length in bytes: as many rows as fit
-    in ``STATEMENT_BYTES`` (with their separators), at least one."""
+    in ``limit`` (``STATEMENT_BYTES``) with a one-byte separator each, at least one."""
     sizes = np.cumsum(np.asarray(lengths, dtype=np.int64) + 1)
+    limit = STATEMENT_BYTES if limit is None else limit
     cuts, start = [], 0
     while start < len(sizes):
-        budget = (sizes[start - 1] if start else 0) + STATEMENT_BYTES
+        budget = (sizes[start - 1] if start else 0) + limit
         end = max(start + 1, int(np.searchsorted(sizes, budget, side="right")))
         cuts.append((start, end))
         start = end
@@ -420,20 +421,8 @@ def statement_packets(texts: Sequence[str], multi: bool, limit: int | None = Non
     about ``limit`` bytes (``STATEMENT_BYTES``; a longer statement goes alone), joined by ``;``."""
     if not multi:
         return list(texts)
-    limit = STATEMENT_BYTES if limit is None else limit
-    packets: list[str] = []
-    part: list[str] = []
-    size = 0
-    for text in texts:
-        n = len(text.encode()) + 2
-        if part and size + n > limit:
-            packets.append(";\n".join(part))
-            part, size = [], 0
-        part.append(text)
-        size += n
-    if part:
-        packets.append(";\n".join(part))
-    return packets
+    lengths = np.array([len(text.encode()) + 1 for text in texts], dtype=np.int64)  # + 1: ";\n" is 2 bytes
+    return [";\n".join(texts[start:end]) for start, end in _statement_cuts(lengths, limit)]
 
 
 def read_position(conn: Any, source: str) -> str | None:

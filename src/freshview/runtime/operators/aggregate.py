@@ -317,7 +317,7 @@ class Aggregation:
             v = rows.column(f"v{j}")
             change = pa.Table.from_arrays(enc + [v, rows.column(WEIGHT)], schema=layout)
             change = change.filter(pa.array(member & np.asarray(pc.is_valid(v), dtype=bool)))
-            mixed = np.asarray(pc.fill_null(touched.old_at.column(f"mix{j}"), False), dtype=bool)
+            mixed = accumulators._true(touched.old_at.column(f"mix{j}"))
             seeded = np.flatnonzero(slow & touched.has_old & ~mixed)  # one spelling so far: (m, cnt)
             seeds = pa.Table.from_arrays([c.take(seeded) for c in touched.keys]
                                          + [touched.old_at.column(f"m{j}").take(seeded),
