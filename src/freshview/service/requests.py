@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from freshview.connectors.base import ChangeError, SourceTable
-from freshview.errors import CatalogError, FreshviewError
+from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import IncrementalFlow
 from freshview.service.names import Names
 from freshview.sql import build_plan
@@ -33,6 +33,8 @@ def serve(core: "Core") -> None:
                 create(core, request.name, request.sql or "", request=request.id, reader=request.requested_by)
             else:
                 drop(core, request.name, request=request.id, requested_by=request.requested_by)
+        except Fault:
+            raise  # the database or the disk, not the request: requeued when the service attaches again
         except (FreshviewError, ChangeError, CatalogError) as exc:
             message = str(exc) if str(exc).startswith("freshview") else f"freshview: {exc}"
             control.finish_request(request.id, message)

@@ -38,6 +38,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from freshview.connectors.base import Request
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import faults
 from freshview.connectors.mysql.catalog import parse_table_name, quote, spell, split_table_name
 
 DATABASE = "freshview"
@@ -219,7 +221,7 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
             _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
         conn.commit()
     except BaseException:
-        conn.rollback()
+        faults.rollback_quietly(conn)
         raise
     return Request(*rows[0]) if rows else None
 
@@ -351,6 +353,7 @@ def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, 
     return service, views
 
 
+@guarded(faults.classify)
 class MySqlControl:
     """``base.ControlSchema`` on the connector's autocommit connection; ``source``: the followed database."""
 

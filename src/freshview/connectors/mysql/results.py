@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 import pymysql
 
 from freshview.connectors.base import ResultSpec, StepStats
-from freshview.connectors.mysql import control, sink
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import control, faults, sink
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.errors import CatalogError, SchemaError
 from freshview.schema import WEIGHT
@@ -27,6 +28,7 @@ def result_table(spec: ResultSpec) -> sink.ResultTable:
     return sink.ResultTable(spec.name, sink.result_shape(spec.columns, spec.key))
 
 
+@guarded(faults.classify)
 class MySqlResults:
     """Result tables of one followed database (``source``: its name, the key of ``freshview.progress``)."""
 
@@ -69,12 +71,17 @@ class MySqlResults:
                 else:
                     conn.commit()
             except BaseException:
-                conn.rollback()
-                with conn.cursor() as cur:
-                    for statement in table.drop_sql():
-                        cur.execute(statement)
+                faults.rollback_quietly(conn)
+                try:
+                    with conn.cursor() as cur:
+                        for statement in table.drop_sql():
+                            cur.execute(statement)
+                except pymysql.err.MySQLError:  # (a dead connection: the table goes when the service
+                    pass  # starts again, as a view still 'creating'); the first error is the one to raise
                 raise
         except (pymysql.err.MySQLError, SchemaError) as exc:
+            if faults.classify(exc) is not None:
+                raise  # the connection, not the table: the guard raises its fault
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
 

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pymysql
 
 from freshview.connectors import base
-from freshview.connectors.mysql import catalog, deltas as mysql_deltas, stream as binlog
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import catalog, deltas as mysql_deltas, faults, stream as binlog
 from freshview.connectors.mysql.catalog import TableName, describe_table, parse_table_name
 from freshview.connectors.mysql.snapshot import Snapshot as MySqlSnapshotReader
 from freshview.connectors.mysql.transactions import BinlogPosition, MySqlTransaction
@@ -111,6 +112,7 @@ def to_transaction(txn: MySqlTransaction, definitions: Mapping[str, Mapping[str,
         frozenset(str(t) for t in txn.truncated), definitions, txn)
 
 
+@guarded(faults.classify)
 class MySqlStream:
     """``base.Stream``: whole transactions of the followed tables from the binlog."""
 
@@ -157,6 +159,7 @@ class MySqlStream:
             self.reader.close()
 
 
+@guarded(faults.classify)
 class MySqlSnapshot:
     """``base.Snapshot`` over ``snapshot.Snapshot`` (one REPEATABLE READ transaction and its position)."""
 
@@ -174,9 +177,10 @@ class MySqlSnapshot:
         return int(row[0]) if row and row[0] else None
 
     def read(self, table: base.SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        return self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress)
+        yield from self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress)
 
 
+@guarded(faults.classify)
 class MySqlSource:
     """``base.Source`` over one database (``database``: the DSN's, where bare table names live)."""
 
@@ -240,6 +244,8 @@ class MySqlSource:
         try:
             reader = MySqlSnapshotReader.open(self.connect_args, self.snapshot_method)
         except pymysql.err.MySQLError as exc:
+            if faults.classify(exc) is not None:
+                raise  # the connection: the guard raises its fault
             raise FreshviewError(f"cannot take a consistent snapshot: {exc}") from None
         try:
             yield MySqlSnapshot(reader, self)

@@ -29,6 +29,8 @@ import psycopg
 import psycopg.conninfo
 
 from freshview.connectors.base import Request
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import faults
 
 SCHEMA = "freshview"
 PUBLICATION = "freshview"
@@ -224,6 +226,7 @@ def requeue_running(conn: psycopg.Connection) -> None:
         conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
 
 
+@guarded(faults.classify)
 class PostgresControl:
     """``base.ControlSchema`` on one autocommit connection (the service's)."""
 

@@ -16,13 +16,15 @@ import time
 from typing import Callable, Iterator, Mapping, Sequence
 
 import psycopg
+import psycopg.conninfo
 import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
     Attached, PositionLost, SourceTable, StreamError, Transaction,
 )
-from freshview.connectors.postgres import protocol as p
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import faults, named, protocol as p
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
@@ -30,7 +32,7 @@ from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
 from freshview.connectors.postgres.snapshot import read_table
 from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
-from freshview.errors import CatalogError, FreshviewError
+from freshview.errors import CatalogError, ConnectionLost, FreshviewError
 from freshview.schema import SqlType, TableSchema
 
 PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
@@ -121,6 +123,7 @@ def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchem
     return to_deltas(raw, dict(schemas), lookup_old)
 
 
+@guarded(faults.classify)
 class PostgresSnapshot:
     """``base.Snapshot``: a temporary slot's exported snapshot (alive while the connection is)."""
 
@@ -137,9 +140,19 @@ class PostgresSnapshot:
         return int(total) if total and total > 0 else None
 
     def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        return read_table(self.dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress)
+        """The readers' sessions are named ``freshview snapshot``; one that cannot import the snapshot
+        because the connection exporting it died (it was killed) meets a lost connection."""
+        dsn = psycopg.conninfo.make_conninfo(self.dsn, **named(self.dsn, "freshview snapshot"))
+        try:
+            yield from read_table(dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress)
+        except psycopg.errors.InvalidParameterValue as exc:
+            if "snapshot" not in str(exc):
+                raise
+            raise ConnectionLost(f"the snapshot {self.snapshot_name} is gone (its connection was lost): "
+                                 f"{str(exc).strip()}") from exc
 
 
+@guarded(faults.classify)
 class PostgresSource:
     """``base.Source`` over one database: the service's connection ``conn`` and its slot."""
 
@@ -152,9 +165,9 @@ class PostgresSource:
         self.label = slot
         self.publication = publication
 
-    def _replication(self) -> ReplicationConnection:
+    def _replication(self, name: str = "freshview") -> ReplicationConnection:
         try:
-            return ReplicationConnection(self.dsn)
+            return ReplicationConnection(self.dsn, name)
         except ReplicationError as exc:
             raise SourceError(f"{exc} (the role needs the REPLICATION attribute; see `freshview setup`)") from None
 
@@ -210,7 +223,7 @@ class PostgresSource:
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:
-        with self._replication() as repl:
+        with self._replication("freshview snapshot") as repl:
             yield PostgresSnapshot(self.dsn, self.conn, repl, f"{self.slot}_snap_{os.getpid()}")
 
     def retained_bytes(self) -> int | None:
