@@ -173,13 +173,15 @@ def via(dsn: str, port: int) -> str:
     return psycopg.conninfo.make_conninfo(dsn, port=str(port))
 
 
-def test_a_paused_process_and_a_network_down_for_a_while_are_ridden_out(shop, server, tmp_path):
+def test_a_paused_process_and_a_network_down_for_a_while_are_ridden_out(shop, server, services, spark, tmp_path):
+    first = start(services, shop, tmp_path / "state", spark)  # the views' first computations on the warm Spark
+    with psycopg.connect(shop, autocommit=True) as conn:
+        create_views(conn, FAULT_VIEWS)
+    first.stop()
     proxy = TcpProxy(server.port)
     service = ProcessService(via(shop, proxy.port), tmp_path / "state", tmp_path / "service.log")
     try:
         service.wait_ready(shop)
-        with psycopg.connect(shop, autocommit=True) as conn:
-            create_views(conn, FAULT_VIEWS)
         load = writer(shop, 3)
         with load.running():  # paused longer than wal_sender_timeout: the server drops its stream
             time.sleep(0.5)

@@ -187,12 +187,17 @@ class MySqlSource:
     def __init__(self, connect_args: dict, conn: Any, *, snapshot_method: str = "auto",
                  heartbeat_s: float = HEARTBEAT_S) -> None:
         self.connect_args = connect_args
+        self.label = str(connect_args.get("database") or "mysql")  # names the source in metrics and logs
         self.conn = conn  # the connector's autocommit connection (catalog queries)
         self.snapshot_method = snapshot_method
         self.heartbeat_s = heartbeat_s
         self.described: dict[str, catalog.SourceTable] = {}
         self.followed: set[TableName] = set()
         self._stream: MySqlStream | None = None
+
+    def retained_bytes(self) -> int | None:
+        """Not known: the server keeps binlogs by age (``expire_logs_days``), not for this service."""
+        return None
 
     def attach(self, position: BinlogPosition | None, has_state: bool) -> base.Attached:
         if position is None:
