@@ -26,7 +26,9 @@ from typing import Any, Iterator
 import psycopg
 import psycopg.conninfo
 import pytest
+from typer.testing import CliRunner
 
+from freshview.cli.app import app
 from freshview.service.embedded import PostgresServer
 from freshview.service.metrics import ServiceMetrics
 from freshview.service.service import ServiceOptions
@@ -149,6 +151,8 @@ def test_a_full_state_disk_pauses_stepping_and_resumes(shop, services, spark, tm
             confirmed = conn.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s",
                                      (svc.service.slot,)).fetchone()[0]
             assert confirmed <= lsn
+            shown = CliRunner().invoke(app, ["status", "--dsn", shop])
+            assert "paused: its state directory is full" in " ".join(shown.output.split()), shown.output
             alive(svc)
         filler.unlink()
         wait_until_fresh(shop, list(FAULT_VIEWS))

@@ -28,8 +28,15 @@ import pytest
 from freshview.service.embedded_mariadb import MariaDBServer
 from freshview.service.metrics import ServiceMetrics
 from freshview.service.service import ServiceOptions
-from tests.service.test_mysql_service import (SCHEMA, VIEWS, MySqlProcessService, connect, create_views,
-                                              random_transaction, wait_until_fresh)
+from tests.service.test_mysql_service import (
+    SCHEMA,
+    VIEWS,
+    MySqlProcessService,
+    connect,
+    create_views,
+    random_transaction,
+    wait_until_fresh,
+)
 from tests.support.disk import fill, small_disk
 from tests.support.faults import TcpProxy, Writer, wait_for
 from tests.support.service import ROOT, ThreadedService

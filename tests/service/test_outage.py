@@ -8,7 +8,7 @@ import random
 import pytest
 
 from freshview.connectors.base import PositionLost, StreamError
-from freshview.errors import (ConnectionLost, DiskFull, FreshviewError, Permanent, StateError, StateTooNew)
+from freshview.errors import ConnectionLost, DiskFull, FreshviewError, Permanent, StateError, StateTooNew
 from freshview.service import outage
 from freshview.service.outage import Backoff, Health, Kind, State, clock, failed, kind_of, recovered
 

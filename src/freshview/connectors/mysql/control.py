@@ -332,8 +332,8 @@ def read_position(conn: Any, source: str) -> str | None:
 
 
 def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """What ``freshview status`` shows: the service's progress row (``status`` says "not running" when its
-    heartbeat is older than 10 s) and its views."""
+    """What ``freshview status`` shows: the service's progress row (with ``heartbeat_age_s``; the CLI
+    words it, ``service.status.describe``) and its views."""
     def rows(statement: str, params: Any) -> list[dict[str, Any]]:
         with conn.cursor() as cur:
             cur.execute(statement, params)
@@ -344,9 +344,6 @@ def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, 
                  "TIMESTAMPDIFF(MICROSECOND, heartbeat_at, CURRENT_TIMESTAMP(6)) / 1e6 AS heartbeat_age_s, "
                  "updated_at FROM freshview.progress WHERE source = %s", (source,))
     service = found[0] if found else {"status": "never started"}
-    age = service.get("heartbeat_age_s")
-    if found and service["status"] != "stopped" and (age is None or float(age) > 10):
-        service["status"] = "not running" + (f" (last heartbeat {float(age):.0f} s ago)" if age is not None else "")
     views = rows(f"SELECT name, status, `rows`, lag_ms, position, error, updated_at FROM freshview.views "
                  f"WHERE {_OWNED} ORDER BY name", (spell(source),))
     conn.commit()
