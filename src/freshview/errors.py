@@ -67,6 +67,10 @@ class StateTooNew(Permanent, StateError):
     """The state directory holds state of a newer format than this freshview reads (kept as it is)."""
 
 
+class StateInUse(Permanent, StateError):
+    """Another process has the state directory open (its lock is held): never touched."""
+
+
 @dataclass
 class SqlLocation:
     line: int

@@ -42,7 +42,7 @@ from freshview.connectors.base import (
     Attached, ChangeError, Connector, ResultSpec, SourceTable, StepStats, Stream, StreamError,
     Transaction,
 )
-from freshview.errors import DiskFull, Fault, FreshviewError, StateError
+from freshview.errors import Fault, FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
@@ -61,7 +61,7 @@ SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
 class ServiceError(FreshviewError):
-    """The service cannot start or go on (not set up, slot trouble, lost connection ...)."""
+    """The service cannot start or go on (not set up, no REPLICATION attribute ...): a restart cannot fix it."""
 
 
 @dataclass
@@ -308,7 +308,7 @@ class Core:
         a newer freshview is left alone (the service stops), a full disk is waited out."""
         try:
             return self._new_flow()
-        except (Fault, DiskFull):
+        except Fault:  # (a full disk, state of a newer freshview or in use: never wiped)
             raise
         except StateError as exc:
             log.warning("the state in %s cannot be read (%s): starting from empty state; "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from freshview.errors import DiskFull, StateError, StateTooNew
+from freshview.errors import DiskFull, StateError, StateInUse, StateTooNew
 from freshview.runtime.state import log
 from freshview.runtime.state.layout import Layout
 from freshview.runtime.state.runs import Run, merge_runs
@@ -83,6 +83,8 @@ class StateFiles:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_fd = _lock(directory)
+        except StateInUse:
+            raise
         except OSError as exc:
             raise disk_error(exc, directory, "open state") from None
         self._log: log.Log | None = None
@@ -208,7 +210,7 @@ def _lock(directory: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StateError(f"state directory {directory} is in use by another process") from None
+        raise StateInUse(f"state directory {directory} is in use by another process") from None
     return fd
 
 
