@@ -183,7 +183,8 @@ def test_a_paused_process_and_a_network_down_for_a_while_are_ridden_out(shop, se
         create_views(conn, FAULT_VIEWS)
     first.stop()
     proxy = TcpProxy(server.port)
-    service = ProcessService(via(shop, proxy.port), tmp_path / "state", tmp_path / "service.log")
+    service = ProcessService(via(shop, proxy.port), tmp_path / "state", tmp_path / "service.log",
+                             "--execution", "local")  # (catch-up steps without waiting for its JVM)
     try:
         service.wait_ready(shop)
         load = writer(shop, 3)

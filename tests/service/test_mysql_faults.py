@@ -208,7 +208,8 @@ def test_a_paused_process_and_a_network_down_for_a_while_are_ridden_out(shop, se
     create_views(shop, FAULT_VIEWS)
     first.stop()
     proxy = TcpProxy(server.port)
-    service = MySqlProcessService(service_dsn(shop, proxy.port), tmp_path / "state", tmp_path / "service.log")
+    service = MySqlProcessService(service_dsn(shop, proxy.port), tmp_path / "state", tmp_path / "service.log",
+                                  "--execution", "local")  # (catch-up steps without waiting for its JVM)
     log = tmp_path / "state" / "freshview.log"
     try:
         service.wait_ready(shop)
