@@ -11,6 +11,7 @@ position.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from typing import Callable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ from freshview.errors import CatalogError, ConnectionLost, FreshviewError
 from freshview.schema import SqlType, TableSchema
 
 PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
+_SNAPSHOTS = itertools.count()
 
 
 class SourceError(FreshviewError):
@@ -224,7 +226,9 @@ class PostgresSource:
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:
         with self._replication("freshview snapshot") as repl:
-            yield PostgresSnapshot(self.dsn, self.conn, repl, f"{self.slot}_snap_{os.getpid()}")
+            # A name of its own each time: a killed snapshot's temporary slot may outlive its session a moment.
+            name = f"{self.slot}_snap_{os.getpid()}_{next(_SNAPSHOTS)}"
+            yield PostgresSnapshot(self.dsn, self.conn, repl, name)
 
     def retained_bytes(self) -> int | None:
         row = self.conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
