@@ -108,6 +108,9 @@ class QueryBuilder:
             if node.args.get(key):
                 raise self.unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                        what, kw)
+        if not node.expressions:  # PostgreSQL's SELECT FROM t (EXISTS (SELECT FROM ...) is taken apart before)
+            raise SqlError("a SELECT list with no columns is not supported: a view's result needs at least "
+                           "one column", locate(node, self.sql, "SELECT"), self.sql)
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
             raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
@@ -328,8 +331,17 @@ class QueryBuilder:
 
     def from_item(self, r: exp.Expression) -> tuple[str, pn.Node]:
         if isinstance(r, exp.Table):
-            if isinstance(r.this, exp.Anonymous) or r.args.get("joins"):
-                raise self.unsupported(r, "table function in FROM")
+            if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
+                function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
+                called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
+                raise UnsupportedSqlError(f"set-returning functions in FROM are not supported ({called}(...)): "
+                                          "a view reads tables and views", locate(r, self.sql), self.sql)
+            if r.args.get("joins"):
+                raise self.unsupported(r, "a parenthesised join in FROM")
+            if r.args.get("sample") is not None:
+                raise UnsupportedSqlError("TABLESAMPLE is not supported: it reads a random sample of the table, "
+                                          "so the view's rows would not be a function of the table's rows",
+                                          locate(r.args["sample"], self.sql, "TABLESAMPLE"), self.sql)
             cte = ctes.resolve(self, r)
             if cte is not None:
                 return cte
@@ -349,6 +361,12 @@ class QueryBuilder:
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
+            if isinstance(r.this, exp.Table):  # (a JOIN b ON ...) or (a): not a query in parentheses
+                what = "a parenthesised join" if r.this.args.get("joins") else "a table name in parentheses"
+                raise UnsupportedSqlError(
+                    f"{what} in FROM is not supported yet; write it as a subquery with an alias, "
+                    "(SELECT ... FROM a JOIN b ON ...) AS j, or without the parentheses where that means the same",
+                    locate(r, self.sql, "("), self.sql)
             if alias_node is None or not alias_node.name:
                 raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
             if r.args.get("lateral"):
@@ -359,6 +377,9 @@ class QueryBuilder:
             return alias_node.name, plan
         if isinstance(r, (exp.Values,)):
             raise self.unsupported(r, "VALUES in FROM", "VALUES")
+        if isinstance(r, exp.Unnest):
+            raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
+                                      "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")
