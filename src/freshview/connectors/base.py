@@ -227,17 +227,24 @@ class Request:
     name: str
     sql: str | None
     requested_by: str | None = None
+    attempts: int = 1  # how many times a service has started working on it (this time included)
 
 
 class ControlSchema(Protocol):
     def is_installed(self) -> bool: ...
 
     def start(self) -> None:
-        """At service start: requests a killed service was working on go back to the queue; the
-        service's progress row exists; views left half-created are forgotten."""
+        """At service start: the service's progress row exists; views left half-created are forgotten."""
+
+    def interrupted_requests(self) -> list[Request]:
+        """Requests a killed service was working on (still ``running``), with their attempts so far."""
+
+    def requeue_request(self, request_id: int) -> None:
+        """An interrupted request goes back to the queue."""
 
     def next_request(self) -> Request | None:
-        """Claim the oldest pending request."""
+        """Claim the oldest pending request (marks it running and counts the attempt, durably, before
+        any work on it)."""
 
     def finish_request(self, request_id: int, error: str | None = None) -> None: ...
 

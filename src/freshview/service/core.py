@@ -156,8 +156,10 @@ class Core:
             self.metrics.view_name = self.names.qualified
         control = self.connector.control
         if not control.is_installed():
-            raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
+            raise ServiceError("the freshview schema is missing or out of date in this database: run "
+                               "`freshview setup` (it installs or upgrades it)")
         control.start()
+        requests.recover(control)  # requests a dead service was working on: retried once, then failed
         self.flow = self._open_flow()
         self._attach()
 
