@@ -74,6 +74,7 @@ class ServiceOptions:
     heartbeat_s: float = 1.0
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
+    catalog_check_s: float = 2.0  # how often the followed tables are looked up in the catalog (DDL on idle tables)
     execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
 
     def batching(self) -> batching.Rule:
@@ -133,12 +134,16 @@ class Core:
             self.ready.set()
             next_poll = 0.0
             next_beat = 0.0
+            next_check = time.monotonic() + self.options.catalog_check_s
             while not self._stop.is_set():
                 self._follow_stream()
                 now = time.monotonic()
                 if now >= next_poll:
                     requests.serve(self)
                     next_poll = now + self.options.poll_s
+                if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
+                    following.check_catalog(self)
+                    next_check = now + self.options.catalog_check_s
                 if now >= next_beat:
                     self._heartbeat()
                     self._record_source_metrics()  # metrics hook
@@ -187,6 +192,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
+        following.check_catalog(self)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         try:
             self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
@@ -441,15 +447,8 @@ class Core:
             self.stream.acknowledge(position)
 
     def _check_definitions(self, group: tuple[Transaction, ...]) -> None:
-        """A DDL change that breaks a followed table stops the views reading it (not the service)."""
-        for txn in group:
-            for table, columns in txn.definitions.items():
-                if table not in self.follow_from:
-                    continue
-                problem = following.incompatible(columns, self.flow.source_schema(self.names.engine(table)))
-                if problem:
-                    self._fail_table(table, f"freshview: {table} changed ({problem}); drop and re-create "
-                                            "the view to follow the new definition")
+        """DDL on a followed table keeps its views right or fails them (not the service): ``following``."""
+        following.check_ddl(self, group)
 
     # ------------------------------------------------------------------ following base tables
     def follow(self, tables: dict[str, SourceTable]) -> None:
@@ -467,6 +466,7 @@ class Core:
                 changed = True
         if changed:
             self.save_follow_from()
+            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
 
     # ------------------------------------------------------------------ failures
     def _fail_table(self, table: str, error: str) -> None:

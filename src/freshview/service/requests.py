@@ -27,7 +27,7 @@ from freshview.connectors.base import ChangeError, ControlSchema, Request, Sourc
 from freshview.errors import CatalogError, FreshviewError
 from freshview.flow import IncrementalFlow
 from freshview.service.names import Names
-from freshview.sql import build_plan
+from freshview.sql import compile_view
 
 if TYPE_CHECKING:
     from freshview.service.core import Core
@@ -119,13 +119,15 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
     registered = False
     try:
         probe = TableProbe(flow, core.connector.source, core.names)
-        build_plan(view_sql, probe, core.connector.dialect)  # SQL errors surface here, with positions, before any work
+        # SQL errors surface here, with positions, before any work; the engine compiles the view's text with
+        # the database's views and inheritance parents read through their definitions (sql.expand)
+        _, engine_sql = compile_view(view_sql, probe, core.connector.dialect)
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()
         core.follow({q: t for q, t in probe.tables.items() if q not in core.follow_from})
         read = time.perf_counter()
-        flow.register_view(view, view_sql)
+        flow.register_view(view, engine_sql)
         registered = True
         log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
                  time.perf_counter() - read)
@@ -178,7 +180,8 @@ def drop(core: "Core", name: str, request: int | None = None, requested_by: str 
 
 
 class TableProbe:
-    """Catalog for a first compile: engine relations, else the database's tables (recorded)."""
+    """Catalog for a first compile: engine relations, else the database's tables (recorded); the database's
+    views and inheritance parents are read through their definitions (``Source.expansion``)."""
 
     def __init__(self, flow: IncrementalFlow, source, names: Names) -> None:
         self.flow = flow
@@ -186,6 +189,15 @@ class TableProbe:
         self.names = names
         self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
         self.tables: dict[str, SourceTable] = {}
+        self.expansions: dict[str, str | None] = {}
+
+    def relation_expansion(self, name: str) -> str | None:
+        if name in self.flow.views:  # a freshview view: its result table is a table
+            return None
+        qualified = self.names.qualified(name)
+        if qualified not in self.expansions:
+            self.expansions[qualified] = self.source.expansion(qualified)
+        return self.expansions[qualified]
 
     def relation_columns(self, name: str):
         found = self.flow.relation_columns(name)

@@ -25,7 +25,7 @@ from freshview.plan.rewrite.factor_or import factor_common_conjuncts
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import ctes
+from freshview.sql import ctes, expand
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
@@ -54,9 +54,17 @@ class FromItem:
 
 def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> pn.Node:
     """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError."""
+    return compile_view(sql, catalog, dialect)[0]
+
+
+def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> tuple[pn.Node, str]:
+    """``build_plan``, and the text to compile against a catalog of tables and views only: ``sql`` with the
+    relations read through a definition replaced by it (``sql.expand``; ``sql`` itself when there are none)."""
     d = get_dialect(dialect)
     tree = parse_query(sql, d.sqlglot)
-    return optimize(QueryBuilder(sql, catalog, d).query(tree))
+    builder = QueryBuilder(sql, catalog, d)
+    plan = optimize(builder.query(tree))
+    return plan, expand.splice(sql, builder.splices)
 
 
 class QueryBuilder:
@@ -65,6 +73,8 @@ class QueryBuilder:
         self.catalog = catalog
         self.dialect = dialect
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
+        self.splices: expand.Splices = {}  # FROM items read through a definition (sql.expand)
+        self.depth = 0  # how deep in definitions of relations this text is
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -348,6 +358,9 @@ class QueryBuilder:
             name = r.name
             if r.db and r.db != getattr(self.catalog, "default_schema", "public"):
                 name = f"{r.db}.{name}"  # (relations of the default schema are known by their bare names)
+            expanded = expand.relation(self, r, name)  # a database view, an inheritance parent
+            if expanded is not None:
+                return expanded
             found = self.catalog.relation_columns(name)
             if found is None:
                 raise UnknownTableError(f"unknown table {r.sql(dialect='postgres').split(' AS ')[0]!r} "

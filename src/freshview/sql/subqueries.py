@@ -389,7 +389,8 @@ class Subqueries:
             return ctes.with_scope(self.b, with_, lambda: self._correlated_in_scope(query, allow_select))
         return self._correlated_in_scope(query, allow_select)
 
-    def _correlated_in_scope(self, query: exp.Select, allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    def _correlated_in_scope(self, query: exp.Select,
+                             allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
         inner_items = self.b.from_items(query)
         inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
                        for it in inner_items for i, (n, t) in enumerate(it.node.columns)])

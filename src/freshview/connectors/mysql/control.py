@@ -411,6 +411,10 @@ class MySqlControl:
         rows = _run(self.conn, "SELECT `sql`, status FROM freshview.views WHERE name = %s", (name,))
         return tuple(rows[0]) if rows else None
 
+    def view_owner(self, name: str) -> str | None:
+        rows = _run(self.conn, "SELECT owner FROM freshview.views WHERE name = %s", (name,))
+        return rows[0][0] if rows else None
+
     def relation_exists(self, name: str) -> bool:
         database, table = split_table_name(name)
         return bool(_run(self.conn, "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "

@@ -196,9 +196,12 @@ def install(conn: psycopg.Connection) -> None:
     """Create or upgrade the freshview schema and the (initially empty) publication."""
     with conn.transaction():
         conn.execute(SCHEMA_SQL)
-        exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        exists = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        # a partitioned table's changes are published as its root's, the table freshview follows
         if not exists:
-            conn.execute(f"CREATE PUBLICATION {PUBLICATION}")
+            conn.execute(f"CREATE PUBLICATION {PUBLICATION} WITH (publish_via_partition_root = true)")
+        elif not exists[0]:
+            conn.execute(f"ALTER PUBLICATION {PUBLICATION} SET (publish_via_partition_root = true)")
 
 
 def is_installed(conn: psycopg.Connection) -> bool:
@@ -267,6 +270,10 @@ class PostgresControl:
 
     def view(self, name: str) -> tuple[str, str] | None:
         return self.conn.execute("SELECT sql, status FROM freshview.views WHERE name = %s", (name,)).fetchone()
+
+    def view_owner(self, name: str) -> str | None:
+        row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
+        return row[0] if row else None
 
     def relation_exists(self, name: str) -> bool:
         return self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
