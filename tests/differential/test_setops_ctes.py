@@ -79,4 +79,7 @@ def test_with_inside_subqueries_and_exists_over_no_columns(make_flow, oracle):
         ("scalar_with", "SELECT c_id, (WITH w AS (SELECT a_k FROM a WHERE a_k IS NOT NULL) "
                         "SELECT COUNT(*) FROM w WHERE w.a_k = c.c_k) AS n FROM c"),
         ("exists_no_columns", "SELECT c_id FROM c WHERE EXISTS (SELECT FROM a WHERE a_v = 'y')"),
+        # how PostgreSQL prints IN lists in a view's definition (read through it: sql.expand)
+        ("any_all", "SELECT c_id, c_v FROM c WHERE c_k = ANY (ARRAY[1, 4]) AND c_v <> ALL (ARRAY['x', NULL]) "
+                    "OR c_id = ANY (ARRAY[2, 3])"),
     ], seed=34)

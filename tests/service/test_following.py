@@ -51,23 +51,23 @@ def test_ddl_on_columns_the_views_read_fails_them_naming_the_change():
     assert effect(read) is None
     assert effect(read, {"id": INT, "amount": NUM, "note": TEXT, "extra": INT}) is None  # ADD COLUMN
     dropped = effect(read, {"id": INT, "note": TEXT})
-    assert isinstance(dropped, following.Fail) and "column amount was dropped or renamed" in dropped.error
+    assert isinstance(dropped, following.Fail) and "column amount of public.orders was dropped or renamed" in dropped.error
     renamed = effect(read, {"id": INT, "total": NUM, "note": TEXT})
-    assert "column amount was renamed to total (ALTER TABLE ... RENAME COLUMN)" in renamed.error
+    assert "column amount of public.orders was renamed to total (ALTER TABLE ... RENAME COLUMN)" in renamed.error
     retyped = effect(read, {"id": INT, "amount": parse_type("double precision"), "note": TEXT})
     assert isinstance(retyped, following.Fail)
-    assert "column amount changed type from numeric(10,2) to double precision" in retyped.error
+    assert "column amount of public.orders changed type from numeric(10,2) to double precision" in retyped.error
     unsupported = effect(read, {"id": INT, "amount": None, "note": TEXT})
-    assert "column amount now has a type freshview does not maintain" in unsupported.error
-    assert retyped.error.startswith("freshview: public.orders ") and "drop and re-create the view" in retyped.error
+    assert "column amount of public.orders now has a type freshview does not maintain" in unsupported.error
+    assert retyped.error.startswith("freshview: column amount of public.orders ") and "drop and re-create the view" in retyped.error
 
 
 def test_ddl_on_columns_no_view_reads_follows_the_table_anew():
     read = {"id", "amount"}
     dropped = effect(read, {"id": INT, "amount": NUM})
-    assert isinstance(dropped, following.Refollow) and "column note was dropped or renamed" in dropped.reason
+    assert isinstance(dropped, following.Refollow) and "column note of public.orders was dropped or renamed" in dropped.reason
     retyped = effect(read, {"id": INT, "amount": NUM, "note": INT})
-    assert isinstance(retyped, following.Refollow) and "column note changed type" in retyped.reason
+    assert isinstance(retyped, following.Refollow) and "column note of public.orders changed type" in retyped.reason
     key = effect(read, identity=(("relation", "16384"), ("primary key", "id, note"), ("replica identity", "default")))
     assert isinstance(key, following.Refollow) and key.reason == "its primary key changed"
     recreated = effect(read, identity=(("relation", "16999"), ("primary key", "id"), ("replica identity", "default")))

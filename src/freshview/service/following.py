@@ -77,13 +77,13 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     by = f" (by `{_short(statement)}`)" if statement else ""
 
     def fail(what: str) -> Fail:
-        return Fail(f"freshview: {table} {what}{by}; freshview does not follow this change yet: drop and "
-                    "re-create the view to follow the new definition")
+        return Fail(f"freshview: {what}{by}; freshview does not follow this change yet: drop and re-create the "
+                    "view to follow the new definition")
 
     if now.name is None:
-        return fail("no longer exists (dropped, or renamed)")
+        return fail(f"{table} no longer exists (dropped, or renamed)")
     if now.name != table:
-        return fail(f"was renamed to {now.name} (ALTER TABLE ... RENAME TO / SET SCHEMA)")
+        return fail(f"{table} was renamed to {now.name} (ALTER TABLE ... RENAME TO / SET SCHEMA)")
     if now.refusal:
         refusal = now.refusal.removeprefix("freshview: ")
         return Fail(f"freshview: {table} can no longer be followed{by}: {refusal}")
@@ -94,12 +94,14 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
             current = list(now.columns)
             renamed = (current[i] if len(current) == len(schema.columns) and current[i] in new_names
                        and now.columns[current[i]] == col.type else None)
-            what = (f"column {col.name} was renamed to {renamed} (ALTER TABLE ... RENAME COLUMN)" if renamed else
-                    f"column {col.name} was dropped or renamed (ALTER TABLE ... DROP COLUMN / RENAME COLUMN)")
+            what = (f"column {col.name} of {table} was renamed to {renamed} (ALTER TABLE ... RENAME COLUMN)"
+                    if renamed else f"column {col.name} of {table} was dropped or renamed (ALTER TABLE ... DROP "
+                    "COLUMN / RENAME COLUMN)")
         elif now.columns[col.name] is None:
-            what = f"column {col.name} now has a type freshview does not maintain (ALTER TABLE ... ALTER COLUMN ... TYPE)"
+            what = (f"column {col.name} of {table} now has a type freshview does not maintain (ALTER TABLE ... "
+                    "ALTER COLUMN ... TYPE)")
         elif now.columns[col.name] != col.type:
-            what = (f"column {col.name} changed type from {col.type} to {now.columns[col.name]} "
+            what = (f"column {col.name} of {table} changed type from {col.type} to {now.columns[col.name]} "
                     "(ALTER TABLE ... ALTER COLUMN ... TYPE)")
         else:
             continue

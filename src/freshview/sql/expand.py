@@ -50,7 +50,10 @@ def relation(qb: "QueryBuilder", table: exp.Table, name: str) -> tuple[str, pn.N
     try:
         plan = nested.query(parse_query(text, qb.dialect.sqlglot))
     except SqlError as exc:
-        where = f" (at {exc.location} of it: {exc.location.snippet.strip()})" if exc.location else ""
+        where = ""
+        if exc.location is not None:
+            near = exc.location.snippet[max(exc.location.column - 1, 0):][:60].strip()
+            where = f" (at {exc.location} of it, near: {near})" if near else f" (at {exc.location} of it)"
         raise type(exc)(f"{name} is read through its definition, where {exc.message}{where}",
                         locate(table, qb.sql), qb.sql) from None
     alias_node = table.args.get("alias")

@@ -216,7 +216,7 @@ class MySqlSource:
             cur.execute("SELECT CREATE_TIME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                         "TABLE_NAME = %s", (name.database, name.table))
             row = cur.fetchone()
-        return (("primary key", ", ".join(schema.primary_key)), ("table", str(row[0]) if row else ""))
+        return (("primary key", ", ".join(schema.primary_key)), ("creation time", str(row[0]) if row else ""))
 
     def expansion(self, relation: str) -> str | None:
         """A view's definition (``information_schema.VIEWS``), which the service's account must be allowed to

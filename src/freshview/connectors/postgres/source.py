@@ -59,6 +59,7 @@ class PostgresStream:
         self.assembler = TransactionAssembler()
         self._definitions: dict[p.Relation, Mapping[str, SqlType | None]] = {}
         self.followed = followed if followed is not None else {}  # OID -> the name a followed table has
+        self._seen: dict[int, p.Relation] = {}  # followed relations as last described by the stream
 
     @property
     def waited_s(self) -> float:
@@ -81,13 +82,25 @@ class PostgresStream:
         return None, got > 0
 
     def _neutral(self, txn: SourceTransaction) -> Transaction:
-        # A relation named otherwise than the followed table of its OID: renamed (ALTER TABLE ... RENAME / SET
-        # SCHEMA); the core rechecks that table before a change of it is taken for another table's.
-        moved = {self.followed[rel.oid]: None for t, rel in txn.relations.items()
-                 if rel.oid in self.followed and self.followed[rel.oid] != t}
         return Transaction(Lsn(txn.end_lsn), txn.commit_time / 1e6 + PG_EPOCH,
                            {t: len(c) for t, c in txn.changes.items()}, frozenset(txn.truncated),
-                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn, moved)
+                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn,
+                           self._altered(txn.relations.values()))
+
+    def _altered(self, relations) -> dict[str, None]:
+        """Followed tables whose relation is not as the stream last described it (DDL: renamed, key or replica
+        identity changed ...) or named otherwise than followed (renamed): the core rechecks them before a
+        change of them is taken for another table's or applied with the old key."""
+        out: dict[str, None] = {}
+        for rel in relations:
+            name = self.followed.get(rel.oid)
+            if name is None:
+                continue
+            before = self._seen.get(rel.oid)
+            if (before is not None and before != rel) or rel.qualified_name != name:
+                out[name] = None
+            self._seen[rel.oid] = rel
+        return out
 
     def _columns(self, rel: p.Relation) -> Mapping[str, SqlType | None]:
         found = self._definitions.get(rel)
