@@ -153,6 +153,14 @@ def test_each_relation_kind_is_followed_or_refused_on_purpose(db, start_service)
         conn.execute("UPDATE parent SET v = 7 WHERE id < 4")  # parent and children: UPDATE of the whole family
         conn.execute("DELETE FROM parent WHERE id = 15")
         wait_until_fresh(db, list(views))
+        # the family changes: the view over the parent is read anew, its new definition followed
+        conn.execute("CREATE TABLE child3 (PRIMARY KEY (id)) INHERITS (parent)")
+        conn.execute("INSERT INTO child3 VALUES (60, 1), (61, 2)")
+        conn.execute("ALTER TABLE child NO INHERIT parent")
+        wait_until_fresh(db, list(views))
+        conn.execute("UPDATE child3 SET v = 5")
+        conn.execute("UPDATE child SET v = 6")  # no longer in the family
+        wait_until_fresh(db, list(views))
     assert service.thread.is_alive()
 
 

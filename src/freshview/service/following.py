@@ -160,6 +160,7 @@ def judge(core: "Core", tables: Mapping[str, str | None]) -> None:
         if now is None or table not in core.follow_from:
             continue
         schema = core.flow.source_schema(core.names.engine(table))
+        log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
         effect = ddl_effect(table, schema, columns_read_of(core, table), now, _pairs(identities.get(table)),
                             statement)
         if isinstance(effect, Fail):

@@ -26,7 +26,9 @@ Each relation kind is handled on purpose:
   they have no change stream.
 
 ``recheck`` finds followed tables again by OID: renamed (another name), gone,
-a key, replica identity or set of partitions that changed (``identity``).
+a key, replica identity, set of partitions or of inheritance children that
+changed (``identity``; a view over an inheritance parent is created again
+then, its definition read anew).
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ def _identity(conn: psycopg.Connection, rel: _Relation, key: tuple[str, ...]) ->
                 ("replica identity", _IDENTITY.get(rel.replident, rel.replident))]
     if rel.kind == "p":
         identity.append(("partitions", ", ".join(str(r[0]) for r in conn.execute(_LEAVES, (rel.oid,)).fetchall())))
+    else:  # a view reading the parent without ONLY reads these too (``expansion``, fixed when it was created)
+        identity.append(("inheritance children",
+                         ", ".join(str(r[0]) for r in conn.execute(_DESCENDANTS, (rel.oid,)).fetchall())))
     return tuple(identity)
 
 

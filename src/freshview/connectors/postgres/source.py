@@ -271,11 +271,11 @@ class PostgresSource:
                 continue
             self.followed_oids.pop(oid, None)
             try:
-                self.conn.execute(psql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                self.conn.execute(psql.SQL("ALTER PUBLICATION {} DROP TABLE ONLY {}").format(
                     psql.Identifier(self.publication), identifier(name)))
             except psycopg.Error as exc:
                 log.warning("cannot remove %s from publication %s (%s); as its owner run: ALTER PUBLICATION %s "
-                            "DROP TABLE %s;", name, self.publication, str(exc).strip(), self.publication, name)
+                            "DROP TABLE ONLY %s;", name, self.publication, str(exc).strip(), self.publication, name)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:
