@@ -467,6 +467,7 @@ def test_malformed_requests_answered_and_interrupted_ones_retried_once(shop, sta
             cur.execute("INSERT INTO freshview.requests (action, name, `sql`, state, attempts) VALUES "
                         "('create', %s, 'SELECT id, amount FROM orders', 'running', %s)", (f"{db}.{name}", attempts))
         cur.execute("CREATE VIEW random_view AS SELECT id, RAND() AS r FROM orders")
+        cur.execute("CREATE SEQUENCE numbers")
     service = start_service()
     malformed = {
         "SELECT FROM orders": "a SELECT list with no columns is not supported",
@@ -477,6 +478,7 @@ def test_malformed_requests_answered_and_interrupted_ones_retried_once(shop, sta
         "SELECT id, RAND() AS r FROM orders": "random() is not supported",
         "SELECT id, NOW() AS t FROM orders": "is not supported",
         "SELECT id FROM random_view": "random_view is read through its definition, where random()",
+        "SELECT next_not_cached_value FROM numbers": "is a sequence, not a base table",
         "SELECT boom FROM orders": "failed with an internal error (IndexError: injected)",
     }
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
