@@ -501,7 +501,6 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
     each form keeps the views right or fails them naming the statement; none leaves a view active and stale."""
     from freshview.service.service import ServiceOptions
 
-    db = shop["database"]
     failing = {  # table -> (DDL, what the error must say)
         "f_drop": ("ALTER TABLE f_drop DROP COLUMN a", "column a of"),
         "f_type": ("ALTER TABLE f_type MODIFY a bigint", "column a of"),

@@ -4,6 +4,8 @@ handled on purpose, and no DDL leaves a view ``active`` and wrong.  The MariaDB 
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 import pytest
 
@@ -174,20 +176,24 @@ def test_every_alter_table_keeps_the_views_right_or_fails_them_naming_it(db, sta
 
     failing = {  # table -> (DDL, what the error must say); each view reads id, a and b of its table
         "f_drop": ("ALTER TABLE f_drop DROP COLUMN a", "column a of public.f_drop was dropped or renamed"),
-        "f_type": ("ALTER TABLE f_type ALTER COLUMN a TYPE bigint", "column a of public.f_type changed type from integer to bigint"),
-        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "column b of public.f_rename_col was renamed to bb"),
+        "f_type": ("ALTER TABLE f_type ALTER COLUMN a TYPE bigint",
+                   "column a of public.f_type changed type from integer to bigint"),
+        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb",
+                         "column b of public.f_rename_col was renamed to bb"),
         "f_rename": ("ALTER TABLE f_rename RENAME TO f_renamed", "public.f_rename was renamed to public.f_renamed"),
         "f_idle_rename": ("ALTER TABLE f_idle_rename RENAME TO f_idle_renamed", "was renamed to public.f_idle_renamed"),
         "f_schema": ("ALTER TABLE f_schema SET SCHEMA other", "public.f_schema was renamed to other.f_schema"),
         "f_nothing": ("ALTER TABLE f_nothing REPLICA IDENTITY NOTHING", "has REPLICA IDENTITY NOTHING"),
-        "f_nokey": ("ALTER TABLE f_nokey DROP CONSTRAINT f_nokey_pkey", "no primary key and REPLICA IDENTITY is not FULL"),
+        "f_nokey": ("ALTER TABLE f_nokey DROP CONSTRAINT f_nokey_pkey",
+                    "no primary key and REPLICA IDENTITY is not FULL"),
         "f_dropped": ("DROP TABLE f_dropped", "public.f_dropped no longer exists"),
     }
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA other")
         for table in [*failing, "kept"]:
             ddl_table(conn, table)
-        conn.execute("CREATE TABLE kp (id int, region text, v int, PRIMARY KEY (id, region)) PARTITION BY LIST (region)")
+        conn.execute("CREATE TABLE kp (id int, region text, v int, PRIMARY KEY (id, region)) "
+                     "PARTITION BY LIST (region)")
         conn.execute("CREATE TABLE kp_a PARTITION OF kp FOR VALUES IN ('a')")
         conn.execute("CREATE TABLE kp_b PARTITION OF kp FOR VALUES IN ('b')")
         conn.execute("INSERT INTO kp SELECT g, (ARRAY['a', 'b'])[1 + g % 2], g FROM generate_series(1, 10) g")
@@ -240,11 +246,11 @@ def test_every_alter_table_keeps_the_views_right_or_fails_them_naming_it(db, sta
             assert error.startswith("freshview: ") and "drop and re-create the view" in error or \
                 "can no longer be followed" in error, error
         for table in ("f_nothing", "f_nokey"):  # out of the publication: the application's writes work again
-            deadline = __import__("time").monotonic() + 30
+            deadline = time.monotonic() + 30
             while conn.execute("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'freshview' AND "
                                "tablename = %s", (table,)).fetchone()[0]:
-                assert __import__("time").monotonic() < deadline, f"{table} stayed in the publication"
-                __import__("time").sleep(0.1)
+                assert time.monotonic() < deadline, f"{table} stayed in the publication"
+                time.sleep(0.1)
             conn.execute(f"UPDATE {table} SET a = 0")
         conn.execute("UPDATE kept SET a = 3 WHERE id < 6")
         wait_until_fresh(db, kept)

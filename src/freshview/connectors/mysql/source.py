@@ -223,9 +223,10 @@ class MySqlSource:
         see (SHOW VIEW); None for anything else."""
         name = parse_table_name(relation)
         with self.conn.cursor() as cur:
-            cur.execute("SELECT v.VIEW_DEFINITION FROM information_schema.TABLES t LEFT JOIN information_schema.VIEWS v "
-                        "ON v.TABLE_SCHEMA = t.TABLE_SCHEMA AND v.TABLE_NAME = t.TABLE_NAME WHERE t.TABLE_SCHEMA = %s "
-                        "AND t.TABLE_NAME = %s AND t.TABLE_TYPE = 'VIEW'", (name.database, name.table))
+            cur.execute("SELECT v.VIEW_DEFINITION FROM information_schema.TABLES t LEFT JOIN "
+                        "information_schema.VIEWS v ON v.TABLE_SCHEMA = t.TABLE_SCHEMA AND v.TABLE_NAME = t.TABLE_NAME "
+                        "WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s AND t.TABLE_TYPE = 'VIEW'",
+                        (name.database, name.table))
             row = cur.fetchone()
         if row is None:
             return None

@@ -79,6 +79,22 @@ WITH RECURSIVE d(oid) AS (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s
 SELECT c.oid, c.relkind, format('%%I.%%I', n.nspname, c.relname), n.nspname, c.relname
 FROM d JOIN pg_class c ON c.oid = d.oid JOIN pg_namespace n ON n.oid = c.relnamespace ORDER BY c.oid
 """
+# Everything ``recheck`` reads of a relation, as one digest per OID: one query tells which followed tables
+# changed since the last look (the periodic check costs one query while nothing changes).
+_SIGNATURE = """
+SELECT c.oid, md5(concat_ws('|', n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
+  (SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod), ',' ORDER BY a.attnum)
+   FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+  (SELECT string_agg(concat_ws(':', i.indexrelid, i.indkey::text, i.indisprimary, i.indisreplident, i.indisvalid), ','
+                     ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid),
+  (SELECT string_agg(concat_ws(':', t.relid, l.relkind, l.relreplident, (SELECT count(*) FROM pg_index x
+                                WHERE x.indrelid = t.relid AND (x.indisprimary OR x.indisreplident))), ','
+                     ORDER BY t.relid) FROM pg_partition_tree(c.oid) t JOIN pg_class l ON l.oid = t.relid),
+  (WITH RECURSIVE d(oid) AS (SELECT inhrelid FROM pg_inherits WHERE inhparent = c.oid
+                             UNION SELECT i.inhrelid FROM pg_inherits i JOIN d ON i.inhparent = d.oid)
+   SELECT string_agg(oid::text, ',' ORDER BY oid) FROM d)))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY(%s)
+"""
 _NO_STREAM = {"m": "a materialized view", "f": "a foreign table", "S": "a sequence"}
 _IDENTITY = {"d": "default", "f": "full", "i": "index", "n": "nothing"}
 
@@ -214,10 +230,13 @@ def expansion(conn: psycopg.Connection, name: str) -> str | None:
     rel = _relation(conn, name if "." in name else f"public.{name}")
     if rel is None:
         return None
-    if rel.kind == "v":
-        with conn.transaction():  # every name in the definition qualified: it is read with the service's rules
-            conn.execute("SET LOCAL search_path = pg_catalog")
+    if rel.kind == "v":  # with every name in the definition qualified: it is read with the service's rules
+        path = conn.execute("SELECT current_setting('search_path')").fetchone()[0]
+        conn.execute("SELECT set_config('search_path', 'pg_catalog', false)")
+        try:
             text = conn.execute("SELECT pg_get_viewdef(%s, true)", (rel.oid,)).fetchone()[0]
+        finally:
+            conn.execute("SELECT set_config('search_path', %s, false)", (path,))
         return text.strip().rstrip(";").strip()
     if rel.kind != "r" or not rel.has_children:
         return None
@@ -236,11 +255,20 @@ def expansion(conn: psycopg.Connection, name: str) -> str | None:
     return " UNION ALL ".join(parts)
 
 
-def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
+def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str], ...]],
+            seen: dict[str, tuple[str, Recheck]] | None = None) -> dict[str, Recheck]:
     """Followed tables as the catalog describes them now, found by the OID they were followed with (else by
-    name): ``base.Source.recheck``."""
+    name): ``base.Source.recheck``.  ``seen`` remembers each answer with its relation's digest (``_SIGNATURE``):
+    a table whose digest did not change is not read again."""
+    seen = {} if seen is None else seen
+    oids = {t: int(o) for t, identity in tables.items() if (o := dict(identity).get("relation", "")).isdigit()}
+    digests = dict(conn.execute(_SIGNATURE, (list(oids.values()),)).fetchall()) if oids else {}
     out: dict[str, Recheck] = {}
     for table, identity in tables.items():
+        digest = digests.get(oids.get(table, -1))
+        if digest is not None and table in seen and seen[table][0] == digest:
+            out[table] = seen[table][1]
+            continue
         oid = dict(identity).get("relation")
         rel = _relation(conn, oid=int(oid)) if oid and oid.isdigit() else None
         if rel is None:
@@ -251,6 +279,8 @@ def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str]
         refusal = _refusal(conn, rel)  # (a column of a type freshview does not maintain: None in columns)
         identity = () if refusal else _identity(conn, rel, _key(conn, rel))
         out[table] = Recheck(rel.name, _columns(conn, rel.oid), identity, refusal)
+        if digest is not None and rel.oid == oids.get(table):
+            seen[table] = (digest, out[table])
     return out
 
 

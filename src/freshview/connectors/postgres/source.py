@@ -177,6 +177,7 @@ class PostgresSource:
         self.label = slot
         self.publication = publication
         self.followed_oids: dict[int, str] = {}  # the relations prepared (OID -> the name they are followed by)
+        self._rechecked: dict[str, tuple[str, Recheck]] = {}  # catalog.recheck's answers, by their digests
 
     def _replication(self) -> ReplicationConnection:
         try:
@@ -222,7 +223,7 @@ class PostgresSource:
         return catalog.expansion(self.conn, relation)
 
     def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
-        return catalog.recheck(self.conn, tables)
+        return catalog.recheck(self.conn, tables, self._rechecked)
 
     def _members(self) -> dict[int, str]:
         """The publication's own tables (OID -> name), as added (not the partitions it publishes through them)."""
