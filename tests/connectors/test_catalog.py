@@ -35,6 +35,12 @@ def test_tables_freshview_cannot_follow_are_refused_with_the_fix(conn):
     conn.execute("CREATE TABLE fv_json (id int PRIMARY KEY, doc jsonb)")
     with pytest.raises(CatalogError, match="jsonb"):
         describe_table(conn, "fv_json")
+    from freshview.connectors.postgres.catalog import publishable
+
+    assert publishable(conn, "fv_json")[1:] == ("public.fv_json", False)  # publishing it breaks no write
+    conn.execute("CREATE TABLE fv_loose (x int)")
+    with pytest.raises(CatalogError, match="REPLICA IDENTITY FULL"):
+        publishable(conn, "fv_loose")
     with pytest.raises(CatalogError, match="does not exist"):
         describe_table(conn, "fv_missing")
 

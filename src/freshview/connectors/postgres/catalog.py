@@ -146,6 +146,18 @@ def describe_table(conn: psycopg.Connection, name: str) -> SourceTable:
     return _describe(conn, rel)
 
 
+def publishable(conn: psycopg.Connection, name: str) -> tuple[int, str, bool]:
+    """(OID, name, partitioned) of a table that may join the publication: one whose presence there leaves the
+    application's UPDATE and DELETE working; ``CatalogError`` with the fix otherwise."""
+    rel = _relation(conn, name if "." in name else f"public.{name}")
+    if rel is None:
+        raise CatalogError(f"table {name} does not exist")
+    refusal = _refusal(conn, rel)
+    if refusal:
+        raise CatalogError(refusal)
+    return rel.oid, rel.name, rel.kind == "p"
+
+
 def _describe(conn: psycopg.Connection, rel: _Relation) -> SourceTable:
     refusal = _refusal(conn, rel)
     if refusal:

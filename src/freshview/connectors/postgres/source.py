@@ -239,17 +239,15 @@ class PostgresSource:
         one published through its root."""
         members = self._members()
         for table in tables:
-            found = describe_table(self.conn, table)  # refuses what would make UPDATE/DELETE fail once published
-            oid = int(dict(found.identity)["relation"])
-            self.followed_oids[oid] = found.name
+            oid, name, partitioned = catalog.publishable(self.conn, table)  # else UPDATE/DELETE would fail
+            self.followed_oids[oid] = name
             if oid in members:
                 continue
-            if found.partitioned:
+            if partitioned:
                 self._publish_via_root()
             try:
                 self.conn.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}{}").format(
-                    psql.Identifier(self.publication), psql.SQL("" if found.partitioned else "ONLY "),
-                    identifier(found.name)))
+                    psql.Identifier(self.publication), psql.SQL("" if partitioned else "ONLY "), identifier(name)))
             except psycopg.errors.InsufficientPrivilege:
                 raise CatalogError(
                     f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
