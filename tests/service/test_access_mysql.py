@@ -162,12 +162,16 @@ def test_a_revoke_after_creation_fails_the_view(secrets, start_service):
     create(secrets, "fv_acc_cols", "cols_view", "SELECT id, a FROM secret")
     create(secrets, "fv_acc_reader", "reader_view", "SELECT a, COUNT(*) AS n FROM secret GROUP BY a")
     assert can_read(secrets, "fv_acc_cols", "cols_view")
+    with as_user(secrets, "fv_acc_cols") as cols:  # shared on by its requester
+        run(cols, f"GRANT SELECT ON `{db}`.cols_view TO 'fv_acc_nobody'@'%'")
+    assert can_read(secrets, "fv_acc_nobody", "cols_view")
     with connect(secrets) as admin:
         run(admin, f"REVOKE SELECT (a) ON `{db}`.secret FROM 'fv_acc_cols'@'%'")
     found = status(secrets, "cols_view", "failed")
     assert found == ("failed", f"freshview: permission denied for view {db}.cols_view: account 'fv_acc_cols'@'%' "
                                f"may not SELECT column a of table {db}.secret")
     assert not can_read(secrets, "fv_acc_cols", "cols_view")
+    assert not can_read(secrets, "fv_acc_nobody", "cols_view")  # MySQL's REVOKE does not cascade: freshview's does
     assert status(secrets, "reader_view", "active")[0] == "active"
 
 
@@ -181,7 +185,7 @@ def test_the_result_table_is_granted_to_exactly_its_requester(secrets, start_ser
                                      "Table_name = %s", (db, name)))
 
     create(secrets, "fv_acc_reader", "shared_name", "SELECT id, b FROM secret")
-    assert grantees("shared_name") == [("fv_acc_reader", "%", "Select")]
+    assert grantees("shared_name") == [("fv_acc_reader", "%", "Select,Grant")]
     with as_user(secrets, "fv_acc_reader") as conn:
         run(conn, "CALL freshview.drop_view(%s)", (f"{db}.shared_name",))
     assert grantees("shared_name") == []  # MySQL keeps a dropped table's grants: freshview revokes them
@@ -190,6 +194,6 @@ def test_the_result_table_is_granted_to_exactly_its_requester(secrets, start_ser
         run(admin, f"GRANT SELECT ON `{db}`.shared_name TO 'fv_acc_nobody'@'%'")
         run(admin, f"DROP TABLE `{db}`.shared_name")
     create(secrets, "fv_acc_cols", "shared_name", "SELECT id, a FROM secret")
-    assert grantees("shared_name") == [("fv_acc_cols", "%", "Select")]
+    assert grantees("shared_name") == [("fv_acc_cols", "%", "Select,Grant")]
     assert can_read(secrets, "fv_acc_cols", "shared_name")
     assert not can_read(secrets, "fv_acc_nobody", "shared_name") and not can_read(secrets, "fv_acc_reader", "shared_name")

@@ -132,6 +132,9 @@ def test_a_revoke_after_creation_fails_the_view_and_a_rebuild_keeps_the_grant(se
     svc = start_service(options=ServiceOptions(poll_s=0.05, access_check_s=0.2))
     create(secrets, "fv_acc_cols", "public.cols_view", "SELECT id, a FROM secret")
     create(secrets, "fv_acc_reader", "public.reader_view", "SELECT a, COUNT(*) AS n FROM secret GROUP BY a")
+    with psycopg.connect(as_role(secrets, "fv_acc_cols"), autocommit=True) as cols:  # shared on by its requester
+        cols.execute("GRANT SELECT ON public.cols_view TO fv_acc_nobody")
+    assert can_read(secrets, "fv_acc_nobody", "public.cols_view")
     with psycopg.connect(secrets, autocommit=True) as admin:
         admin.execute("REVOKE SELECT (a) ON secret FROM fv_acc_cols")
         status, error = wait_for_status(admin, "public.cols_view", "failed", timeout=30)
@@ -139,6 +142,7 @@ def test_a_revoke_after_creation_fails_the_view_and_a_rebuild_keeps_the_grant(se
         assert error == ("freshview: permission denied for view public.cols_view: role fv_acc_cols may not SELECT "
                          "column a of table public.secret")
         assert not can_read(secrets, "fv_acc_cols", "public.cols_view")  # what it held is no longer its to read
+        assert not can_read(secrets, "fv_acc_nobody", "public.cols_view")  # nor theirs it shared it with
         assert admin.execute("SELECT status FROM freshview.views WHERE name = 'public.reader_view'").fetchone()[0] \
             == "active"
         svc.stop()
@@ -167,8 +171,12 @@ def test_the_result_table_is_readable_by_exactly_the_requester_and_its_members(s
                                    "WHERE oid = 'public.readers'::regclass").fetchone()
         service_role = admin.info.user
     assert owner == service_role
-    assert sorted(acl) == sorted([f"{service_role}=arwdDxt/{service_role}", f"fv_acc_reader=r/{service_role}"])
+    assert sorted(acl) == sorted([f"{service_role}=arwdDxt/{service_role}", f"fv_acc_reader=r*/{service_role}"])
     assert can_read(secrets, "fv_acc_reader", "public.readers")
     assert can_read(secrets, "fv_acc_member", "public.readers")  # a member of the requester's role
     assert not can_read(secrets, "fv_acc_nobody", "public.readers")
     assert not can_read(secrets, "fv_acc_cols", "public.readers")
+    with psycopg.connect(as_role(secrets, "fv_acc_reader"), autocommit=True) as reader:  # the requester shares it
+        reader.execute("GRANT SELECT ON public.readers TO fv_acc_cols")
+    assert can_read(secrets, "fv_acc_cols", "public.readers")
+    assert not can_read(secrets, "fv_acc_nobody", "public.readers")

@@ -91,18 +91,19 @@ class MySqlResults:
         self.tables[spec.name] = table
 
     def _readable_only_by(self, name: str, reader: str | None) -> None:
-        """Revoke every table-level SELECT on ``name`` (MySQL keeps grants of a dropped table, and they
-        would apply to a new table of that name), then grant SELECT to ``reader``'s account."""
+        """Revoke every table-level SELECT (and GRANT OPTION) on ``name`` (MySQL keeps grants of a dropped
+        table, and they would apply to a new table of that name), then grant SELECT to ``reader``'s account,
+        WITH GRANT OPTION: it may share what it could copy anyway."""
         database, table = split_table_name(name)
         target = sink.quote_table(name)
         with self.conn.cursor() as cur:
-            cur.execute("SELECT User, Host, NULL FROM mysql.tables_priv WHERE Db = %s AND Table_name = %s "
-                        "AND FIND_IN_SET('Select', Table_priv) UNION ALL SELECT User, Host, Column_name "
+            cur.execute("SELECT User, Host, NULL, FIND_IN_SET('Grant', Table_priv) FROM mysql.tables_priv "
+                        "WHERE Db = %s AND Table_name = %s AND (FIND_IN_SET('Select', Table_priv) "
+                        "OR FIND_IN_SET('Grant', Table_priv)) UNION ALL SELECT User, Host, Column_name, 0 "
                         "FROM mysql.columns_priv WHERE Db = %s AND Table_name = %s "
                         "AND FIND_IN_SET('Select', Column_priv)", (database, table, database, table))
-            found = cur.fetchall()
-            for user, host, column in found:
-                what = "SELECT" if column is None else f"SELECT ({quote(column)})"
+            for user, host, column, grant in cur.fetchall():
+                what = ("SELECT" if column is None else f"SELECT ({quote(column)})") + (", GRANT OPTION" if grant else "")
                 cur.execute(f"REVOKE {what} ON {target} FROM {Account(user, host)}")
             cur.execute("SELECT CURRENT_USER()")
             service = Account.parse(cur.fetchone()[0])
@@ -110,17 +111,15 @@ class MySqlResults:
             if reader and account is None:
                 raise CatalogError(f"freshview: no account {Account.parse(reader)} to grant the result table to")
             if account is not None and account != service:
-                cur.execute(f"GRANT SELECT ON {target} TO {account}")
+                cur.execute(f"GRANT SELECT ON {target} TO {account} WITH GRANT OPTION")
 
     def revoke_reader(self, name: str, reader: str) -> None:
-        account = resolve_account(self.conn, reader)
-        if account is None:
-            return
+        """MySQL's REVOKE does not cascade: every table-level grant on the table goes, the requester's and
+        those it made."""
         try:
-            with self.conn.cursor() as cur:
-                cur.execute(f"REVOKE SELECT ON {sink.quote_table(name)} FROM {account}")
-        except pymysql.err.MySQLError as exc:  # no such grant (the service's own account), or no table
-            log.warning("cannot revoke %s's SELECT on %s: %s", account, name, exc)
+            self._readable_only_by(name, None)
+        except pymysql.err.MySQLError as exc:
+            log.warning("cannot revoke the grants on %s: %s", name, exc)
 
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)

@@ -41,8 +41,9 @@ _AFTER_STEP = (
 
 def readable_only_by(conn: psycopg.Connection, table: psql.Composable, reader: str | None) -> None:
     """A new result table, owned by the service's role, may be read by ``reader`` (the view's requester,
-    and so the roles that are members of it) and nobody else: grants the table got from default
-    privileges (``ALTER DEFAULT PRIVILEGES ... TO PUBLIC``) are revoked."""
+    and so the roles that are members of it), who may grant that on (WITH GRANT OPTION: it could copy
+    the rows anyway), and nobody else: grants the table got from default privileges
+    (``ALTER DEFAULT PRIVILEGES ... TO PUBLIC``) are revoked."""
     others = conn.execute(
         "SELECT DISTINCT a.grantee FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a "
         "WHERE c.oid = %s::regclass AND a.grantee <> c.relowner", (table.as_string(conn),)).fetchall()
@@ -51,7 +52,7 @@ def readable_only_by(conn: psycopg.Connection, table: psql.Composable, reader: s
             conn.execute("SELECT pg_get_userbyid(%s)", (grantee,)).fetchone()[0])
         conn.execute(psql.SQL("REVOKE ALL ON {} FROM {}").format(table, who))
     if reader and reader != conn.info.user:
-        conn.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(table, psql.Identifier(reader)))
+        conn.execute(psql.SQL("GRANT SELECT ON {} TO {} WITH GRANT OPTION").format(table, psql.Identifier(reader)))
 
 
 def result_table(spec: ResultSpec) -> ResultTable:
@@ -110,7 +111,8 @@ class PostgresResults:
             return
         try:
             with self.conn.transaction():
-                self.conn.execute(psql.SQL("REVOKE ALL ON {} FROM {}").format(identifier(name), psql.Identifier(reader)))
+                self.conn.execute(psql.SQL("REVOKE ALL ON {} FROM {} CASCADE").format(  # and whom it granted
+                    identifier(name), psql.Identifier(reader)))
         except psycopg.Error as exc:  # the table or the role is gone: nothing left to read
             log.warning("cannot revoke %s's SELECT on %s: %s", reader, name, exc)
 
