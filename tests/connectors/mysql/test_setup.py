@@ -62,7 +62,7 @@ def test_grants():
         "GRANT SELECT ON `app`.* TO 'freshview'@'%'",
         "GRANT ALL PRIVILEGES ON `freshview`.* TO 'freshview'@'%'",
         "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app`.* TO 'freshview'@'%' WITH GRANT OPTION",
-        "GRANT SELECT ON `mysql`.`user` TO 'freshview'@'%'",
+        "GRANT SELECT (User, Host, Select_priv, is_role, default_role) ON `mysql`.`user` TO 'freshview'@'%'",
         "GRANT SELECT ON `mysql`.`db` TO 'freshview'@'%'",
         "GRANT SELECT ON `mysql`.`tables_priv` TO 'freshview'@'%'",
         "GRANT SELECT ON `mysql`.`columns_priv` TO 'freshview'@'%'",
@@ -72,6 +72,7 @@ def test_grants():
     assert "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app_views`.* TO 'o''brien'@'10.0.0.%' " \
            "WITH GRANT OPTION" in mysql
     assert mysql[-1] == "GRANT SELECT ON `mysql`.`columns_priv` TO 'o''brien'@'10.0.0.%'"  # no MariaDB roles
+    assert "GRANT SELECT (User, Host, Select_priv) ON `mysql`.`user` TO 'o''brien'@'10.0.0.%'" in mysql
 
 
 def test_setup_on_the_test_server(my, mysql_database, mariadb):
@@ -102,6 +103,8 @@ def test_setup_on_the_test_server(my, mysql_database, mariadb):
                 # the requesters' grants (access.py)
                 assert MySqlGrants(service).read_rights("fv_service@%", {f"{mysql_database['database']}.t": frozenset(
                     {"a"})}) == {f"{mysql_database['database']}.t": ReadRights()}
+                with service.cursor() as scur, pytest.raises(pymysql.err.OperationalError, match="denied"):
+                    scur.execute("SELECT authentication_string FROM mysql.user")  # no password hashes
             finally:
                 service.close()
         finally:
