@@ -158,6 +158,7 @@ def test_a_revoke_after_creation_fails_the_view_and_a_rebuild_keeps_the_grant(se
         start_service(state_dir=tmp_path / "third-state", options=quiet)
         status, error = wait_for_status(admin, "public.reader_view", "failed", timeout=60)
         assert status == "failed" and "role fv_acc_reader may not SELECT column a of table public.secret" in error
+        assert not can_read(secrets, "fv_acc_reader", "public.reader_view")
 
 
 def test_the_result_table_is_readable_by_exactly_the_requester_and_its_members(secrets, start_service):

@@ -29,7 +29,6 @@ so the answer can name the column, which PostgreSQL's message does not.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -38,8 +37,6 @@ from freshview.errors import CatalogError
 from freshview.plan import nodes as pn
 from freshview.plan.rewrite.prune import columns_read
 from freshview.service.names import Names
-
-log = logging.getLogger("freshview.service")
 
 
 class AccessDenied(CatalogError):
@@ -97,10 +94,10 @@ def database_refusal(view: str, who: str, message: str) -> str:
 
 
 def check(connector: Connector, view: str, reads: Mapping[str, frozenset[str]], requester: str | None,
-          request: int | None = None) -> None:
+          request: int | None = None, *, existing: bool = False) -> None:
     """Raise ``AccessDenied`` unless ``requester`` may read ``reads`` (and, for a user's request, the
-    database let the caller plan the query).  No requester (a view made before owners were recorded):
-    nothing to check against."""
+    database let the caller plan the query); refused an ``existing`` view (a rebuild), the requester also
+    loses its result table.  No requester (a view made before owners were recorded): nothing to check."""
     grants = connector.grants
     if grants is None or requester is None:
         return
@@ -111,6 +108,8 @@ def check(connector: Connector, view: str, reads: Mapping[str, frozenset[str]], 
         if denied:
             problem = database_refusal(view, who, denied)
     if problem:
+        if existing:
+            connector.results.revoke_reader(view, requester)
         raise AccessDenied(problem)
 
 

@@ -66,7 +66,7 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
         except FreshviewError:
             access.check_tables(core.connector, name, probe.tables, reader, request)
             raise
-        access.check(core.connector, name, access.reads(plan, core.names), reader, request)  # before any read
+        access.check(core.connector, name, access.reads(plan, core.names), reader, request, existing=replace)
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()

@@ -144,8 +144,9 @@ $proc$;
 -- The probe: the query planned as the caller, so the database checks its own rules (table and column
 -- privileges, schema USAGE, EXECUTE on functions) before the service computes anything with its rights.
 -- The cursor is opened and closed without a fetch: PostgreSQL checks privileges when the executor
--- starts, and no row, function call or subquery is evaluated.  A cursor takes exactly one query, and
--- wrapped in SELECT * FROM (...) it can only be a SELECT (a data-modifying WITH must be at the top).
+-- starts, and no row, function call or subquery is evaluated (planning alone folds immutable functions
+-- of constants).  A cursor takes exactly one query, and wrapped in SELECT * FROM (...) it can only be a
+-- SELECT (a data-modifying WITH must be at the top).
 -- Other errors (bad SQL) are left to the service, whose messages give line and column.
 CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120)
 LANGUAGE plpgsql AS $proc$
