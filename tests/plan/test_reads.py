@@ -1,10 +1,10 @@
-"""``plan.reads``: the columns of each relation a view reads (what a DDL change may touch)."""
+"""``plan.rewrite.prune.columns_read`` as DDL on a followed table uses it: the columns each view reads."""
 
 from __future__ import annotations
 
 import pytest
 
-from freshview.plan.reads import columns_read
+from freshview.plan.rewrite.prune import columns_read
 from freshview.schema import schema_from_ddl
 from freshview.sql import build_plan
 

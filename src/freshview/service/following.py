@@ -7,7 +7,7 @@ in the stream (``relevant``).
 
 DDL on a followed table (``ddl_effect``, pure) never leaves a view ``active``
 and wrong: the views reading the table either stay right or fail, with the
-change named.  Only what the views read matters (``plan.reads``): a column
+change named.  Only what the views read matters (``plan.rewrite.prune.columns_read``): a column
 they read dropped, renamed or changing type, the table renamed or dropped, or
 no longer followable (its replica identity gone) fails them (``Fail``); a
 change the engine's copy of the table cannot absorb but no view reads (an
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
 
 from freshview.connectors.base import ChangeError, Recheck, SourceTable, Transaction, after
 from freshview.errors import FreshviewError
-from freshview.plan.reads import columns_read
+from freshview.plan.rewrite.prune import columns_read
 from freshview.schema import SqlType, TableSchema
 from freshview.service import requests
 
@@ -200,8 +200,7 @@ def refollow(core: "Core", table: str, reason: str) -> None:
         if name not in definitions:
             continue
         try:
-            requests.create(core, name, definitions[name], replace=True,
-                            reader=core.connector.control.view_owner(name))
+            requests.create(core, name, definitions[name], replace=True)  # with its requester's rights (access)
         except (FreshviewError, ChangeError, *core.connector.errors) as exc:
             core._mark_failed([name], f"freshview: {table} changed ({reason}) and following it anew failed: {exc}")
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from freshview.connectors.base import ChangeError, ControlSchema, Request, SourceTable
 from freshview.errors import CatalogError, FreshviewError
 from freshview.flow import IncrementalFlow
+from freshview.service import access
 from freshview.service.names import Names
 from freshview.sql import compile_view
 
@@ -104,6 +105,8 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
     flow, control, results = core.flow, core.connector.control, core.connector.results
     name = core.names.qualify(name)
     view = core.names.engine(name)
+    if replace and reader is None:  # a rebuild runs with the rights of the view's requester (access)
+        reader = control.owners().get(name)
     if not replace:
         existing = control.view(name)
         if existing is not None:
@@ -119,9 +122,13 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
     registered = False
     try:
         probe = TableProbe(flow, core.connector.source, core.names)
-        # SQL errors surface here, with positions, before any work; the engine compiles the view's text with
-        # the database's views and inheritance parents read through their definitions (sql.expand)
-        _, engine_sql = compile_view(view_sql, probe, core.connector.dialect)
+        try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
+            # with the database's views and inheritance parents read through their definitions (sql.expand)
+            plan, engine_sql = compile_view(view_sql, probe, core.connector.dialect)
+        except FreshviewError:
+            access.check_tables(core.connector, name, probe.tables, reader, request)
+            raise
+        access.check(core.connector, name, access.reads(plan, core.names), reader, request, existing=replace)
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()
