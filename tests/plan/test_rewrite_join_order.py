@@ -4,6 +4,7 @@ same rows on random tables."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
@@ -13,7 +14,7 @@ from freshview.plan.explain import render
 from freshview.plan.expr import ColumnRef, conjuncts
 from freshview.plan.rewrite import RULES, optimize
 from freshview.plan.rewrite.join_order import Sizes, along_edges, best_tree, csg_cmp_pairs, join_order
-from freshview.plan.statistics import Estimate, RelationStats, estimate
+from freshview.plan.statistics import Estimate, Observed, RelationStats, estimate, from_json, to_json
 from tests.plan.fixtures import INT, QUERIES, before, check_same_result, raw
 
 # Queries whose FROM order puts neighbours with no condition between them next to each other.
@@ -266,6 +267,19 @@ def test_seventeen_tables_in_the_worst_from_order_plan_without_a_cross_product()
     out = join_order(plan)
     assert len(_joins(out)) == 16 and all(j.left_keys for j in _joins(out))
     assert _conditions(out) == _conditions(plan) == 16
+
+
+def test_statistics_read_on_demand_are_recorded():
+    """``Observed`` (empty until asked, so falsy) is asked for the relations the plan reads, once each."""
+    asked = []
+
+    def read(name):
+        asked.append(name)
+        return RelationStats(10) if name != "c" else None
+    observed = Observed(read)
+    join_order(_prepared(REORDERED[0]), statistics=observed)
+    assert sorted(asked) == ["a", "b", "c"] and dict(observed) == {"a": RelationStats(10), "b": RelationStats(10)}
+    assert from_json(json.loads(json.dumps(to_json(observed)))) == dict(observed)
 
 
 def test_optimize_passes_a_rule_only_the_keywords_it_declares():

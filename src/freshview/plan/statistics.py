@@ -100,7 +100,7 @@ class Estimate:
 
 def estimate(node: pn.Node, statistics: Statistics | None = None) -> Estimate:
     """``node``'s estimated rows and unique column sets (module docstring)."""
-    return _Estimator(statistics or {}).of(node)
+    return _Estimator({} if statistics is None else statistics).of(node)
 
 
 def selectivity(predicate: Expr, rows: Estimate) -> float:

@@ -67,7 +67,7 @@ Tree = int | tuple["Tree", "Tree"]  # a relation's index, or a join of two trees
 
 def join_order(plan: pn.Node, statistics: Statistics | None = None) -> pn.Node:
     """``plan`` with each tree of inner joins joined in the cheapest order without avoidable cross products."""
-    return _Rewrite(statistics or {}).rewrite(plan)
+    return _Rewrite({} if statistics is None else statistics).rewrite(plan)
 
 
 # ---------------------------------------------------------------------- collecting a join tree
