@@ -311,28 +311,8 @@ class _Rewrite:
     def reorder(self, node: pn.Node, graph: JoinGraph) -> pn.Node:
         owner = graph.owner()
         parts = [_Conjunct(c, sum({1 << owner[i] for i in columns_used(c)})) for c in graph.conjuncts]
-        estimates = [estimate(r, self.statistics) for r in graph.relations]
-        n = len(graph.relations)
-        adjacent = [0] * n
-        factors: list[tuple[int, float]] = []
-        pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]] = {}
-        for c in parts:
-            edge = _edge(c, graph, owner)
-            if edge is not None:
-                (i, ei), (j, ej) = edge
-                adjacent[i] |= 1 << j
-                adjacent[j] |= 1 << i
-                pairs.setdefault((i, j), []).append((ei, ej))
-            elif c.mask:
-                local = _local(c, graph, owner) if c.mask.bit_count() == 1 else None
-                rows = estimates[owner[min(columns_used(c.expr))]] if local is not None else Estimate(float("inf"))
-                factors.append((c.mask, selectivity(local if local is not None else c.expr, rows)))
-        for (i, j), sides in pairs.items():
-            distinct = max(estimates[i].distinct([a for a, _ in sides]), estimates[j].distinct([b for _, b in sides]))
-            factors.append(((1 << i) | (1 << j), 1 / max(distinct, 1.0)))
-        sizes = Sizes(estimates, factors)
-
-        components = _components(n, adjacent)
+        adjacent, sizes = _weigh(graph, parts, [estimate(r, self.statistics) for r in graph.relations])
+        components = _components(len(graph.relations), adjacent)
         if len(components) == 1 and along_edges(graph.tree, adjacent):
             chosen = best_tree(components[0], adjacent, sizes)
             if sizes.cost(graph.tree) <= sizes.cost(chosen):
@@ -344,6 +324,32 @@ class _Rewrite:
             for t in trees[1:]:
                 chosen = (chosen, t)
         return _Builder(graph, parts).build(chosen, [n for n, _ in node.columns])
+
+
+def _weigh(graph: JoinGraph, parts: list[_Conjunct], estimates: list[Estimate]) -> tuple[list[int], Sizes]:
+    """The join graph's edges (each relation's neighbours as a mask) and the sizes of its relation sets:
+    each conjunct on one relation or several that is no edge keeps ``selectivity`` of the rows, the
+    edges between two relations together 1 / the distinct values of their columns on the larger side."""
+    owner = graph.owner()
+    adjacent = [0] * len(graph.relations)
+    factors: list[tuple[int, float]] = []
+    pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]] = {}
+    for c in parts:
+        edge = _edge(c, graph, owner)
+        if edge is not None:
+            (i, ei), (j, ej) = edge
+            adjacent[i] |= 1 << j
+            adjacent[j] |= 1 << i
+            pairs.setdefault((i, j), []).append((ei, ej))
+        elif c.mask.bit_count() == 1:
+            i = owner[min(columns_used(c.expr))]
+            factors.append((c.mask, selectivity(_shift(c.expr, -graph.offsets[i]), estimates[i])))
+        elif c.mask:
+            factors.append((c.mask, selectivity(c.expr, Estimate(float("inf")))))
+    for (i, j), sides in pairs.items():
+        distinct = max(estimates[i].distinct([a for a, _ in sides]), estimates[j].distinct([b for _, b in sides]))
+        factors.append(((1 << i) | (1 << j), 1 / max(distinct, 1.0)))
+    return adjacent, Sizes(estimates, factors)
 
 
 def _edge(c: _Conjunct, graph: JoinGraph, owner: list[int]) -> tuple[tuple[int, Expr], tuple[int, Expr]] | None:
@@ -360,11 +366,6 @@ def _edge(c: _Conjunct, graph: JoinGraph, owner: list[int]) -> tuple[tuple[int, 
     (i,), (j,) = ra, rb
     sides = sorted([(i, _shift(a, -graph.offsets[i])), (j, _shift(b, -graph.offsets[j]))], key=lambda s: s[0])
     return sides[0], sides[1]
-
-
-def _local(c: _Conjunct, graph: JoinGraph, owner: list[int]) -> Expr:
-    """A one-relation conjunct over its relation's own columns."""
-    return _shift(c.expr, -graph.offsets[owner[min(columns_used(c.expr))]])
 
 
 def _shift(e: Expr, by: int) -> Expr:
