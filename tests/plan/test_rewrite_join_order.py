@@ -13,7 +13,9 @@ from freshview.plan import nodes as pn
 from freshview.plan.explain import render
 from freshview.plan.expr import ColumnRef, conjuncts
 from freshview.plan.rewrite import RULES, optimize
-from freshview.plan.rewrite.join_order import Sizes, along_edges, best_tree, csg_cmp_pairs, join_order
+from freshview.plan.rewrite.join_order import (
+    JoinGraph, Sizes, along_edges, best_tree, csg_cmp_pairs, join_order, weigh,
+)
 from freshview.plan.statistics import Estimate, Observed, RelationStats, estimate, from_json, to_json
 from tests.plan.fixtures import INT, QUERIES, before, check_same_result, raw
 
@@ -99,6 +101,21 @@ def test_a_primary_key_join_does_not_grow_the_rows():
     assert estimate(join.right, keyed).distinct([ColumnRef(INT, 0)]) == 200
     assert estimate(join, keyed).rows == 800
     assert estimate(join, {"a": RelationStats(5000), "b": RelationStats(800)}).rows == 5000 * 800 / 200
+
+
+def test_a_filter_on_the_key_side_keeps_the_join_in_proportion():
+    """25 of a's 5,000 keys pass its filter: b's 800 rows keep 800 · 25 / 5,000 of their matches."""
+    (join,) = _joins(optimize(raw("SELECT a.y FROM a, b WHERE a.x = b.x AND a.y = 1"), RULES[:3]))
+    assert estimate(join, {"a": RelationStats(5000, (("x",),)), "b": RelationStats(800)}).rows == 4
+
+
+def test_columns_equal_to_a_small_key_have_at_most_its_rows_of_values():
+    """a.y = b.z = c.z with c's key z of 25 rows: a.y and b.z have 25 values, so a ⋈ b keeps
+    15,000 · 1,000 / 25 rows (PostgreSQL's default 200 values alone: / 200)."""
+    graph = JoinGraph.of(_prepared("SELECT a.s FROM a, b, c WHERE a.y = b.z AND b.z = c.z"))
+    keyed = {"a": RelationStats(15_000), "b": RelationStats(1000), "c": RelationStats(25, (("z",),))}
+    assert weigh(graph, keyed)[1].card(0b011) == 15_000 * 1000 / 25
+    assert weigh(graph, {**keyed, "c": RelationStats(25)})[1].card(0b011) == 15_000 * 1000 / 200
 
 
 def test_parts_without_a_condition_between_them_are_joined_last_the_smallest_first():

@@ -12,9 +12,12 @@ demand and remembers which were read.
 ``estimate(node, statistics)`` guesses a plan's rows and the column sets
 unique in them, the way PostgreSQL does without column statistics: a
 relation missing from ``statistics`` has ``DEFAULT_ROWS`` rows; a column has
-``DEFAULT_DISTINCT`` distinct values (at most the rows), all the rows if it
-covers a unique column set; an equality keeps 1/distinct values of the
-rows, any other condition a third.  Only the ratios between plans matter.
+``DEFAULT_DISTINCT`` distinct values (at most the relation's rows before its
+filters), all those rows if it covers a unique column set; an equality
+keeps 1/distinct values of the rows, any other condition a third.  The join
+order adds what a key says across a join: a column equal to a one-column key
+has at most that key's relation's rows of distinct values (a foreign key's
+values).  Only the ratios between plans matter.
 """
 
 from __future__ import annotations
@@ -84,18 +87,30 @@ class Observed(Mapping[str, RelationStats]):
 # ---------------------------------------------------------------------- estimates
 @dataclass(frozen=True)
 class Estimate:
-    """A plan's estimated rows (at least 1) and its output column sets (by position) known unique."""
+    """A plan's estimated rows (at least 1), its output column sets (by position) known unique, and the
+    rows of the relation before its filters (``domain``; None: ``rows``), which bound its columns'
+    distinct values (as PostgreSQL bounds them by the table's tuples, not the filtered rows: a filter
+    on a key's side of a join keeps the join's rows in proportion)."""
 
     rows: float
     unique: tuple[frozenset[int], ...] = ()
+    domain: float | None = None
 
-    def distinct(self, exprs: list[Expr]) -> float:
-        """Estimated distinct values of ``exprs`` together: every row's own if their columns cover a
-        unique set, else ``DEFAULT_DISTINCT`` per expression, at most the rows."""
+    @property
+    def before_filters(self) -> float:
+        return self.rows if self.domain is None else self.domain
+
+    def distinct(self, exprs: list[Expr], caps: list[float] | None = None) -> float:
+        """Estimated distinct values of ``exprs`` together: the relation's rows if their columns cover a
+        unique set, else ``DEFAULT_DISTINCT`` per expression (at most its ``caps``: the rows of a key
+        it is equal to), at most the relation's rows."""
         cols = {e.index for e in exprs if isinstance(e, ColumnRef)}
         if any(u <= cols for u in self.unique):
-            return self.rows
-        return min(self.rows, DEFAULT_DISTINCT ** len(exprs))
+            return self.before_filters
+        product = 1.0
+        for cap in caps or [DEFAULT_DISTINCT] * len(exprs):
+            product *= min(DEFAULT_DISTINCT, cap)
+        return min(self.before_filters, product)
 
 
 def estimate(node: pn.Node, statistics: Statistics | None = None) -> Estimate:
@@ -140,7 +155,7 @@ class _Estimator:
         rows = below.rows
         for c in conjuncts(node.predicate):
             rows *= selectivity(c, below)
-        return Estimate(max(rows, 1.0), below.unique)
+        return Estimate(max(rows, 1.0), below.unique, below.before_filters)
 
     def visit_Project(self, node: pn.Project) -> Estimate:
         below = self.of(node.input)
@@ -149,7 +164,7 @@ class _Estimator:
             if isinstance(e, ColumnRef):
                 where.setdefault(e.index, j)
         unique = tuple(frozenset(where[i] for i in u) for u in below.unique if all(i in where for i in u))
-        return Estimate(below.rows, unique)
+        return Estimate(below.rows, unique, below.domain)
 
     def visit_Join(self, node: pn.Join) -> Estimate:
         left, right = self.of(node.left), self.of(node.right)
@@ -168,7 +183,7 @@ class _Estimator:
     def visit_Aggregate(self, node: pn.Aggregate) -> Estimate:
         below = self.of(node.input)
         groups = len(node.group)
-        rows = below.distinct(list(node.group)) if groups else 1.0
+        rows = min(below.rows, below.distinct(list(node.group))) if groups else 1.0
         return Estimate(max(rows, 1.0), (frozenset(range(groups)),))
 
     def visit_Distinct(self, node: pn.Distinct) -> Estimate:

@@ -309,9 +309,8 @@ class _Rewrite:
         return self.rewrite(node)
 
     def reorder(self, node: pn.Node, graph: JoinGraph) -> pn.Node:
-        owner = graph.owner()
-        parts = [_Conjunct(c, sum({1 << owner[i] for i in columns_used(c)})) for c in graph.conjuncts]
-        adjacent, sizes = _weigh(graph, parts, [estimate(r, self.statistics) for r in graph.relations])
+        parts = _parts(graph)
+        adjacent, sizes = weigh(graph, self.statistics)
         components = _components(len(graph.relations), adjacent)
         if len(components) == 1 and along_edges(graph.tree, adjacent):
             chosen = best_tree(components[0], adjacent, sizes)
@@ -326,11 +325,18 @@ class _Rewrite:
         return _Builder(graph, parts).build(chosen, [n for n, _ in node.columns])
 
 
-def _weigh(graph: JoinGraph, parts: list[_Conjunct], estimates: list[Estimate]) -> tuple[list[int], Sizes]:
+def _parts(graph: JoinGraph) -> list[_Conjunct]:
+    owner = graph.owner()
+    return [_Conjunct(c, sum({1 << owner[i] for i in columns_used(c)})) for c in graph.conjuncts]
+
+
+def weigh(graph: JoinGraph, statistics: Statistics) -> tuple[list[int], Sizes]:
     """The join graph's edges (each relation's neighbours as a mask) and the sizes of its relation sets:
     each conjunct on one relation or several that is no edge keeps ``selectivity`` of the rows, the
     edges between two relations together 1 / the distinct values of their columns on the larger side."""
     owner = graph.owner()
+    parts = _parts(graph)
+    estimates = [estimate(r, statistics) for r in graph.relations]
     adjacent = [0] * len(graph.relations)
     factors: list[tuple[int, float]] = []
     pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]] = {}
@@ -346,10 +352,42 @@ def _weigh(graph: JoinGraph, parts: list[_Conjunct], estimates: list[Estimate]) 
             factors.append((c.mask, selectivity(_shift(c.expr, -graph.offsets[i]), estimates[i])))
         elif c.mask:
             factors.append((c.mask, selectivity(c.expr, Estimate(float("inf")))))
+    caps = _key_domains(graph, pairs, estimates)
     for (i, j), sides in pairs.items():
-        distinct = max(estimates[i].distinct([a for a, _ in sides]), estimates[j].distinct([b for _, b in sides]))
+        left = [a for a, _ in sides]
+        right = [b for _, b in sides]
+        distinct = max(estimates[i].distinct(left, [caps(i, e) for e in left]),
+                       estimates[j].distinct(right, [caps(j, e) for e in right]))
         factors.append(((1 << i) | (1 << j), 1 / max(distinct, 1.0)))
     return adjacent, Sizes(estimates, factors)
+
+
+def _key_domains(graph: JoinGraph, pairs: dict[tuple[int, int], list[tuple[Expr, Expr]]],
+                 estimates: list[Estimate]):
+    """``caps(i, e)``: at most how many distinct values relation i's join expression ``e`` has: the rows of
+    a one-column key that the equalities make it equal to (``c.nation = s.nation = n.key``: n's rows),
+    else no bound."""
+    parent: dict[int, int] = {}
+
+    def find(w: int) -> int:
+        while parent.get(w, w) != w:
+            w = parent[w]
+        return w
+    for (i, j), sides in pairs.items():
+        for a, b in sides:
+            if isinstance(a, ColumnRef) and isinstance(b, ColumnRef):
+                parent[find(graph.offsets[i] + a.index)] = find(graph.offsets[j] + b.index)
+    domain: dict[int, float] = {}
+    for i, est in enumerate(estimates):
+        for key in est.unique:
+            if len(key) == 1:
+                root = find(graph.offsets[i] + next(iter(key)))
+                domain[root] = min(domain.get(root, float("inf")), est.before_filters)
+
+    def caps(i: int, e: Expr) -> float:
+        return domain.get(find(graph.offsets[i] + e.index), float("inf")) if isinstance(e, ColumnRef) \
+            else float("inf")
+    return caps
 
 
 def _edge(c: _Conjunct, graph: JoinGraph, owner: list[int]) -> tuple[tuple[int, Expr], tuple[int, Expr]] | None:
@@ -452,5 +490,5 @@ def _over(e: Expr, cols: list[int]) -> Expr:
     return remap_columns(e, {w: p for p, w in enumerate(cols)})
 
 
-__all__ = ["join_order", "JoinGraph", "Sizes", "best_tree", "along_edges", "csg_cmp_pairs", "DP_RELATIONS",
+__all__ = ["join_order", "JoinGraph", "Sizes", "weigh", "best_tree", "along_edges", "csg_cmp_pairs", "DP_RELATIONS",
            "DP_PAIRS"]
