@@ -9,12 +9,16 @@ Two workloads, each under ``execution="local", first_computation="local"`` (no S
   ``t_i.v = t_{i+1}.k`` with a one-row result, written in a FROM order where no two neighbours share a
   condition (odd tables first, then even ones) and in chain order.
 
+* ``tpch`` (``--tpch-sf``): the TPC-H views with more than two relations in a join, over tpchgen-cli data
+  (``benchmarks/tpch``): the rows each keeps in join state after its first computation.
+
 Per case: the first computation (``register_view``), the median step time over ``--steps`` steps (each
 updates ``--changes`` rows of every table), and the rows held in the view's join states after the last
 step (``view/<v>/op*/left|right``).  ``--max-gb`` caps the process's address space (a FROM order that
 builds a cross product fails with MemoryError instead of eating the machine).  Not a test.
 
     python3 -m benchmarks.join_order [--rows 3000] [--tables 17] [--steps 20] [--changes 10]
+    python3 -m benchmarks.join_order --only tpch --tpch-sf 0.1
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import resource
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -110,6 +115,26 @@ def chain(n: int, steps: int, changes: int) -> None:
                  Tables(initial), sql, steps, changes, value)
 
 
+TPCH_VIEWS = ("q2", "q5", "q7", "q8", "q9", "q10", "q11", "q15", "q21")  # the ones join_order changes
+
+
+def tpch(sf: float, cache: Path) -> None:
+    from benchmarks.tpch.data import Tables, generate
+    from benchmarks.tpch.queries import VIEWS
+    from benchmarks.tpch.suite import load_sources
+    from freshview import IncrementalFlow
+
+    tables = Tables.load(generate(sf, cache))
+    with IncrementalFlow(execution="local", first_computation="local") as flow:
+        load_sources(flow, tables)
+        for view in TPCH_VIEWS:
+            t0 = time.perf_counter()
+            flow.register_view(view, VIEWS[view])
+            first = time.perf_counter() - t0
+            print(f"| TPC-H SF {sf:g} {view} | {first * 1000:,.0f} ms | | {join_state_rows(flow, view):,} | "
+                  f"{flow.snapshot(view).num_rows:,} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks.join_order")
     parser.add_argument("--rows", type=int, default=3000)
@@ -117,7 +142,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--changes", type=int, default=10)
     parser.add_argument("--max-gb", type=float, default=8.0)
-    parser.add_argument("--only", choices=["abc", "chain"])
+    parser.add_argument("--only", choices=["abc", "chain", "tpch"])
+    parser.add_argument("--tpch-sf", type=float, default=None, help="also the TPC-H views at this scale factor")
+    parser.add_argument("--cache", type=Path, default=Path(__file__).parent / "data", help="generated TPC-H data")
     args = parser.parse_args()
     limit = int(args.max_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -128,6 +155,8 @@ def main() -> None:
     if args.only in (None, "chain"):
         for n in args.tables:
             chain(n, args.steps, min(args.changes, 10))
+    if args.only == "tpch" or (args.only is None and args.tpch_sf is not None):
+        tpch(args.tpch_sf or 0.1, args.cache)
 
 
 if __name__ == "__main__":
