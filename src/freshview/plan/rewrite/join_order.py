@@ -27,7 +27,8 @@ again:
 
   with sizes estimated by ``plan.statistics`` from the rows of each
   relation in state (``statistics``, a relation's row count and its unique
-  column sets: joining on a primary key does not grow the rows);
+  column sets: joining on a primary key does not grow the rows, and a
+  column equal to a one-column key has at most that key's rows of values);
 * the **search**: dynamic programming over the connected subsets (the
   csg-cmp pairs of Moerkotte and Neumann's DPccp, bushy trees: a bushy
   tree may keep less state than any left-deep one) for parts of up to
