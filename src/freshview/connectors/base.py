@@ -18,6 +18,8 @@ or PyMySQL; a connector knows nothing of the engine.  What passes between them:
 * ``ControlSchema``: the ``freshview`` schema inside the database (the
   request queue behind ``create_view``/``drop_view``, the status of views and
   of the service).
+* ``Grants``: what a view's requester may read (``service.access`` decides
+  from it whether a view may run with that requester's rights).
 
 Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
 """
@@ -219,6 +221,32 @@ class ResultSink(Protocol):
     def record_position(self, position: Position) -> None:
         """Store a position reached without result changes (lets the source free what precedes it)."""
 
+    def revoke_reader(self, name: str, reader: str) -> None:
+        """``reader`` (a view's requester) may no longer read the view's result table."""
+
+
+@dataclass(frozen=True)
+class ReadRights:
+    """What the database says about a requester and one relation a view reads (``Grants.read_rights``)."""
+
+    exists: bool = True  # the relation exists
+    denied: frozenset[str] = frozenset()  # of the columns asked about, those the requester may not SELECT
+    any_column: bool = True  # the requester may SELECT some column (reading rows and no column needs that)
+    schema_usage: bool = True  # PostgreSQL: USAGE on the relation's schema
+    row_security: bool = False  # row-level security is enabled on it and the requester does not bypass it
+
+
+class Grants(Protocol):
+    """The database's privileges, as ``service.access`` needs them (requester: a PostgreSQL role, a MySQL
+    account ``user@host``, as ``Request.requested_by`` holds it)."""
+
+    def who(self, requester: str) -> str:
+        """The requester as messages name it (``role bob``, ``account 'bob'@'%'``)."""
+
+    def read_rights(self, requester: str, reads: Mapping[str, frozenset[str]]) -> Mapping[str, ReadRights] | None:
+        """For each relation (qualified name) and the columns read of it, what ``requester`` may read; None
+        when the requester is unknown to the database.  ``CatalogError`` when the database cannot tell."""
+
 
 @dataclass(frozen=True)
 class Request:
@@ -255,6 +283,13 @@ class ControlSchema(Protocol):
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         """Why ``requester`` may not drop view ``name`` (only its creator or an administrator may), or None."""
 
+    def owners(self) -> dict[str, str | None]:
+        """Each view's requester (``owner``: whose rights it runs with), by view name."""
+
+    def denial(self, request_id: int) -> str | None:
+        """The database's own refusal of the request's query, run as the caller by the procedure before
+        it queued the request (PostgreSQL; None when it was allowed, or on MySQL, where it fails the CALL)."""
+
     def abandon_create(self, name: str) -> None: ...
 
     def mark_rebuilding(self, reason: str) -> None:
@@ -290,3 +325,4 @@ class Connector:
     errors: tuple[type[BaseException], ...] = ()  # the driver's error classes (a failed request, not a crash)
     dialect: str = "postgres"  # how view SQL is read and computed (``sql.dialect``)
     default_schema: str = "public"  # the schema of bare table names (MySQL: the DSN's database)
+    grants: Grants | None = None  # None: nothing to check (in-process test doubles only)

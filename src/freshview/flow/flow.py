@@ -164,9 +164,9 @@ class DebeziumEncoder:
     """
 
     def __init__(self, view: str, columns: pn.Columns, key: Sequence[int], counts: dict[tuple, int] | None,
-                 decimal_handling: str) -> None:
+                 decimal_handling: str, schemas: bool = True) -> None:
         self.view, self.columns, self.key, self.counts = view, columns, key, counts
-        self.decimal_handling = decimal_handling
+        self.decimal_handling, self.schemas = decimal_handling, schemas
 
     def encode(self, table: pa.Table, step: int, ts_ms: int | None = None,
                source_ts_ms: int | None = None) -> list[dict]:
@@ -185,7 +185,8 @@ class DebeziumEncoder:
         return debezium.encode(table, self.columns, self.key, counts is not None, self.view, step,
                                int(time.time() * 1000) if ts_ms is None else ts_ms,
                                counts_after=counts_after if counts is not None else None,
-                               decimal_handling=self.decimal_handling, source_ts_ms=source_ts_ms)
+                               decimal_handling=self.decimal_handling, source_ts_ms=source_ts_ms,
+                               schemas=self.schemas)
 
 
 class DebeziumWatch(Watch):
@@ -998,25 +999,26 @@ class IncrementalFlow:
             return out.rename_columns(schema.names).cast(schema.arrow())
 
     def watch_output(self, name: str, timeout: float | None = None, *, format: str = "arrow",
-                     decimal_handling: str = "precise") -> Watch:
+                     decimal_handling: str = "precise", schemas: bool = True) -> Watch:
         """Subscribe to a view's changes from the next step on (see ``Watch``).
 
         ``format="arrow"``: one ``DeltaBatch`` per step in which the view changed.  ``format="debezium"``:
         one Debezium message (a dict: before, after, op, ts_ms, source) per changed result key
-        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double).
+        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double), inside
+        Kafka Connect's ``{"schema", "payload"}`` envelope unless ``schemas=False``.
         """
         with self._lock:
             self._view(name)  # an unknown view raises
             if format == "arrow":
                 w = Watch(self, name, timeout)
             elif format == "debezium":
-                w = DebeziumWatch(self, name, timeout, self.debezium_encoder(name, decimal_handling))
+                w = DebeziumWatch(self, name, timeout, self.debezium_encoder(name, decimal_handling, schemas))
             else:
                 raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
             self._watches.setdefault(name, []).append(w)
             return w
 
-    def debezium_encoder(self, name: str, decimal_handling: str = "precise") -> DebeziumEncoder:
+    def debezium_encoder(self, name: str, decimal_handling: str = "precise", schemas: bool = True) -> DebeziumEncoder:
         """An encoder of ``name``'s changes as Debezium messages from now on (``DebeziumEncoder``)."""
         with self._lock:
             view = self._view(name)
@@ -1029,7 +1031,7 @@ class IncrementalFlow:
                 now = self.snapshot(name, weighted=True)
                 rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
                 counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
-            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling)
+            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling, schemas)
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":

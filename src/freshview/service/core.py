@@ -12,7 +12,8 @@ One thread does everything, in this order, forever:
    acknowledge the position to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
-   (``requests``) and beat the heartbeat.
+   (``requests``), beat the heartbeat, and now and then check that each
+   view's requester may still read what it reads (``access``).
 
 Following new tables is ``following`` (decisions) plus ``Core.follow`` (the
 snapshot); repairs are ``recovery``.  Everything database-specific is behind
@@ -41,7 +42,7 @@ from freshview.errors import FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
-from freshview.service import batching, decide, following, recovery, requests
+from freshview.service import access, batching, decide, following, recovery, requests
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class ServiceOptions:
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
     execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
+    access_check_s: float = 60.0  # how often each view's requester's rights are checked again (access)
 
     def batching(self) -> batching.Rule:
         return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
@@ -133,12 +135,16 @@ class Core:
             self.ready.set()
             next_poll = 0.0
             next_beat = 0.0
+            next_access = 0.0
             while not self._stop.is_set():
                 self._follow_stream()
                 now = time.monotonic()
                 if now >= next_poll:
                     requests.serve(self)
                     next_poll = now + self.options.poll_s
+                if now >= next_access:
+                    self._recheck_access()
+                    next_access = now + self.options.access_check_s
                 if now >= next_beat:
                     self._heartbeat()
                     self._record_source_metrics()  # metrics hook
@@ -494,6 +500,13 @@ class Core:
             message = error if view in primary else f"freshview: a view it reads failed: {error}"
             log.error("view %s failed: %s", name, message)
             self.connector.control.mark_failed(name, message)
+
+    def _recheck_access(self) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
+        for found in access.recheck(self.connector, plans, self.names):
+            self._mark_failed([found.name], found.reason)
+            self.connector.results.revoke_reader(found.name, found.requester)
 
     # ------------------------------------------------------------------ status
     def _record_source_metrics(self) -> None:

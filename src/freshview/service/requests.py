@@ -11,6 +11,7 @@ import pyarrow as pa
 from freshview.connectors.base import ChangeError, SourceTable
 from freshview.errors import CatalogError, FreshviewError
 from freshview.flow import IncrementalFlow
+from freshview.service import access
 from freshview.service.names import Names
 from freshview.sql import build_plan
 
@@ -44,6 +45,8 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
     flow, control, results = core.flow, core.connector.control, core.connector.results
     name = core.names.qualify(name)
     view = core.names.engine(name)
+    if replace and reader is None:  # a rebuild runs with the rights of the view's requester (access)
+        reader = control.owners().get(name)
     if not replace:
         existing = control.view(name)
         if existing is not None:
@@ -58,7 +61,12 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
         control.begin_create(name, view_sql, reader)
     try:
         probe = TableProbe(flow, core.connector.source, core.names)
-        build_plan(view_sql, probe, core.connector.dialect)  # SQL errors surface here, with positions, before any work
+        try:  # SQL errors surface here, with positions, before any work
+            plan = build_plan(view_sql, probe, core.connector.dialect)
+        except FreshviewError:
+            access.check_tables(core.connector, name, probe.tables, reader, request)
+            raise
+        access.check(core.connector, name, access.reads(plan, core.names), reader, request, existing=replace)
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()

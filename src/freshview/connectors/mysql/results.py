@@ -10,6 +10,7 @@ service starts (``MySqlControl.start``: views still ``creating``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -18,9 +19,13 @@ import pymysql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.mysql import control, sink
+from freshview.connectors.mysql.access import Account, resolve_account
+from freshview.connectors.mysql.catalog import quote, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.errors import CatalogError, SchemaError
 from freshview.schema import WEIGHT
+
+log = logging.getLogger("freshview.service")
 
 
 def result_table(spec: ResultSpec) -> sink.ResultTable:
@@ -48,8 +53,8 @@ class MySqlResults:
 
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
                replace: bool, reader: str | None, request: int | None) -> None:
-        """``reader`` gets no GRANT: MySQL's USER() names the login host, not the account a GRANT needs;
-        the view's database's privileges apply (see README)."""
+        """``reader`` (the requester's account) gets SELECT on the table, and no other account keeps a
+        table-level grant on its name; the result database's own privileges still apply (see README)."""
         conn = self.conn
         try:
             table = result_table(spec)
@@ -59,6 +64,13 @@ class MySqlResults:
                         cur.execute(statement)
                 for statement in table.create_sql():
                     cur.execute(statement)  # commits implicitly
+            try:
+                self._readable_only_by(spec.name, reader)  # GRANT and REVOKE commit implicitly too
+            except BaseException:
+                with conn.cursor() as cur:
+                    for statement in table.drop_sql():
+                        cur.execute(statement)
+                raise
             conn.begin()
             try:
                 table.apply(conn, initial)
@@ -78,8 +90,40 @@ class MySqlResults:
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
 
+    def _readable_only_by(self, name: str, reader: str | None) -> None:
+        """Revoke every table-level SELECT (and GRANT OPTION) on ``name`` (MySQL keeps grants of a dropped
+        table, and they would apply to a new table of that name), then grant SELECT to ``reader``'s account,
+        WITH GRANT OPTION: it may share what it could copy anyway."""
+        database, table = split_table_name(name)
+        target = sink.quote_table(name)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT User, Host, NULL, FIND_IN_SET('Grant', Table_priv) FROM mysql.tables_priv "
+                        "WHERE Db = %s AND Table_name = %s AND (FIND_IN_SET('Select', Table_priv) "
+                        "OR FIND_IN_SET('Grant', Table_priv)) UNION ALL SELECT User, Host, Column_name, 0 "
+                        "FROM mysql.columns_priv WHERE Db = %s AND Table_name = %s "
+                        "AND FIND_IN_SET('Select', Column_priv)", (database, table, database, table))
+            for user, host, column, grant in cur.fetchall():
+                what = ("SELECT" if column is None else f"SELECT ({quote(column)})") + (", GRANT OPTION" if grant else "")
+                cur.execute(f"REVOKE {what} ON {target} FROM {Account(user, host)}")
+            cur.execute("SELECT CURRENT_USER()")
+            service = Account.parse(cur.fetchone()[0])
+            account = resolve_account(self.conn, reader) if reader else None
+            if reader and account is None:
+                raise CatalogError(f"freshview: no account {Account.parse(reader)} to grant the result table to")
+            if account is not None and account != service:
+                cur.execute(f"GRANT SELECT ON {target} TO {account} WITH GRANT OPTION")
+
+    def revoke_reader(self, name: str, reader: str) -> None:
+        """MySQL's REVOKE does not cascade: every table-level grant on the table goes, the requester's and
+        those it made."""
+        try:
+            self._readable_only_by(name, None)
+        except pymysql.err.MySQLError as exc:
+            log.warning("cannot revoke the grants on %s: %s", name, exc)
+
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)
+        self._readable_only_by(name, None)
         with self.conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
         control.delete_view(self.conn, name)

@@ -67,6 +67,8 @@ CREATE TABLE IF NOT EXISTS freshview.requests (
     requested_at timestamptz NOT NULL DEFAULT now(),
     finished_at  timestamptz
 );
+-- the database's refusal when create_view planned the query as the caller (see create_view)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS denied text;
 
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
@@ -83,10 +85,12 @@ CREATE TABLE IF NOT EXISTS freshview.progress (
 -- The request queue is reached through SECURITY DEFINER functions so callers need no rights on it.
 -- The procedures themselves cannot be SECURITY DEFINER: such procedures may not COMMIT, and they must,
 -- or the service would never see the request.
-CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text) RETURNS bigint
+DROP FUNCTION IF EXISTS freshview._submit(text, text, text);  -- before requests carried the probe's refusal
+CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text, denied text)
+RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    INSERT INTO freshview.requests (action, name, sql, requested_by)
-    VALUES (action, view_name, query, session_user) RETURNING id
+    INSERT INTO freshview.requests (action, name, sql, requested_by, denied)
+    VALUES (action, view_name, query, session_user, denied) RETURNING id
 $fn$;
 
 CREATE OR REPLACE FUNCTION freshview._poll(req bigint, OUT state text, OUT error text)
@@ -101,7 +105,9 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
     WHERE id = req RETURNING state
 $fn$;
 
-CREATE OR REPLACE PROCEDURE freshview._request(action text, view_name text, query text, timeout_s double precision)
+DROP PROCEDURE IF EXISTS freshview._request(text, text, text, double precision);
+CREATE OR REPLACE PROCEDURE freshview._request(action text, view_name text, query text, timeout_s double precision,
+                                               denied text)
 LANGUAGE plpgsql AS $proc$
 DECLARE
     req bigint;
@@ -109,7 +115,7 @@ DECLARE
     err text;
     deadline timestamptz;
 BEGIN
-    req := freshview._submit(action, view_name, query);
+    req := freshview._submit(action, view_name, query, denied);
     COMMIT;  -- the service must see the request: this is why CALL cannot run inside BEGIN ... COMMIT
     deadline := clock_timestamp() + make_interval(secs => timeout_s);
     LOOP
@@ -118,6 +124,10 @@ BEGIN
         IF clock_timestamp() > deadline THEN
             st := freshview._cancel(req);
             COMMIT;
+            IF st = 'cancelled' AND denied IS NOT NULL THEN
+                RAISE EXCEPTION 'freshview: permission denied for view %: %', view_name, denied
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
             IF st = 'cancelled' THEN
                 RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
             END IF;
@@ -131,17 +141,35 @@ BEGIN
 END
 $proc$;
 
+-- The probe: the query planned as the caller, so the database checks its own rules (table and column
+-- privileges, schema USAGE, EXECUTE on functions) before the service computes anything with its rights.
+-- The cursor is opened and closed without a fetch: PostgreSQL checks privileges when the executor
+-- starts, and no row, function call or subquery is evaluated (planning alone folds immutable functions
+-- of constants).  A cursor takes exactly one query, and wrapped in SELECT * FROM (...) it can only be a
+-- SELECT (a data-modifying WITH must be at the top).
+-- Other errors (bad SQL) are left to the service, whose messages give line and column.
 CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120)
 LANGUAGE plpgsql AS $proc$
+DECLARE
+    probe refcursor;
+    denied text;
 BEGIN
-    CALL freshview._request('create', view_name, query, timeout_s);
+    BEGIN
+        OPEN probe FOR EXECUTE format(E'SELECT * FROM (%s\n) AS freshview_probe LIMIT 0',
+                                      regexp_replace(query, '[\s;]+$', ''));
+        CLOSE probe;
+    EXCEPTION
+        WHEN insufficient_privilege THEN denied := SQLERRM;
+        WHEN OTHERS THEN NULL;
+    END;
+    CALL freshview._request('create', view_name, query, timeout_s, denied);
 END
 $proc$;
 
 CREATE OR REPLACE PROCEDURE freshview.drop_view(view_name text, timeout_s double precision DEFAULT 60)
 LANGUAGE plpgsql AS $proc$
 BEGIN
-    CALL freshview._request('drop', view_name, NULL, timeout_s);
+    CALL freshview._request('drop', view_name, NULL, timeout_s, NULL);
 END
 $proc$;
 
@@ -263,6 +291,13 @@ class PostgresControl:
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
         return drop_refusal(name, drop_rights(self.conn, requester, row[0] if row else None))
+
+    def owners(self) -> dict[str, str | None]:
+        return dict(self.conn.execute("SELECT name, owner FROM freshview.views").fetchall())
+
+    def denial(self, request_id: int) -> str | None:
+        row = self.conn.execute("SELECT denied FROM freshview.requests WHERE id = %s", (request_id,)).fetchone()
+        return row[0] if row else None
 
     def abandon_create(self, name: str) -> None:
         self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
