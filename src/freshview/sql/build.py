@@ -6,7 +6,7 @@ plan: the FROM items in full, joined in FROM order (``sql.join_tree``), the
 WHERE conditions over the joined rows, then grouping, the SELECT list,
 DISTINCT.  ``build_plan`` then optimises it with the plan rewrites
 (``plan.rewrite``: constant folding, OR factoring, predicate pushdown and
-join keys, column pruning, projection merging).
+join keys, join order, column pruning, projection merging).
 
 Anything outside the supported subset is refused with its position.
 """
@@ -22,6 +22,7 @@ from freshview.errors import SqlError, UnknownColumnError, UnknownTableError, Un
 from freshview.plan import nodes as pn
 from freshview.plan.rewrite import optimize
 from freshview.plan.rewrite.factor_or import factor_common_conjuncts
+from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
@@ -52,18 +53,22 @@ class FromItem:
     offset: int  # first column's index in the wide row
 
 
-def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> pn.Node:
-    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError."""
-    return compile_view(sql, catalog, dialect)[0]
+def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
+               statistics: Statistics | None = None) -> pn.Node:
+    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError.
+
+    ``statistics``: the relations' row counts the join order is chosen with (``plan.statistics``)."""
+    return compile_view(sql, catalog, dialect, statistics=statistics)[0]
 
 
-def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> tuple[pn.Node, str]:
+def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
+                 statistics: Statistics | None = None) -> tuple[pn.Node, str]:
     """``build_plan``, and the text to compile against a catalog of tables and views only: ``sql`` with the
     relations read through a definition replaced by it (``sql.expand``; ``sql`` itself when there are none)."""
     d = get_dialect(dialect)
     tree = parse_query(sql, d.sqlglot)
     builder = QueryBuilder(sql, catalog, d)
-    plan = optimize(builder.query(tree))
+    plan = optimize(builder.query(tree), statistics=statistics)
     return plan, expand.splice(sql, builder.splices)
 
 
