@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshview.service")
 
+REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
 
 
@@ -199,10 +200,16 @@ def refollow(core: "Core", table: str, reason: str) -> None:
         name = core.names.qualified(view)
         if name not in definitions:
             continue
-        try:
-            requests.create(core, name, definitions[name], replace=True)  # with its requester's rights (access)
-        except (FreshviewError, ChangeError, *core.connector.errors) as exc:
-            core._mark_failed([name], f"freshview: {table} changed ({reason}) and following it anew failed: {exc}")
+        for attempt in range(REFOLLOW_ATTEMPTS):  # more DDL may land between reading the definition and the snapshot
+            try:
+                requests.create(core, name, definitions[name], replace=True)  # with its requester's rights (access)
+                break
+            except (FreshviewError, ChangeError, *core.connector.errors) as exc:
+                if attempt + 1 == REFOLLOW_ATTEMPTS:
+                    core._mark_failed([name], f"freshview: {table} changed ({reason}) and following it anew "
+                                              f"failed: {exc}")
+                else:
+                    log.warning("following %s anew for %s failed (%s); trying again", table, name, exc)
 
 
 def follow(core: "Core", tables: Mapping[str, SourceTable]) -> None:
