@@ -83,6 +83,8 @@ TABLES_SQL = (
         finished_at  datetime(6),
         KEY requests_state (state, id)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    # how many times a service started working on the request (service.requests.after_crash)
+    "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts int NOT NULL DEFAULT 0",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -271,8 +273,10 @@ def is_installed(conn: Any) -> bool:
                       "AND routine_name = '_request'")
     tables = _run(conn, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'freshview' "
                         "AND table_name IN ('views', 'requests', 'progress')")
+    current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
+                         "AND table_name = 'requests' AND column_name = 'attempts'")  # else: setup upgrades it
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:
@@ -280,11 +284,12 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
     conn.begin()
     try:
         mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
-        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by FROM freshview.requests "
+        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts + 1 FROM freshview.requests "
                           f"WHERE state = 'pending'{mine} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
                     _request_owner(source) if source is not None else None)
         if rows:
-            _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
+            _run(conn, "UPDATE freshview.requests SET state = 'running', attempts = attempts + 1 WHERE id = %s",
+                 (rows[0][0],))
         conn.commit()
     except BaseException:
         conn.rollback()
@@ -296,6 +301,22 @@ def finish_request(conn: Any, request_id: int, error: str | None = None) -> None
     """Mark a request done (or failed with ``error``, which the caller's CALL raises); commits."""
     _run(conn, "UPDATE freshview.requests SET state = %s, error = %s, finished_at = CURRENT_TIMESTAMP(6) "
                "WHERE id = %s", ("failed" if error else "done", error, request_id))
+    conn.commit()
+
+
+def interrupted_requests(conn: Any, source: str | None = None) -> list[Request]:
+    """Requests a killed service was working on (of ``source``'s views, if given), oldest first."""
+    mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
+    rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts FROM freshview.requests "
+                      f"WHERE state = 'running'{mine} ORDER BY id",
+                _request_owner(source) if source is not None else None)
+    conn.commit()
+    return [Request(*row) for row in rows]
+
+
+def requeue_request(conn: Any, request_id: int) -> None:
+    """An interrupted request goes back to the queue; commits."""
+    _run(conn, "UPDATE freshview.requests SET state = 'pending' WHERE id = %s AND state = 'running'", (request_id,))
     conn.commit()
 
 
@@ -430,14 +451,19 @@ class MySqlControl:
         return is_installed(self.conn)
 
     def start(self) -> None:
-        """Requests a killed service was working on go back to the queue; a view left ``creating`` is
-        forgotten, with its table if one was made (MySQL's CREATE TABLE commits on its own)."""
-        requeue_running(self.conn, self.source)
+        """A view left ``creating`` is forgotten, with its table if one was made (MySQL's CREATE TABLE
+        commits on its own); its request, still running, is retried or failed (service.requests.recover)."""
         heartbeat(self.conn, self.source, "starting")
         for (name,) in _run(self.conn, f"SELECT name FROM freshview.views WHERE status = 'creating' AND {_OWNED}",
                             (spell(self.source),)):
             _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
+
+    def interrupted_requests(self) -> list[Request]:
+        return interrupted_requests(self.conn, self.source)
+
+    def requeue_request(self, request_id: int) -> None:
+        requeue_request(self.conn, request_id)
 
     def next_request(self) -> Request | None:
         return next_request(self.conn, self.source)
@@ -497,5 +523,6 @@ class MySqlControl:
 
 
 __all__ = ["MySqlControl", "read_status", "activate_view", "record_position", "Request", "install", "is_installed", "next_request", "finish_request", "requeue_running",
+           "interrupted_requests", "requeue_request",
            "set_view_status", "set_view_rows", "set_view_lag", "delete_view", "heartbeat", "write_step",
            "read_position", "USER_PROCEDURES", "DATABASE"]

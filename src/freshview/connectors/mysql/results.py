@@ -5,11 +5,15 @@ MySQL commits DDL implicitly, so ``create`` cannot make the new table and its
 rows one transaction as on PostgreSQL: the table is created first, then filled
 and the view marked active in one transaction; if that fails the table is
 dropped again, and a table left by a crash in between is dropped when the
-service starts (``MySqlControl.start``: views still ``creating``).
+service starts (``MySqlControl.start``: views still ``creating``).  A table
+replaced (a view recomputed) is built and filled under another name, then
+swapped in by one atomic ``RENAME TABLE``, so its readers never find it
+missing or empty.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any, Mapping
 
@@ -20,7 +24,7 @@ import pymysql
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.mysql import control, sink
 from freshview.connectors.mysql.access import Account, resolve_account
-from freshview.connectors.mysql.catalog import quote, split_table_name
+from freshview.connectors.mysql.catalog import quote, spell, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.errors import CatalogError, SchemaError
 from freshview.schema import WEIGHT
@@ -58,22 +62,26 @@ class MySqlResults:
         conn = self.conn
         try:
             table = result_table(spec)
+            database, name = split_table_name(spec.name)
+            shadow = None
+            if replace and database and self._exists(database, name):  # filled aside, then swapped in
+                tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
+                shadow = sink.ResultTable(f"{spell(database)}._fv_new_{tag}", table.shape)
+                old = f"{quote(database)}.{quote('_fv_old_' + tag)}"
+            filled = shadow or table
             with conn.cursor() as cur:
-                if replace:
-                    for statement in table.drop_sql():
-                        cur.execute(statement)
-                for statement in table.create_sql():
+                for statement in filled.drop_sql() + filled.create_sql():
                     cur.execute(statement)  # commits implicitly
-            try:
+            try:  # (grants are by name: the table swapped in under it has them)
                 self._readable_only_by(spec.name, reader)  # GRANT and REVOKE commit implicitly too
             except BaseException:
                 with conn.cursor() as cur:
-                    for statement in table.drop_sql():
+                    for statement in filled.drop_sql():
                         cur.execute(statement)
                 raise
             conn.begin()
             try:
-                table.apply(conn, initial)
+                filled.apply(conn, initial)
                 control.activate_view(conn, spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
                                       position.to_text() if position is not None else None)
                 if request is not None:
@@ -83,12 +91,23 @@ class MySqlResults:
             except BaseException:
                 conn.rollback()
                 with conn.cursor() as cur:
-                    for statement in table.drop_sql():
+                    for statement in filled.drop_sql():
                         cur.execute(statement)
                 raise
+            if shadow is not None:
+                with conn.cursor() as cur:
+                    cur.execute(f"DROP TABLE IF EXISTS {old}")
+                    cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
+                    cur.execute(f"DROP TABLE {old}")
         except (pymysql.err.MySQLError, SchemaError) as exc:
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
+
+    def _exists(self, database: str, name: str) -> bool:
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (database, name))
+            return cur.fetchone() is not None
 
     def _readable_only_by(self, name: str, reader: str | None) -> None:
         """Revoke every table-level SELECT (and GRANT OPTION) on ``name`` (MySQL keeps grants of a dropped

@@ -67,6 +67,8 @@ CREATE TABLE IF NOT EXISTS freshview.requests (
     requested_at timestamptz NOT NULL DEFAULT now(),
     finished_at  timestamptz
 );
+-- how many times a service started working on the request (service.requests.after_crash)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0;
 -- the database's refusal when create_view planned the query as the caller (see create_view)
 ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS denied text;
 
@@ -222,22 +224,27 @@ def install(conn: psycopg.Connection) -> None:
     """Create or upgrade the freshview schema and the (initially empty) publication."""
     with conn.transaction():
         conn.execute(SCHEMA_SQL)
-        exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        exists = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        # a partitioned table's changes are published as its root's, the table freshview follows
         if not exists:
-            conn.execute(f"CREATE PUBLICATION {PUBLICATION}")
+            conn.execute(f"CREATE PUBLICATION {PUBLICATION} WITH (publish_via_partition_root = true)")
+        elif not exists[0]:
+            conn.execute(f"ALTER PUBLICATION {PUBLICATION} SET (publish_via_partition_root = true)")
 
 
 def is_installed(conn: psycopg.Connection) -> bool:
-    return conn.execute("SELECT to_regclass('freshview.requests') IS NOT NULL").fetchone()[0]
+    """The schema is there, at this version (an older one is upgraded by ``freshview setup``)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.requests') "
+                        "AND attname = 'attempts')").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
-    """Claim the oldest pending request (marks it running, commits)."""
+    """Claim the oldest pending request (marks it running, counts the attempt, commits)."""
     with conn.transaction():
         row = conn.execute(
-            "UPDATE freshview.requests SET state = 'running' WHERE id = ("
+            "UPDATE freshview.requests SET state = 'running', attempts = attempts + 1 WHERE id = ("
             " SELECT id FROM freshview.requests WHERE state = 'pending' ORDER BY id LIMIT 1"
-            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by").fetchone()
+            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by, attempts").fetchone()
     return Request(*row) if row else None
 
 
@@ -246,10 +253,16 @@ def finish_request(conn: psycopg.Connection, request_id: int, error: str | None 
                  ("failed" if error else "done", error, request_id))
 
 
-def requeue_running(conn: psycopg.Connection) -> None:
-    """Requests a killed service was working on go back to the queue."""
-    with conn.transaction():
-        conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
+def interrupted_requests(conn: psycopg.Connection) -> list[Request]:
+    """Requests a killed service was working on (``running``), oldest first."""
+    return [Request(*row) for row in conn.execute(
+        "SELECT id, action, name, sql, requested_by, attempts FROM freshview.requests WHERE state = 'running' "
+        "ORDER BY id").fetchall()]
+
+
+def requeue_request(conn: psycopg.Connection, request_id: int) -> None:
+    conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE id = %s AND state = 'running'",
+                 (request_id,))
 
 
 class PostgresControl:
@@ -263,9 +276,15 @@ class PostgresControl:
         return is_installed(self.conn)
 
     def start(self) -> None:
-        requeue_running(self.conn)
         self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
-        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")  # their requests were requeued
+        # their requests are still running: retried or failed (service.requests.recover)
+        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")
+
+    def interrupted_requests(self) -> list[Request]:
+        return interrupted_requests(self.conn)
+
+    def requeue_request(self, request_id: int) -> None:
+        requeue_request(self.conn, request_id)
 
     def next_request(self) -> Request | None:
         return next_request(self.conn)

@@ -66,12 +66,15 @@ Range = tuple[int, int | None]  # [first block, end block), end None = to the en
 
 def read_table(dsn: str, snapshot_name: str, table: str, schema: TableSchema,
                chunk_rows: int = CHUNK_ROWS, progress: Callable[[int], None] | None = None, *,
-               workers: int = 2, parallel_min_pages: int = PARALLEL_MIN_PAGES) -> Iterator[pa.Table]:
-    """Yield the table's rows under the snapshot as inserts (+1) in chunks of at most ``chunk_rows``."""
+               workers: int = 2, parallel_min_pages: int = PARALLEL_MIN_PAGES, only: bool = True) -> Iterator[pa.Table]:
+    """Yield the table's rows under the snapshot as inserts (+1) in chunks of at most ``chunk_rows``: its own
+    rows (``only``: not its inheritance children's, which are tables of their own; a partitioned table is
+    read with its partitions, ``only=False``)."""
     name = parse(table)
     schema_name, table_name = name.schema, name.table
-    select = sql.SQL("SELECT {} FROM {}").format(
-        sql.SQL(", ").join(sql.Identifier(n) for n in schema.names), sql.Identifier(schema_name, table_name))
+    select = sql.SQL("SELECT {} FROM {}{}").format(
+        sql.SQL(", ").join(sql.Identifier(n) for n in schema.names), sql.SQL("ONLY " if only else ""),
+        sql.Identifier(schema_name, table_name))
     pages = _heap_pages(dsn, schema_name, table_name) if workers > 1 else 0
     if workers > 1 and pages >= max(parallel_min_pages, 1):
         chunks = _read_parallel(dsn, snapshot_name, table, select, schema, chunk_rows, workers,
