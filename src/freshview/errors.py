@@ -34,6 +34,10 @@ class ExecutionError(FreshviewError):
     """A step failed while running (e.g. division by zero); the step was rolled back."""
 
 
+class ExecutorEnvironmentError(FreshviewError):
+    """A cluster's executors cannot run freshview's code: a package missing or too old on the worker nodes."""
+
+
 # ---------------------------------------------------------------------- faults
 # Failures of what freshview runs on (the database, the network, the disk), not of its input.
 # Connectors and the state store raise these, mapping their drivers' and the OS's errors (the

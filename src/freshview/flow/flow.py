@@ -31,6 +31,7 @@ from freshview.flow import dedup as dedup_module
 from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
+from freshview.plan import statistics as plan_statistics
 from freshview.plan import vector as vector_plan
 from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
@@ -49,7 +50,7 @@ from freshview.sql.dialect import get_dialect
 # A name or schema.name; a part is any text without '.' or NUL (as a quoted SQL identifier: FROM "Big Totals").
 _NAME = re.compile(r"^[^.\x00]+(\.[^.\x00]+)?$")
 CATALOG_KEY = "catalog"
-CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
+CATALOG_FORMAT = 3  # 2: state in a SpineStateStore; 3: each view with the statistics its join order was chosen with
 METRICS_KEY = "metrics"  # the flow's counters (``IncrementalFlow.metrics``), committed with each step
 _COUNTERS = ("rows_in_total", "rows_out_total", "dedup_skipped_total", "dedup_dropped_total")
 
@@ -97,6 +98,7 @@ class _View:
     runner: CircuitRunner
     cost: CostModel = field(default_factory=CostModel)
     last: Choice | None = None
+    statistics: dict[str, plan_statistics.RelationStats] = field(default_factory=dict)  # its plan's (catalog)
 
     @property
     def columns(self) -> pn.Columns:
@@ -162,9 +164,9 @@ class DebeziumEncoder:
     """
 
     def __init__(self, view: str, columns: pn.Columns, key: Sequence[int], counts: dict[tuple, int] | None,
-                 decimal_handling: str) -> None:
+                 decimal_handling: str, schemas: bool = True) -> None:
         self.view, self.columns, self.key, self.counts = view, columns, key, counts
-        self.decimal_handling = decimal_handling
+        self.decimal_handling, self.schemas = decimal_handling, schemas
 
     def encode(self, table: pa.Table, step: int, ts_ms: int | None = None,
                source_ts_ms: int | None = None) -> list[dict]:
@@ -183,7 +185,8 @@ class DebeziumEncoder:
         return debezium.encode(table, self.columns, self.key, counts is not None, self.view, step,
                                int(time.time() * 1000) if ts_ms is None else ts_ms,
                                counts_after=counts_after if counts is not None else None,
-                               decimal_handling=self.decimal_handling, source_ts_ms=source_ts_ms)
+                               decimal_handling=self.decimal_handling, source_ts_ms=source_ts_ms,
+                               schemas=self.schemas)
 
 
 class DebeziumWatch(Watch):
@@ -309,8 +312,8 @@ class IncrementalFlow:
             self._sources[name] = TableSchema.from_json(schema)
         self._dedup = {name: int(capacity) for name, capacity in data.get("dedup", {}).items()}
         self._metrics = {**dict.fromkeys(_COUNTERS, 0), **self.store.get_meta(METRICS_KEY, {})}
-        for name, sql in data["views"]:
-            self._views[name] = self._compile(name, sql)
+        for name, sql, statistics in data["views"]:
+            self._views[name] = self._compile(name, sql, plan_statistics.from_json(statistics))
 
     def _save_catalog(self) -> None:
         self.store.set_meta(CATALOG_KEY, {
@@ -318,7 +321,7 @@ class IncrementalFlow:
             "step": self._step,
             "sources": {n: s.to_json() for n, s in self._sources.items()},
             "dedup": dict(self._dedup),
-            "views": [[v.name, v.sql] for v in self._views.values()],
+            "views": [[v.name, v.sql, plan_statistics.to_json(v.statistics)] for v in self._views.values()],
         })
 
     @contextlib.contextmanager
@@ -423,13 +426,27 @@ class IncrementalFlow:
                     self._source_owner(name).index.ensure(self.store)
 
     # ------------------------------------------------------------------ views
-    def _compile(self, name: str, sql: str) -> _View:
+    def _compile(self, name: str, sql: str, statistics: plan_statistics.Statistics | None = None) -> _View:
+        """``statistics``: the relations' sizes to plan with (a resumed view's, from the catalog, so it gets
+        the plan its state was built for); None: the state's now, as the planner asks for them."""
+        used = plan_statistics.Observed(self._relation_statistics) if statistics is None else statistics
         if vector_plan.is_vector_definition(sql):  # register_vector_view's definition, not SQL
             plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), self._sources.get)
         else:
-            plan = build_plan(sql, self, self.dialect)
+            plan = build_plan(sql, self, self.dialect, statistics=used)
         circuit = incrementalize(name, plan)
-        return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store))
+        return _View(name, sql, plan, circuit, CircuitRunner(circuit, self.store), statistics=dict(used))
+
+    def _relation_statistics(self, name: str) -> plan_statistics.RelationStats | None:
+        """A source's or view's rows in state (and a source's primary key), for the planner."""
+        if name in self._sources:
+            schema = self._sources[name]
+            keys = (schema.primary_key,) if schema.primary_key else ()
+            return plan_statistics.RelationStats(self.store.count(_source_state(name)), keys)
+        state = self._views[name].circuit.output_state if name in self._views else None
+        if state is not None and self.store.has_arrangement(state):  # (not while registered with it)
+            return plan_statistics.RelationStats(self.store.count(state))
+        return None
 
     def _output_layout(self, view: _View) -> Layout:
         """The layout of a view's rows: keyed by its GROUP BY columns when its top aggregate evicts under
@@ -985,25 +1002,26 @@ class IncrementalFlow:
             return out.rename_columns(schema.names).cast(schema.arrow())
 
     def watch_output(self, name: str, timeout: float | None = None, *, format: str = "arrow",
-                     decimal_handling: str = "precise") -> Watch:
+                     decimal_handling: str = "precise", schemas: bool = True) -> Watch:
         """Subscribe to a view's changes from the next step on (see ``Watch``).
 
         ``format="arrow"``: one ``DeltaBatch`` per step in which the view changed.  ``format="debezium"``:
         one Debezium message (a dict: before, after, op, ts_ms, source) per changed result key
-        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double).
+        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double), inside
+        Kafka Connect's ``{"schema", "payload"}`` envelope unless ``schemas=False``.
         """
         with self._lock:
             self._view(name)  # an unknown view raises
             if format == "arrow":
                 w = Watch(self, name, timeout)
             elif format == "debezium":
-                w = DebeziumWatch(self, name, timeout, self.debezium_encoder(name, decimal_handling))
+                w = DebeziumWatch(self, name, timeout, self.debezium_encoder(name, decimal_handling, schemas))
             else:
                 raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
             self._watches.setdefault(name, []).append(w)
             return w
 
-    def debezium_encoder(self, name: str, decimal_handling: str = "precise") -> DebeziumEncoder:
+    def debezium_encoder(self, name: str, decimal_handling: str = "precise", schemas: bool = True) -> DebeziumEncoder:
         """An encoder of ``name``'s changes as Debezium messages from now on (``DebeziumEncoder``)."""
         with self._lock:
             view = self._view(name)
@@ -1016,7 +1034,7 @@ class IncrementalFlow:
                 now = self.snapshot(name, weighted=True)
                 rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
                 counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
-            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling)
+            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling, schemas)
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":

@@ -12,7 +12,8 @@ One thread does everything, in this order, forever:
    acknowledge the position to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
-   (``requests``) and beat the heartbeat.
+   (``requests``), beat the heartbeat, and now and then check that each
+   view's requester may still read what it reads (``access``).
 
 A transient fault anywhere (a connection lost, the database restarting, the
 state disk full) ends the pass: ``outage`` decides what to close, what to
@@ -47,7 +48,7 @@ from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
 from freshview.runtime.state.files import probe_space
-from freshview.service import batching, decide, following, outage, recovery, requests
+from freshview.service import access, batching, decide, following, outage, recovery, requests
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
@@ -81,7 +82,9 @@ class ServiceOptions:
     heartbeat_s: float = 1.0
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
+    catalog_check_s: float = 2.0  # how often the followed tables are looked up in the catalog (DDL on idle tables)
     execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
+    access_check_s: float = 60.0  # how often each view's requester's rights are checked again (access)
     retry_first_s: float = 0.25  # after a fault: the first retry at once, then this long, doubling ...
     retry_cap_s: float = 2.0  # ... up to this (so the service is back this long after the database)
 
@@ -116,6 +119,7 @@ class Core:
         self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
         self.status = "starting"
         self.health = outage.Health()  # connected, reconnecting, unreachable, paused for a full disk
+        self._attached = False  # attached once in this process (later attaches follow a fault)
         self._last_progress_write = 0.0
         self._pending_position: Any = None  # reached by unrelated transactions, not yet recorded
         self._rate = 0.0
@@ -157,12 +161,20 @@ class Core:
     def _loop(self) -> None:
         next_poll = 0.0
         next_beat = 0.0
+        next_check = time.monotonic() + self.options.catalog_check_s
+        next_access = 0.0
         while not self._stop.is_set():
             self._follow_stream()
             now = time.monotonic()
             if now >= next_poll:
                 requests.serve(self)
                 next_poll = now + self.options.poll_s
+            if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
+                following.check_catalog(self)
+                next_check = now + self.options.catalog_check_s
+            if now >= next_access:
+                self._recheck_access()
+                next_access = now + self.options.access_check_s
             if now >= next_beat:
                 self._heartbeat()
                 self._record_source_metrics()  # metrics hook
@@ -200,7 +212,8 @@ class Core:
         if self.metrics is not None:
             self.metrics.view_name = self.names.qualified
         if not connector.control.is_installed():
-            raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
+            raise ServiceError("the freshview schema is missing or out of date in this database: run "
+                               "`freshview setup` (it installs or upgrades it)")
 
     def _attach(self) -> None:
         """Find the source's position, reconcile engine and result tables, start streaming.
@@ -208,10 +221,18 @@ class Core:
         A lost position (slot invalidated or dropped, binlog purged), a lost state
         directory or state ahead of the database all lead to the same repair: rebuild
         every view from a new snapshot, with status ``rebuilding`` meanwhile.  Runs at
-        start and again after every fault: requests a fault interrupted go back to the queue.
+        start and again after every fault: requests a fault interrupted (still ``running`` if the
+        connection died under them) go back to the queue; at start, those a dead service was
+        working on are retried once, then failed (``requests.recover``).
         """
-        source = self.connector.source
-        self.connector.control.start()
+        source, control = self.connector.source, self.connector.control
+        control.start()
+        if self._attached:
+            for request in control.interrupted_requests():
+                control.requeue_request(request.id)
+        else:
+            requests.recover(control)
+        self._attached = True
         self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
                                    self.connector.results.stored_position())
@@ -229,6 +250,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
+        following.check_catalog(self)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         self._set_status("running")
@@ -504,15 +526,8 @@ class Core:
             self.stream.acknowledge(position)
 
     def _check_definitions(self, group: tuple[Transaction, ...]) -> None:
-        """A DDL change that breaks a followed table stops the views reading it (not the service)."""
-        for txn in group:
-            for table, columns in txn.definitions.items():
-                if table not in self.follow_from:
-                    continue
-                problem = following.incompatible(columns, self.flow.source_schema(self.names.engine(table)))
-                if problem:
-                    self._fail_table(table, f"freshview: {table} changed ({problem}); drop and re-create "
-                                            "the view to follow the new definition")
+        """DDL on a followed table keeps its views right or fails them (not the service): ``following``."""
+        following.check_ddl(self, group)
 
     # ------------------------------------------------------------------ following base tables
     def follow(self, tables: dict[str, SourceTable]) -> None:
@@ -530,6 +545,7 @@ class Core:
                 changed = True
         if changed:
             self.save_follow_from()
+            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
 
     # ------------------------------------------------------------------ failures
     def _fail_table(self, table: str, error: str) -> None:
@@ -559,6 +575,13 @@ class Core:
             message = error if view in primary else f"freshview: a view it reads failed: {error}"
             log.error("view %s failed: %s", name, message)
             self.connector.control.mark_failed(name, message)
+
+    def _recheck_access(self) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
+        for found in access.recheck(self.connector, plans, self.names):
+            self._mark_failed([found.name], found.reason)
+            self.connector.results.revoke_reader(found.name, found.requester)
 
     # ------------------------------------------------------------------ status
     def _record_source_metrics(self) -> None:

@@ -46,6 +46,7 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
     import psycopg
 
     from freshview.connectors.postgres import control, faults
+    from freshview.connectors.postgres.access import PostgresGrants
     from freshview.connectors.postgres.identifiers import PostgresNames
     from freshview.connectors.postgres.results import PostgresResults
     from freshview.connectors.postgres.source import PostgresSource, SourceError
@@ -61,4 +62,4 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
         raise SourceError(f"cannot connect to the database: {exc}".strip()) from None
     return Connector(PostgresSource(dsn, conn, slot, publication or control.PUBLICATION),
                      PostgresResults(conn, slot), control.PostgresControl(conn, slot), PostgresNames(),
-                     (psycopg.Error,))
+                     (psycopg.Error,), grants=PostgresGrants(conn))
