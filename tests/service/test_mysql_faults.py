@@ -52,7 +52,7 @@ def server() -> Iterator[MariaDBServer]:
         conn = pymysql.connect(autocommit=True, **db.connect_args())
         with conn.cursor() as cur:
             cur.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-            cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%'")
+            cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION")
         conn.close()
         yield db
 
