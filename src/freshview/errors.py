@@ -38,6 +38,43 @@ class ExecutorEnvironmentError(FreshviewError):
     """A cluster's executors cannot run freshview's code: a package missing or too old on the worker nodes."""
 
 
+# ---------------------------------------------------------------------- faults
+# Failures of what freshview runs on (the database, the network, the disk), not of its input.
+# Connectors and the state store raise these, mapping their drivers' and the OS's errors (the
+# driver's classes never reach the service); ``service.outage`` decides what the service does.
+
+
+class Fault(FreshviewError):
+    """Something freshview depends on failed: the database, the connection to it, the state disk."""
+
+
+class Transient(Fault):
+    """A fault that passes: retried (with back-off), the same work succeeds later."""
+
+
+class ConnectionLost(Transient):
+    """A connection to the database broke, timed out or could not be opened: the server restarts or
+    fails over, the connection was killed, the network is down.  Nothing the failed call did counts
+    unless the database says so (positions are read back after reconnecting)."""
+
+
+class DiskFull(Transient, StateError):
+    """The state directory has no space left (ENOSPC, EDQUOT); the commit that hit it did not happen."""
+
+
+class Permanent(Fault):
+    """A fault a restart cannot fix: the database refuses the credentials, the database is gone, the
+    state directory was written by a newer freshview."""
+
+
+class StateTooNew(Permanent, StateError):
+    """The state directory holds state of a newer format than this freshview reads (kept as it is)."""
+
+
+class StateInUse(Permanent, StateError):
+    """Another process has the state directory open (its lock is held): never touched."""
+
+
 @dataclass
 class SqlLocation:
     line: int

@@ -78,3 +78,19 @@ def test_serve_exposes_the_registry_over_http():
         server.shutdown()
         server.server_close()
     assert 'freshview_source_position_bytes{source="s"} 42.0' in text
+
+
+def test_connection_and_disk_health_and_fault_counters():
+    m = ServiceMetrics()
+    m.record_health(connected=True, disk_full=False)
+    assert value(m, "freshview_source_connected") == 1 and value(m, "freshview_state_disk_full") == 0
+    m.record_fault("connection")
+    m.record_health(connected=False, disk_full=False)
+    assert value(m, "freshview_source_connected") == 0
+    m.record_health(connected=True, disk_full=False, reconnected=True)
+    m.record_fault("disk_full")
+    m.record_health(connected=True, disk_full=True)
+    assert value(m, "freshview_state_disk_full") == 1 and value(m, "freshview_source_connected") == 1
+    assert value(m, "freshview_reconnects_total") == 1
+    assert value(m, "freshview_faults_total", kind="connection") == 1
+    assert value(m, "freshview_faults_total", kind="disk_full") == 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 import freshview.service.core as service_module
 from freshview.service.service import Service, ServiceOptions
 
@@ -45,3 +47,19 @@ def test_unreadable_state_is_set_aside_for_a_rebuild(tmp_path):
         assert flow.sources == [] and flow.views == [] and not (state / "state.sqlite").exists()
     finally:
         flow.close()
+
+
+def test_a_state_directory_in_use_is_refused_and_never_wiped(tmp_path):
+    from freshview.errors import StateInUse
+    from freshview.runtime.state import SpineStateStore
+
+    state = tmp_path / "state"
+    holder = SpineStateStore(state)  # another service's
+    holder.set_meta("mine", 1)
+    try:
+        svc = Service("dbname=none", state, options=ServiceOptions(execution="local"))
+        with pytest.raises(StateInUse, match="in use by another process"):
+            svc._open_flow()
+        assert holder.get_meta("mine") == 1 and (state / "LOCK").exists() and list(state.glob("wal-*.log"))
+    finally:
+        holder.close()

@@ -110,13 +110,13 @@ def test_a_slot_lost_while_streaming_rebuilds_the_views(database, start_service,
         # The service reconnects at once: hold its reconnect until the slot is gone (its walsender is
         # terminated and waited for, then the slot dropped), so the drop never races the reconnect.
         core = service.service
-        gate, original = threading.Event(), core._reconnect
+        gate, original = threading.Event(), core._ride_out
 
-        def held_reconnect(exc):
+        def held_reconnect(kind, exc):
             gate.wait(60)
-            original(exc)
+            original(kind, exc)
 
-        core._reconnect = held_reconnect
+        core._ride_out = held_reconnect
         try:
             for _ in range(100):
                 try:
@@ -129,7 +129,7 @@ def test_a_slot_lost_while_streaming_rebuilds_the_views(database, start_service,
                 raise AssertionError("the slot could not be dropped")
         finally:
             gate.set()
-            core._reconnect = original
+            core._ride_out = original
         for _ in range(20):  # while the slot is gone
             random_transaction(conn, rng, next_id)
         wait_until_fresh(database, list(RECOVERY_VIEWS))

@@ -95,13 +95,13 @@ class ThreadedService:
 class ProcessService:
     """``python -m freshview run`` in a child process, to be stopped or killed like the real thing."""
 
-    def __init__(self, dsn: str, state_dir: Path, log_path: Path) -> None:
+    def __init__(self, dsn: str, state_dir: Path, log_path: Path, *args: str) -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                    FRESHVIEW_DSN=dsn)
         self.proc = subprocess.Popen([sys.executable, "-m", "freshview", "run", "--state-dir", str(state_dir),
-                                      "--quiet"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+                                      "--quiet", *args], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, dsn: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout

@@ -137,8 +137,10 @@ def run(
 ) -> None:
     """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it).
 
-    freshview's own lines go to the terminal; library warnings, Spark's and the JVM's output go to
-    <state-dir>/freshview.log (printed at start)."""
+    It rides out what passes (the database restarting, a connection killed, the network down, a full
+    state directory) and exits, with one line `freshview stopped: <reason>` and status 1, only for what
+    a restart cannot fix.  freshview's own lines go to the terminal; tracebacks, library warnings, Spark's
+    and the JVM's output go to <state-dir>/freshview.log (printed at start)."""
     from freshview.cli.logs import LOG_NAME, route_output
     from freshview.connectors.postgres import control
 
@@ -152,11 +154,11 @@ def run(
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     with route_output(directory / LOG_NAME, console, level) as log_path:
         console.print(f"logs: {log_path}", markup=False, highlight=False, soft_wrap=True)
-        _run_service(dsn, directory, execution, quiet, metrics_port, metrics_addr)
+        _run_service(dsn, directory, execution, quiet, metrics_port, metrics_addr, log_path)
 
 
 def _run_service(dsn: str, directory: Path, execution: "Execution", quiet: bool, metrics_port: Optional[int],
-                 metrics_addr: str) -> None:
+                 metrics_addr: str, log_path: Path) -> None:
     from freshview.errors import FreshviewError
     from freshview.service.service import Service, ServiceOptions
 
@@ -184,8 +186,14 @@ def _run_service(dsn: str, directory: Path, execution: "Execution", quiet: bool,
     logging.getLogger("freshview").info("freshview service for %s, state in %s", redact(dsn), directory)
     try:
         service.run()
-    except FreshviewError as exc:
-        console.print(f"[red]freshview stopped:[/] {exc}")
+    except Exception as exc:  # whatever ended it: one line here, the traceback in the log file
+        reason = " ".join(str(exc).split())
+        if not isinstance(exc, FreshviewError):
+            reason = f"{type(exc).__name__}: {reason} (traceback in {log_path})"
+        logging.getLogger("freshview").error("freshview stopped: %s", reason, exc_info=exc,
+                                             extra={"file_only": True})
+        progress.close()
+        console.print(f"freshview stopped: {reason}", style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     finally:
         progress.close()

@@ -7,6 +7,10 @@ them all to ``<log file>``:
 * Python warnings and every logger but ``freshview`` go to a file handler
   (``logging.captureWarnings``); ``freshview`` logs to both the file and the
   terminal (rich);
+* tracebacks go to the file only: the terminal shows a record's message
+  without its ``exc_info``, and records logged with ``extra={"file_only":
+  True}`` (a fault's details, the error that stopped the service) not at all;
+  an uncaught exception in a thread is logged the same way;
 * when the process's own stdout/stderr are real file descriptors (not a
   test runner's capture), descriptors 1 and 2 are pointed at the log file and
   ``sys.stdout``/``sys.stderr`` at duplicates of the original terminal: what a
@@ -25,6 +29,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -53,22 +58,52 @@ def route_output(log_path: Path, console: Console, level: int = logging.INFO) ->
     from rich.logging import RichHandler
 
     terminal = RichHandler(console=console, show_path=False, rich_tracebacks=False)
-    terminal.addFilter(lambda record: record.name == "freshview" or record.name.startswith("freshview."))
+    terminal.addFilter(for_terminal)
+    terminal.setFormatter(_WithoutTraceback("%(message)s"))
     terminal.setLevel(level)
     root.handlers[:] = [file_handler, terminal]
     root.setLevel(logging.WARNING)
     logging.getLogger("freshview").setLevel(min(level, logging.INFO))
     logging.captureWarnings(True)
+    thread_hook, threading.excepthook = threading.excepthook, _log_thread_exception
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # each library warning once, into the file
             yield log_path
     finally:
+        threading.excepthook = thread_hook
         logging.captureWarnings(False)
         root.handlers[:], root.level = previous[0], previous[1]
         logging.getLogger("freshview").setLevel(previous[2])
         log_file.close()  # descriptors 1 and 2 (dup2'd) keep pointing at the log until the process exits,
         # so what the JVM or an embedded server print while shutting down stays out of the terminal too
+
+
+def for_terminal(record: logging.LogRecord) -> bool:
+    """freshview's own records, but not those meant for the log file only."""
+    return (record.name == "freshview" or record.name.startswith("freshview.")) and \
+        not getattr(record, "file_only", False)
+
+
+class _WithoutTraceback(logging.Formatter):
+    """The message alone: a record's traceback (exc_info, stack) is the log file's."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info = record.exc_text = record.stack_info = None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    logging.getLogger("freshview").error("uncaught exception in thread %s: %s",
+                                         args.thread.name if args.thread else "?", args.exc_value,
+                                         exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+                                         extra={"file_only": True})
 
 
 def _redirect_descriptors(log_file) -> None:

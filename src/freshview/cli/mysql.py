@@ -80,6 +80,7 @@ def setup(dsn: str, user: str, host: str) -> None:
 def status(dsn: str, as_json: bool) -> None:
     from freshview.connectors.mysql import control
     from freshview.connectors.mysql.dsn import parse_dsn
+    from freshview.service.status import describe
 
     conn = connect(dsn)
     try:
@@ -89,6 +90,7 @@ def status(dsn: str, as_json: bool) -> None:
         service, views = control.read_status(conn, parse_dsn(dsn).database or "")
     finally:
         conn.close()
+    service["status"] = describe(service)
     if as_json:
         print(json.dumps({"service": service, "views": views}, default=str, indent=2))
         return

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from freshview.algebra import hashing
 from freshview.algebra.batch import DeltaBatch, consolidate, negate, repeat_by_weight, to_arrow_delta
 from freshview.circuit import Circuit, incrementalize, render
-from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError
+from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError, StateTooNew
 from freshview.flow import checkpoint
 from freshview.flow import dedup as dedup_module
 from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
@@ -302,6 +302,9 @@ class IncrementalFlow:
         data = self.store.get_meta(CATALOG_KEY)
         if not data:
             return
+        if isinstance(data.get("format"), int) and data["format"] > CATALOG_FORMAT:
+            raise StateTooNew(f"{self.state_dir} holds the catalog of a newer freshview (format {data['format']}; "
+                              f"this one reads {CATALOG_FORMAT}): run that version, or point --state-dir elsewhere")
         if data.get("format") != CATALOG_FORMAT:
             raise StateError(f"{self.state_dir} holds state of an unknown format")
         self._step = data["step"]

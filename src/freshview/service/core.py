@@ -15,6 +15,11 @@ One thread does everything, in this order, forever:
    (``requests``), beat the heartbeat, and now and then check that each
    view's requester may still read what it reads (``access``).
 
+A transient fault anywhere (a connection lost, the database restarting, the
+state disk full) ends the pass: ``outage`` decides what to close, what to
+say and how long to wait, and the service attaches again from the stored
+positions (``_resume``); ``run`` raises only what a restart cannot fix.
+
 Following new tables is ``following`` (decisions) plus ``Core.follow`` (the
 snapshot); repairs are ``recovery``.  Everything database-specific is behind
 ``connectors.base``.
@@ -35,27 +40,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, PositionLost, ResultSpec, SourceTable, StepStats, Stream, StreamError,
+    Attached, ChangeError, Connector, ResultSpec, SourceTable, StepStats, Stream, StreamError,
     Transaction,
 )
-from freshview.errors import FreshviewError, StateError
+from freshview.errors import Fault, FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
-from freshview.service import access, batching, decide, following, recovery, requests
+from freshview.runtime.state.files import probe_space
+from freshview.service import access, batching, decide, following, outage, recovery, requests
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
 
 log = logging.getLogger("freshview.service")
+FILE_ONLY = {"file_only": True}  # a log record the CLI writes to its log file, not to the terminal (cli/logs.py)
 
 # (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
 class ServiceError(FreshviewError):
-    """The service cannot start or go on (not set up, slot trouble, lost connection ...)."""
+    """The service cannot start or go on (not set up, no REPLICATION attribute ...): a restart cannot fix it."""
 
 
 @dataclass
@@ -78,11 +85,16 @@ class ServiceOptions:
     catalog_check_s: float = 2.0  # how often the followed tables are looked up in the catalog (DDL on idle tables)
     execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
     access_check_s: float = 60.0  # how often each view's requester's rights are checked again (access)
+    retry_first_s: float = 0.25  # after a fault: the first retry at once, then this long, doubling ...
+    retry_cap_s: float = 2.0  # ... up to this (so the service is back this long after the database)
 
     def batching(self) -> batching.Rule:
         return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
                              catchup_lag_s=self.catchup_lag_s, catchup_wait_s=self.catchup_batch_wait_s,
                              catchup_pause_s=self.catchup_pause_s, poll_s=self.poll_s)
+
+    def backoff(self) -> outage.Backoff:
+        return outage.Backoff(self.retry_first_s, self.retry_cap_s)
 
 
 class Core:
@@ -106,6 +118,8 @@ class Core:
         self.at = decide.Positions()
         self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
         self.status = "starting"
+        self.health = outage.Health()  # connected, reconnecting, unreachable, paused for a full disk
+        self._attached = False  # attached once in this process (later attaches follow a fault)
         self._last_progress_write = 0.0
         self._pending_position: Any = None  # reached by unrelated transactions, not yet recorded
         self._rate = 0.0
@@ -127,70 +141,108 @@ class Core:
         return self._stop.is_set()
 
     def run(self) -> None:
-        if self.spark is None:  # the embedded session: start it while the service connects
-            from freshview.runtime.spark import warm_up
-
-            warm_up()
+        """Keep the views fresh until ``stop()``.  Transient faults (the database restarting, a connection
+        killed, the network down, the state disk full) are ridden out (``outage``); ``run`` raises only
+        what a restart cannot fix, and nothing raised while closing ever replaces that error."""
         try:
-            self._open()
-            self.ready.set()
-            next_poll = 0.0
-            next_beat = 0.0
-            next_check = time.monotonic() + self.options.catalog_check_s
-            next_access = 0.0
             while not self._stop.is_set():
-                self._follow_stream()
-                now = time.monotonic()
-                if now >= next_poll:
-                    requests.serve(self)
-                    next_poll = now + self.options.poll_s
-                if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
-                    following.check_catalog(self)
-                    next_check = now + self.options.catalog_check_s
-                if now >= next_access:
-                    self._recheck_access()
-                    next_access = now + self.options.access_check_s
-                if now >= next_beat:
-                    self._heartbeat()
-                    self._record_source_metrics()  # metrics hook
-                    next_beat = now + self.options.heartbeat_s
+                try:
+                    self._resume()
+                    self.ready.set()
+                    self._loop()
+                except (FreshviewError, StreamError) as exc:
+                    kind = outage.kind_of(exc)
+                    if kind is None:
+                        raise
+                    self._ride_out(kind, exc)
         finally:
             self._close()
 
-    def _open(self) -> None:
+    def _loop(self) -> None:
+        next_poll = 0.0
+        next_beat = 0.0
+        next_check = time.monotonic() + self.options.catalog_check_s
+        next_access = 0.0
+        while not self._stop.is_set():
+            self._follow_stream()
+            now = time.monotonic()
+            if now >= next_poll:
+                requests.serve(self)
+                next_poll = now + self.options.poll_s
+            if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
+                following.check_catalog(self)
+                next_check = now + self.options.catalog_check_s
+            if now >= next_access:
+                self._recheck_access()
+                next_access = now + self.options.access_check_s
+            if now >= next_beat:
+                self._heartbeat()
+                self._record_source_metrics()  # metrics hook
+                next_beat = now + self.options.heartbeat_s
+
+    def _resume(self) -> None:
+        """Open what is not open: (after a full disk: once the state directory has room) the database's
+        connections, the engine's state, the stream (``_attach``: positions read back, so the stream
+        resumes where the engine and the result tables are)."""
+        if self.health.state is outage.State.DISK_FULL:
+            probe_space(self.state_dir)
+        if self.connector is None:
+            self._connect()
+        if self.flow is None:
+            self.flow = self._open_flow()
+            if self.spark is None:
+                # The embedded session: started while the service attaches (not earlier: a service
+                # that cannot connect or read its state stops at once, without waiting for a JVM).
+                from freshview.runtime.spark import warm_up
+
+                warm_up()
+        if self.stream is None:
+            self._attach()
+        self._note(*outage.recovered(self.health, time.time()))
+
+    def _connect(self) -> None:
         try:
-            self.connector = self.connect()
+            connector = self.connect()
+        except Fault:
+            raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
-        self.names = Names(self.connector.default_schema, self.connector.names)
+        self.connector = connector
+        self.names = Names(connector.default_schema, connector.names)
         if self.metrics is not None:
             self.metrics.view_name = self.names.qualified
-        control = self.connector.control
-        if not control.is_installed():
+        if not connector.control.is_installed():
             raise ServiceError("the freshview schema is missing or out of date in this database: run "
                                "`freshview setup` (it installs or upgrades it)")
-        control.start()
-        requests.recover(control)  # requests a dead service was working on: retried once, then failed
-        self.flow = self._open_flow()
-        self._attach()
 
     def _attach(self) -> None:
         """Find the source's position, reconcile engine and result tables, start streaming.
 
         A lost position (slot invalidated or dropped, binlog purged), a lost state
         directory or state ahead of the database all lead to the same repair: rebuild
-        every view from a new snapshot, with status ``rebuilding`` meanwhile.
+        every view from a new snapshot, with status ``rebuilding`` meanwhile.  Runs at
+        start and again after every fault: requests a fault interrupted (still ``running`` if the
+        connection died under them) go back to the queue; at start, those a dead service was
+        working on are retried once, then failed (``requests.recover``).
         """
-        source = self.connector.source
+        source, control = self.connector.source, self.connector.control
+        control.start()
+        if self._attached:
+            for request in control.interrupted_requests():
+                control.requeue_request(request.id)
+        else:
+            requests.recover(control)
+        self._attached = True
+        self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
                                    self.connector.results.stored_position())
         self.follow_from = {t: source.position_from_text(str(v))
                             for t, v in self.flow.get_meta("follow_from", {}).items()}
-        if self.stream is not None:
-            self.stream.close()
-            self.stream = None
+        self._close_stream()
         try:
             attached: Attached = source.attach(self.at.engine, bool(self.flow.sources))
+        except Fault:
+            raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
         rebuild = recovery.rebuild_reason(attached, self.at.engine, self.at.results)
@@ -200,10 +252,7 @@ class Core:
         self._reconcile(rebuild)
         following.check_catalog(self)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
-        try:
-            self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
-        except StreamError as exc:
-            raise ServiceError(f"cannot follow the change stream: {exc}") from None
+        self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         self._set_status("running")
         log.info("following the source from %s (results at %s)", self.at.engine, self.at.results)
 
@@ -211,18 +260,58 @@ class Core:
         value = self.flow.get_meta(key, self.flow.get_meta(legacy))
         return None if value in (None, 0, "0") else self.connector.source.position_from_text(str(value))
 
-    def _close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-        if self.connector is not None:
+    # ------------------------------------------------------------------ faults
+    def _ride_out(self, kind: outage.Kind, exc: BaseException) -> None:
+        """A transient fault: close what it broke, say so once, wait the back-off (``run`` then resumes)."""
+        health, notice = outage.failed(self.health, kind, outage.reason(exc), time.time())
+        self._note(health, notice)
+        if notice is not None:  # the details, once per change of state, in the log file only
+            log.info("the fault in full:", exc_info=exc, extra=FILE_ONLY)
+        if self.metrics is not None:  # metrics hook
+            self.metrics.record_fault(kind.value)
+        self._close_stream()
+        if kind is outage.Kind.LOST:
+            self._disconnect()
+        elif kind is outage.Kind.DISK_FULL and self.connector is not None:
             try:
-                self._set_status("stopped")
-            except self.connector.errors:
-                pass
-            self.connector.source.close()
-            self.connector.control.close()
+                self._set_status(outage.State.DISK_FULL.value)  # `freshview status` shows the pause
+            except (Fault, *self.connector.errors):
+                self._disconnect()
+        self._stop.wait(self.options.backoff().delay(self.health.failures))
+
+    def _note(self, health: outage.Health, notice: outage.Notice | None) -> None:
+        """Adopt ``health``; log its notice, and update the metrics when the state changed."""
+        before = self.health.state
+        self.health = health
+        if notice is not None:
+            log.log(notice.level, notice.message)
+        if self.metrics is not None and (health.state is not before or notice is not None):  # metrics hook
+            self.metrics.record_health(health.connected, health.state is outage.State.DISK_FULL,
+                                       reconnected=health.state is outage.State.RUNNING and before in (
+                                           outage.State.RECONNECTING, outage.State.UNREACHABLE))
+
+    def _close_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            _quietly("the change stream", stream.close)
+
+    def _disconnect(self) -> None:
+        """Close the stream and the database connections, which may be dead already; never raises."""
+        self._close_stream()
+        connector, self.connector = self.connector, None  # type: ignore[assignment]
+        if connector is not None:
+            _quietly("the source", connector.source.close)
+            _quietly("the database connection", connector.control.close)
+
+    def _close(self) -> None:
+        """At the end of ``run``: status ``stopped``, everything closed.  Failures are logged, never raised
+        (over the error that ended ``run``, if one did; the state's log keeps what was committed)."""
+        self._close_stream()
+        if self.connector is not None:
+            _quietly("the status", lambda: self._set_status("stopped"))
+        self._disconnect()
         if self.flow is not None:
-            self.flow.close()
+            _quietly("the engine's state", self.flow.close, logging.WARNING)
 
     def _new_flow(self) -> IncrementalFlow:
         """The engine, with the execution mode asked for when this engine has execution modes."""
@@ -237,9 +326,12 @@ class Core:
 
     def _open_flow(self) -> IncrementalFlow:
         """The engine on the state directory; state it cannot read (another format, damage) is set
-        aside like lost state: wiped, and every view rebuilt from a new snapshot (``_attach``)."""
+        aside like lost state: wiped, and every view rebuilt from a new snapshot (``_attach``).  State of
+        a newer freshview is left alone (the service stops), a full disk is waited out."""
         try:
             return self._new_flow()
+        except Fault:  # (a full disk, state of a newer freshview or in use: never wiped)
+            raise
         except StateError as exc:
             log.warning("the state in %s cannot be read (%s): starting from empty state; "
                         "every view is rebuilt from a new snapshot", self.state_dir, exc)
@@ -266,6 +358,8 @@ class Core:
             else:
                 try:
                     requests.create(self, name, view_sql, replace=True)
+                except Fault:
+                    raise
                 except (FreshviewError, ChangeError, *self.connector.errors) as exc:
                     self._mark_failed([name], str(exc))
         self.drop_unused_sources()
@@ -291,11 +385,10 @@ class Core:
                 return
             try:
                 txn, partial = self._read(action.timeout, action.budget)
-            except StreamError as exc:
-                if collected:
+            except StreamError:
+                if collected:  # whole transactions: step them before the stream is reopened
                     self._process(collected)
-                self._reconnect(exc)
-                return
+                raise
             if txn is None:
                 batch = batch.nothing_more(time.monotonic(), partial)
             else:
@@ -312,28 +405,6 @@ class Core:
             wait = stream.waited_s - waited
             self.timings["wait"] += wait
             self.timings["read"] += time.perf_counter() - started - wait
-
-    def _reconnect(self, exc: Exception) -> None:
-        """A broken stream is reopened (with back-off); a lost position is repaired by a rebuild."""
-        log.warning("change stream lost (%s); reconnecting", exc)
-        if self.stream is not None:
-            self.stream.close()
-            self.stream = None
-        for attempt in range(30):
-            if self._stop.is_set():
-                return
-            if isinstance(exc, PositionLost):
-                log.warning("the source lost the stream's position (%s)", exc)
-                self._attach()  # sees the lost position and rebuilds
-                return
-            try:
-                self.stream = self.connector.source.stream(decide.stream_start(self.at, self.follow_from))
-                return
-            except StreamError as again:
-                exc = again
-                if not isinstance(again, PositionLost):
-                    time.sleep(min(0.2 * 2 ** attempt, 5.0))
-        raise ServiceError(f"cannot reconnect to the change stream: {exc}")
 
     def _process(self, batch: list[Transaction]) -> None:
         for step in decide.plan_steps(batch, self.at, lambda t: following.truncates(t, self.follow_from)):
@@ -364,6 +435,8 @@ class Core:
             try:
                 summary = self.flow.tick(deltas, before_commit=lambda out: committed_at.append(
                     self._commit(out, step, changes, lag_from)))
+            except Fault:
+                raise  # the database or the disk, not a view: ridden out by ``run``
             except FreshviewError as exc:
                 view, source = getattr(exc, "view", None), getattr(exc, "source", None)
                 if view is not None:
@@ -524,3 +597,11 @@ class Core:
     def _set_status(self, status: str) -> None:
         self.status = status
         self._heartbeat()
+
+
+def _quietly(what: str, close: Callable[[], Any], level: int = logging.DEBUG) -> None:
+    """Run a cleanup whose failure must not hide anything (a connection may be dead, the disk full)."""
+    try:
+        close()
+    except Exception as exc:
+        log.log(level, "could not close %s cleanly: %s", what, outage.reason(exc))

@@ -145,6 +145,26 @@ class MariaDBServer:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
 
+    def crash(self) -> None:
+        """Kill the server (SIGKILL: no shutdown, InnoDB recovers at the next start), keeping its files."""
+        self._kill()
+
+    def shutdown(self) -> None:
+        """Stop the server cleanly (SIGTERM: a normal shutdown), keeping its files."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(timeout=self.start_timeout)
+        self._proc = None
+
+    def resume(self) -> None:
+        """Start the stopped server again on its port and wait until it accepts connections."""
+        conf = self.root / "my.cnf"
+        self._proc = subprocess.Popen([str(self.mariadbd), f"--defaults-file={conf}", *self._user_args()],
+                                      cwd=str(self.root), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        if not self._wait_ready():
+            raise MariaDBError(f"MariaDB did not start again.\nserver log:\n{self.read_log()}")
+
     def read_log(self) -> str:
         try:
             return self.logfile.read_text(errors="replace")[-20000:]

@@ -20,7 +20,14 @@ Metrics (``view`` labels are the result tables' names, ``executor`` is
 * ``freshview_source_position_bytes{source}``: the LSN whose effects are in the
   result tables, as a byte position;
 * ``freshview_source_retained_wal_bytes{source}``: WAL the slot keeps on the
-  server (``pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)``).
+  server (``pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)``);
+* ``freshview_source_connected``: 1 while the service is connected to the
+  database, 0 while it reconnects (``service.outage``);
+* ``freshview_state_disk_full``: 1 while stepping is paused because the state
+  directory is full;
+* ``freshview_reconnects_total``: reconnections after a lost connection;
+* ``freshview_faults_total{kind}``: faults ridden out, by kind (``connection``,
+  ``disk_full``, ``position_lost``).
 """
 
 from __future__ import annotations
@@ -69,6 +76,13 @@ class ServiceMetrics:
                               "LSN whose effects the result tables hold, as a byte position", ["source"], registry=r)
         self.retained_wal = Gauge("freshview_source_retained_wal_bytes",
                                   "WAL the replication slot keeps on the server", ["source"], registry=r)
+        self.connected = Gauge("freshview_source_connected",
+                               "1 while the service is connected to the database, 0 while it reconnects",
+                               registry=r)
+        self.disk_full = Gauge("freshview_state_disk_full",
+                               "1 while stepping is paused because the state directory is full", registry=r)
+        self.reconnects = Counter("freshview_reconnects", "Reconnections after a lost connection", registry=r)
+        self.faults = Counter("freshview_faults", "Faults ridden out, by kind", ["kind"], registry=r)
 
     def record_step(self, summary: StepLike, lag_s: float | None = None) -> None:
         """One engine step: counters for every view that ran, the lag for those whose result changed."""
@@ -91,6 +105,16 @@ class ServiceMetrics:
             self.position.labels(source).set(position)
         if retained_wal_bytes is not None:
             self.retained_wal.labels(source).set(retained_wal_bytes)
+
+    def record_health(self, connected: bool, disk_full: bool, reconnected: bool = False) -> None:
+        """Where the service stands (``outage.Health``); ``reconnected``: it just came back."""
+        self.connected.set(1 if connected else 0)
+        self.disk_full.set(1 if disk_full else 0)
+        if reconnected:
+            self.reconnects.inc()
+
+    def record_fault(self, kind: str) -> None:
+        self.faults.labels(kind).inc()
 
     def forget_view(self, view: str) -> None:
         """A dropped view's series go away (``view`` is the database name)."""

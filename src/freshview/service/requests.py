@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from freshview.connectors.base import ChangeError, ControlSchema, Request, SourceTable
-from freshview.errors import CatalogError, FreshviewError
+from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import IncrementalFlow
 from freshview.service import access
 from freshview.service.names import Names
@@ -85,6 +85,10 @@ def serve(core: "Core") -> None:
                 create(core, request.name, request.sql or "", request=request.id, reader=request.requested_by)
             else:
                 drop(core, request.name, request=request.id, requested_by=request.requested_by)
+        except Fault:  # the database or the disk, not the request: served again once the service is back
+            with contextlib.suppress(Exception):  # (on a dead connection: requeued when it attaches again)
+                control.requeue_request(request.id)
+            raise
         except Exception as exc:  # noqa: BLE001 - a request must never stop the service
             message = failure(request, exc, expected)
             if isinstance(exc, expected):

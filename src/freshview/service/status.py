@@ -1,7 +1,16 @@
-"""What ``freshview status`` reports: the service, its replication slot, every view."""
+"""What ``freshview status`` reports: the service, its replication slot, every view.
+
+The service's own line comes from its row in ``freshview.progress``: the
+status it last wrote (``running``, ``rebuilding``, ``state disk full`` while a
+full state directory pauses stepping, ``stopped``) and how old its heartbeat
+is (one a second).  A stale heartbeat means the service is not running or
+cannot reach the database (``describe``; the service's log says which, and
+since when).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +44,7 @@ def read_status(conn: psycopg.Connection, dsn: str) -> Status:
                        "FROM freshview.progress WHERE slot = %s", (slot,))
     row = cur.fetchone()
     service = dict(zip([d.name for d in cur.description], row)) if row else {"status": "never started"}
-    if row and service["status"] != "stopped" and (service["heartbeat_age_s"] or 1e9) > 10:
-        service["status"] = f"not running (last heartbeat {service['heartbeat_age_s']:.0f} s ago)"
+    service["status"] = describe(service)
     cur = conn.execute(_SLOT, (slot,))
     slot_row = cur.fetchone()
     slot_info = dict(zip([d.name for d in cur.description], slot_row)) if slot_row else None
@@ -44,6 +52,26 @@ def read_status(conn: psycopg.Connection, dsn: str) -> Status:
                        "FROM freshview.views ORDER BY name")
     names = [d.name for d in cur.description]
     return Status(service, slot_info, [dict(zip(names, r)) for r in cur.fetchall()])
+
+
+STALE_HEARTBEAT_S = 10.0  # the service beats once a second: this much older, it is not there
+
+
+def describe(service: dict[str, Any]) -> str:
+    """The service's status as ``freshview status`` shows it, from its progress row (``status``,
+    ``heartbeat_age_s``, ``updated_at``: the last step)."""
+    status = str(service.get("status") or "never started")
+    if status in ("stopped", "never started"):
+        return status
+    age = service.get("heartbeat_age_s")
+    if age is None or float(age) > STALE_HEARTBEAT_S:
+        seen = "no heartbeat yet" if age is None else f"last heartbeat {float(age):.0f} s ago"
+        return f"not running, or cannot reach the database ({seen})"
+    if status == "state disk full":
+        last = service.get("updated_at")
+        when = f" since {last:%Y-%m-%d %H:%M:%S}" if isinstance(last, dt.datetime) else ""
+        return f"paused: its state directory is full (no step committed{when}); it resumes when there is room"
+    return status
 
 
 def retained_wal_bytes(conn: psycopg.Connection, slot: str) -> int | None:

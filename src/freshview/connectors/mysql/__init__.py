@@ -5,6 +5,8 @@ DSNs, result tables, the ``freshview`` control database and setup checks.
 (binlog stream, snapshots, catalog), ``results.py`` (result tables, each
 step's changes with its binlog position in one transaction), ``control.py``
 (``MySqlControl``: the ``freshview`` database's requests and status).
+``faults.py`` says which PyMySQL errors are faults; every piece raises those
+as ``errors``' typed faults (``connectors.edge``).
 See docs/architecture.md, "MySQL/MariaDB: the change source".
 """
 
@@ -13,12 +15,16 @@ from __future__ import annotations
 from freshview.connectors.base import Connector
 
 
+READ_TIMEOUT_S = 120  # no answer for this long on a connection: it is lost
+
+
 def connect(dsn: str) -> Connector:
     """One autocommit connection (UTC, utf8mb4, strict) shared by the control database, the result sink
     and the catalog; the stream and snapshots open their own.  Bare table names are the DSN's database's."""
     import pymysql
     from pymysql.constants import CLIENT
 
+    from freshview.connectors.mysql import faults
     from freshview.connectors.mysql.access import MySqlGrants
     from freshview.connectors.mysql.catalog import MySqlNames
     from freshview.connectors.mysql.control import MySqlControl
@@ -31,7 +37,9 @@ def connect(dsn: str) -> Connector:
     parsed = parse_dsn(dsn)
     if not parsed.database:
         raise FreshviewError(f"the DSN {parsed.redacted()} names no database: write mysql://user@host:port/DATABASE")
-    args = parsed.connect_args()
+    # A dead network is noticed within READ_TIMEOUT_S on every connection (the stream's included: the
+    # server's heartbeats keep an idle one busy), unless the DSN says otherwise.
+    args = {"read_timeout": READ_TIMEOUT_S, "write_timeout": READ_TIMEOUT_S, **parsed.connect_args()}
     try:
         # MULTI_STATEMENTS: a step's commit goes out in one packet (``sink.commit_step``); every
         # statement freshview sends has its values inlined by the driver's escaping, never a user's text.
@@ -39,7 +47,10 @@ def connect(dsn: str) -> Connector:
         with conn.cursor() as cur:
             for statement in SESSION_SETUP:
                 cur.execute(statement)
-    except pymysql.err.MySQLError as exc:
+    except (pymysql.err.MySQLError, OSError) as exc:
+        fault = faults.classify(exc)
+        if fault is not None:
+            raise type(fault)(f"cannot connect to {parsed.redacted()}: {fault}") from exc
         raise FreshviewError(f"cannot connect to {parsed.redacted()}: {exc}") from None
     database = parsed.database
     return Connector(MySqlSource(args, conn), MySqlResults(conn, database), MySqlControl(conn, database),

@@ -25,6 +25,8 @@ from typing import Any, Iterable, Mapping
 import pymysql
 
 from freshview.connectors.base import ReadRights
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import faults
 from freshview.connectors.mysql.catalog import split_table_name
 from freshview.errors import CatalogError
 
@@ -123,6 +125,7 @@ def resolve_account(conn: Any, requester: str) -> Account | None:
     return account_for(wanted, hosts)
 
 
+@guarded(faults.classify)
 class MySqlGrants:
     """On the connector's autocommit connection."""
 

@@ -48,6 +48,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from freshview.connectors.base import Request
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import faults
 from freshview.connectors.mysql.catalog import parse_table_name, quote, spell, split_table_name
 
 DATABASE = "freshview"
@@ -292,7 +294,7 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
                  (rows[0][0],))
         conn.commit()
     except BaseException:
-        conn.rollback()
+        faults.rollback_quietly(conn)
         raise
     return Request(*rows[0]) if rows else None
 
@@ -419,8 +421,8 @@ def read_position(conn: Any, source: str) -> str | None:
 
 
 def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """What ``freshview status`` shows: the service's progress row (``status`` says "not running" when its
-    heartbeat is older than 10 s) and its views."""
+    """What ``freshview status`` shows: the service's progress row (with ``heartbeat_age_s``; the CLI
+    words it, ``service.status.describe``) and its views."""
     def rows(statement: str, params: Any) -> list[dict[str, Any]]:
         with conn.cursor() as cur:
             cur.execute(statement, params)
@@ -431,15 +433,13 @@ def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, 
                  "TIMESTAMPDIFF(MICROSECOND, heartbeat_at, CURRENT_TIMESTAMP(6)) / 1e6 AS heartbeat_age_s, "
                  "updated_at FROM freshview.progress WHERE source = %s", (source,))
     service = found[0] if found else {"status": "never started"}
-    age = service.get("heartbeat_age_s")
-    if found and service["status"] != "stopped" and (age is None or float(age) > 10):
-        service["status"] = "not running" + (f" (last heartbeat {float(age):.0f} s ago)" if age is not None else "")
     views = rows(f"SELECT name, status, `rows`, lag_ms, position, error, updated_at FROM freshview.views "
                  f"WHERE {_OWNED} ORDER BY name", (spell(source),))
     conn.commit()
     return service, views
 
 
+@guarded(faults.classify)
 class MySqlControl:
     """``base.ControlSchema`` on the connector's autocommit connection; ``source``: the followed database."""
 

@@ -2,7 +2,8 @@
 
 The password is kept out of ``repr`` and of ``MySQLDsn.redacted()`` (what
 logs and error messages show).  Query parameters: ``unix_socket``,
-``charset`` and ``connect_timeout``; anything else is refused by name.
+``charset``, ``connect_timeout``, ``read_timeout`` and ``write_timeout``
+(seconds); anything else is refused by name.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 SCHEMES = ("mysql", "mariadb")
 DEFAULT_PORT = 3306
-_QUERY = {"unix_socket": str, "charset": str, "connect_timeout": int}
+_QUERY = {"unix_socket": str, "charset": str, "connect_timeout": int, "read_timeout": int, "write_timeout": int}
 
 
 class DsnError(ValueError):

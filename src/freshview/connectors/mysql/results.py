@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 import pymysql
 
 from freshview.connectors.base import ResultSpec, StepStats
-from freshview.connectors.mysql import control, sink
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import control, faults, sink
 from freshview.connectors.mysql.access import Account, resolve_account
 from freshview.connectors.mysql.catalog import quote, spell, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
@@ -32,10 +33,22 @@ from freshview.schema import WEIGHT
 log = logging.getLogger("freshview.service")
 
 
+def _drop_quietly(conn: Any, table: sink.ResultTable) -> None:
+    """Drop a table being created after a failure; never raises over it (on a dead connection the table
+    goes when the service attaches again, as a view still 'creating')."""
+    try:
+        with conn.cursor() as cur:
+            for statement in table.drop_sql():
+                cur.execute(statement)
+    except (pymysql.err.MySQLError, OSError):
+        pass
+
+
 def result_table(spec: ResultSpec) -> sink.ResultTable:
     return sink.ResultTable(spec.name, sink.result_shape(spec.columns, spec.key))
 
 
+@guarded(faults.classify)
 class MySqlResults:
     """Result tables of one followed database (``source``: its name, the key of ``freshview.progress``)."""
 
@@ -75,9 +88,7 @@ class MySqlResults:
             try:  # (grants are by name: the table swapped in under it has them)
                 self._readable_only_by(spec.name, reader)  # GRANT and REVOKE commit implicitly too
             except BaseException:
-                with conn.cursor() as cur:
-                    for statement in filled.drop_sql():
-                        cur.execute(statement)
+                _drop_quietly(conn, filled)
                 raise
             conn.begin()
             try:
@@ -89,10 +100,8 @@ class MySqlResults:
                 else:
                     conn.commit()
             except BaseException:
-                conn.rollback()
-                with conn.cursor() as cur:
-                    for statement in filled.drop_sql():
-                        cur.execute(statement)
+                faults.rollback_quietly(conn)
+                _drop_quietly(conn, filled)
                 raise
             if shadow is not None:
                 with conn.cursor() as cur:
@@ -100,6 +109,8 @@ class MySqlResults:
                     cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
                     cur.execute(f"DROP TABLE {old}")
         except (pymysql.err.MySQLError, SchemaError) as exc:
+            if faults.classify(exc) is not None:
+                raise  # the connection, not the table: the guard raises its fault
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
 

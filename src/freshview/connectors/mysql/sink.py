@@ -51,7 +51,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.connectors.mysql import control
+from freshview.connectors.mysql import control, faults
 from freshview.connectors.mysql.catalog import quote, split_table_name
 from freshview.connectors.result_changes import net_changes
 from freshview.errors import SchemaError
@@ -401,7 +401,7 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
                 while cur.nextset():  # a multi-statement packet: each statement's result in turn
                     pass
         except BaseException:
-            conn.rollback()
+            faults.rollback_quietly(conn)  # never over the error that got us here
             raise
         return sent, float(cur.fetchone()[0])
 

@@ -30,6 +30,7 @@ The session reads TIMESTAMPs in UTC (``types.SESSION_SETUP``).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
@@ -38,6 +39,7 @@ import pymysql
 import pymysql.cursors
 
 from freshview.connectors.mysql.catalog import SourceTable, quote
+from freshview.connectors.mysql.faults import rollback_quietly
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.connectors.mysql.types import SESSION_SETUP, to_arrow
 from freshview.errors import FreshviewError
@@ -123,9 +125,10 @@ class Snapshot:
         return pa.concat_tables(batches)
 
     def close(self) -> None:
-        try:
-            self.connection.rollback()  # READ ONLY: nothing to keep
-        finally:
+        """Ends the snapshot; never raises (a dead connection has no snapshot left to end, and the error
+        that killed it, if any, is the one to report)."""
+        rollback_quietly(self.connection)  # READ ONLY: nothing to keep
+        with contextlib.suppress(Exception):
             self.connection.close()
 
     def __enter__(self) -> "Snapshot":

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pymysql
 
 from freshview.connectors import base
-from freshview.connectors.mysql import catalog, deltas as mysql_deltas, stream as binlog
+from freshview.connectors.edge import guarded
+from freshview.connectors.mysql import catalog, deltas as mysql_deltas, faults, stream as binlog
 from freshview.connectors.mysql.catalog import TableName, describe_table, parse_table_name
 from freshview.connectors.mysql.snapshot import Snapshot as MySqlSnapshotReader
 from freshview.connectors.mysql.transactions import BinlogPosition, MySqlTransaction
@@ -111,6 +112,7 @@ def to_transaction(txn: MySqlTransaction, definitions: Mapping[str, Mapping[str,
         frozenset(str(t) for t in txn.truncated), definitions, txn)
 
 
+@guarded(faults.classify)
 class MySqlStream:
     """``base.Stream``: whole transactions of the followed tables from the binlog."""
 
@@ -157,6 +159,7 @@ class MySqlStream:
             self.reader.close()
 
 
+@guarded(faults.classify)
 class MySqlSnapshot:
     """``base.Snapshot`` over ``snapshot.Snapshot`` (one REPEATABLE READ transaction and its position)."""
 
@@ -174,21 +177,27 @@ class MySqlSnapshot:
         return int(row[0]) if row and row[0] else None
 
     def read(self, table: base.SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        return self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress)
+        yield from self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress)
 
 
+@guarded(faults.classify)
 class MySqlSource:
     """``base.Source`` over one database (``database``: the DSN's, where bare table names live)."""
 
     def __init__(self, connect_args: dict, conn: Any, *, snapshot_method: str = "auto",
                  heartbeat_s: float = HEARTBEAT_S) -> None:
         self.connect_args = connect_args
+        self.label = str(connect_args.get("database") or "mysql")  # names the source in metrics and logs
         self.conn = conn  # the connector's autocommit connection (catalog queries)
         self.snapshot_method = snapshot_method
         self.heartbeat_s = heartbeat_s
         self.described: dict[str, catalog.SourceTable] = {}
         self.followed: set[TableName] = set()
         self._stream: MySqlStream | None = None
+
+    def retained_bytes(self) -> int | None:
+        """Not known: the server keeps binlogs by age (``expire_logs_days``), not for this service."""
+        return None
 
     def attach(self, position: BinlogPosition | None, has_state: bool) -> base.Attached:
         if position is None:
@@ -289,6 +298,8 @@ class MySqlSource:
         try:
             reader = MySqlSnapshotReader.open(self.connect_args, self.snapshot_method)
         except pymysql.err.MySQLError as exc:
+            if faults.classify(exc) is not None:
+                raise  # the connection: the guard raises its fault
             raise FreshviewError(f"cannot take a consistent snapshot: {exc}") from None
         try:
             yield MySqlSnapshot(reader, self)

@@ -19,6 +19,8 @@ from typing import Mapping
 import psycopg
 
 from freshview.connectors.base import ReadRights
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import faults
 
 _RIGHTS = """
 SELECT t.key, k.oid IS NOT NULL,
@@ -34,6 +36,7 @@ WHERE r.rolname = %(role)s
 """
 
 
+@guarded(faults.classify)
 class PostgresGrants:
     """On the connector's autocommit connection."""
 

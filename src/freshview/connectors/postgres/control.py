@@ -29,6 +29,8 @@ import psycopg
 import psycopg.conninfo
 
 from freshview.connectors.base import Request
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import faults
 
 SCHEMA = "freshview"
 PUBLICATION = "freshview"
@@ -265,6 +267,7 @@ def requeue_request(conn: psycopg.Connection, request_id: int) -> None:
                  (request_id,))
 
 
+@guarded(faults.classify)
 class PostgresControl:
     """``base.ControlSchema`` on one autocommit connection (the service's)."""
 

@@ -24,7 +24,9 @@ from typing import Iterator
 import psycopg
 from psycopg import pq
 
+from freshview.connectors.postgres import faults
 from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
+from freshview.errors import ConnectionLost
 
 _PG_EPOCH_US = 946_684_800 * 1_000_000  # 2000-01-01 in Unix microseconds
 _XLOGDATA = struct.Struct("!QQq")
@@ -53,10 +55,15 @@ class ReplicationError(Exception):
 class ReplicationConnection:
     """One walsender connection: create/drop slots, stream changes, acknowledge progress."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, application_name: str = "freshview stream") -> None:
+        from freshview.connectors.postgres import named
+
         try:
-            self.conn = psycopg.connect(dsn, replication="database", autocommit=True)
+            self.conn = psycopg.connect(dsn, replication="database", autocommit=True,
+                                        **named(dsn, application_name))
         except psycopg.Error as exc:
+            if isinstance(faults.classify(exc), ConnectionLost):  # the server, not the role
+                raise ConnectionLost(f"cannot open a replication connection: {exc}".strip()) from exc
             raise ReplicationError(f"cannot open a replication connection: {exc}".strip()) from None
         self._streaming = False
         self._last_status = 0.0

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from psycopg import sql as psql
 
 from freshview.connectors.base import ResultSpec, StepStats
-from freshview.connectors.postgres import control
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import control, faults
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
@@ -61,6 +62,7 @@ def result_table(spec: ResultSpec) -> ResultTable:
     return ResultTable(spec.name, shape)
 
 
+@guarded(faults.classify)
 class PostgresResults:
     """Result tables of one database; positions are the slot's row of ``freshview.progress``."""
 
@@ -103,6 +105,8 @@ class PostgresResults:
                 if request is not None:
                     control.finish_request(conn, request)
         except psycopg.Error as exc:
+            if faults.classify(exc) is not None:
+                raise  # the connection, not the table: the guard raises its fault
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}".strip()) from None
         self.tables[spec.name] = table
 

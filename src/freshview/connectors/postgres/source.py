@@ -11,20 +11,22 @@ position.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import time
 from typing import Callable, Collection, Iterator, Mapping, Sequence
 
 import psycopg
+import psycopg.conninfo
 import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
     Attached, PositionLost, Recheck, SourceTable, StreamError, Transaction,
 )
-from freshview.connectors.postgres import protocol as p
-from freshview.connectors.postgres import catalog
+from freshview.connectors.edge import guarded
+from freshview.connectors.postgres import catalog, faults, named, protocol as p
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
@@ -32,12 +34,13 @@ from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
 from freshview.connectors.postgres.snapshot import read_table
 from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
-from freshview.errors import CatalogError, FreshviewError
+from freshview.errors import CatalogError, ConnectionLost, FreshviewError
 from freshview.schema import SqlType, TableSchema
 
 log = logging.getLogger("freshview.service")
 
 PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
+_SNAPSHOTS = itertools.count()
 
 
 class SourceError(FreshviewError):
@@ -143,6 +146,7 @@ def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchem
     return to_deltas(raw, dict(schemas), lookup_old)
 
 
+@guarded(faults.classify)
 class PostgresSnapshot:
     """``base.Snapshot``: a temporary slot's exported snapshot (alive while the connection is)."""
 
@@ -159,12 +163,22 @@ class PostgresSnapshot:
         return int(total) if total and total > 0 else None
 
     def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
+        """The readers' sessions are named ``freshview snapshot``; one that cannot import the snapshot
+        because the connection exporting it died (it was killed) meets a lost connection."""
         partitioned = self.conn.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(%s)",
                                         (table.name,)).fetchone()
-        return read_table(self.dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress,
-                          only=not (partitioned and partitioned[0]))
+        dsn = psycopg.conninfo.make_conninfo(self.dsn, **named(self.dsn, "freshview snapshot"))
+        try:
+            yield from read_table(dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress,
+                                  only=not (partitioned and partitioned[0]))
+        except psycopg.errors.InvalidParameterValue as exc:
+            if "snapshot" not in str(exc):
+                raise
+            raise ConnectionLost(f"the snapshot {self.snapshot_name} is gone (its connection was lost): "
+                                 f"{str(exc).strip()}") from exc
 
 
+@guarded(faults.classify)
 class PostgresSource:
     """``base.Source`` over one database: the service's connection ``conn`` and its slot."""
 
@@ -179,9 +193,9 @@ class PostgresSource:
         self.followed_oids: dict[int, str] = {}  # the relations prepared (OID -> the name they are followed by)
         self._rechecked: dict[str, tuple[str, Recheck]] = {}  # catalog.recheck's answers, by their digests
 
-    def _replication(self) -> ReplicationConnection:
+    def _replication(self, name: str = "freshview") -> ReplicationConnection:
         try:
-            return ReplicationConnection(self.dsn)
+            return ReplicationConnection(self.dsn, name)
         except ReplicationError as exc:
             raise SourceError(f"{exc} (the role needs the REPLICATION attribute; see `freshview setup`)") from None
 
@@ -278,8 +292,10 @@ class PostgresSource:
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:
-        with self._replication() as repl:
-            yield PostgresSnapshot(self.dsn, self.conn, repl, f"{self.slot}_snap_{os.getpid()}")
+        with self._replication("freshview snapshot") as repl:
+            # A name of its own each time: a killed snapshot's temporary slot may outlive its session a moment.
+            name = f"{self.slot}_snap_{os.getpid()}_{next(_SNAPSHOTS)}"
+            yield PostgresSnapshot(self.dsn, self.conn, repl, name)
 
     def retained_bytes(self) -> int | None:
         row = self.conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "

@@ -6,24 +6,71 @@ error), reads the manifest, maps its run files, and replays the log's
 records; a checkpoint writes the runs held in memory to files, then a new
 manifest (atomically), then starts an empty log and deletes every file
 neither the state nor a merge under way uses.
+
+A failed write (a full disk above all) changes nothing committed: the log
+and the files (``log``) clean up after themselves, and a checkpoint switches
+to its new manifest and log in one rename, after everything they name is
+written; errors of the disk are ``DiskFull`` (ENOSPC, EDQUOT: retry once
+there is room, ``probe_space`` says when) or ``StateError``.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
 
 import pyarrow as pa
 
-from freshview.errors import StateError
+from freshview.errors import DiskFull, StateError, StateInUse, StateTooNew
 from freshview.runtime.state import log
 from freshview.runtime.state.layout import Layout
 from freshview.runtime.state.runs import Run, merge_runs
 
 _LOCK = "LOCK"
 
-__all__ = ["Recovered", "StateFiles"]
+__all__ = ["Recovered", "StateFiles", "disk_error", "is_disk_full", "probe_space"]
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+PROBE = "SPACE.probe"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
+def disk_error(exc: OSError, directory: Path, doing: str = "write state") -> StateError:
+    """The state error for an OS error: ``DiskFull`` for a full disk or quota, else ``StateError``."""
+    kind = DiskFull if is_disk_full(exc) else StateError
+    return kind(f"cannot {doing} in {directory}: {exc.strerror or exc}")
+
+
+def probe_space(directory: Path, nbytes: int = 1 << 20) -> None:
+    """Raise ``DiskFull`` unless ``nbytes`` can be allocated in ``directory`` now (a file allocated, then
+    deleted): whether stepping, paused by a full disk, may resume."""
+    path = directory / PROBE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, nbytes)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                chunk = b"\0" * (64 << 10)  # a file system without fallocate: write it out
+                for _ in range(0, nbytes, len(chunk)):
+                    os.write(fd, chunk)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise disk_error(exc, directory, f"allocate {nbytes} bytes") from None
+    finally:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 Recovered = tuple[dict[str, str], dict[str, tuple[Layout, list[Run]]]]
 
@@ -36,8 +83,10 @@ class StateFiles:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_fd = _lock(directory)
+        except StateInUse:
+            raise
         except OSError as exc:
-            raise StateError(f"cannot open state in {directory}: {exc}") from None
+            raise disk_error(exc, directory, "open state") from None
         self._log: log.Log | None = None
 
     @property
@@ -50,6 +99,8 @@ class StateFiles:
             raise StateError(f"{self.directory} holds state of the SQLite store; delete it to start afresh")
         try:
             manifest = log.read_manifest(self.directory) or log.Manifest()
+        except StateTooNew:
+            raise
         except (ValueError, KeyError) as exc:
             raise StateError(f"{self.directory} holds state of another format ({exc}); delete it to start afresh") \
                 from None
@@ -63,7 +114,11 @@ class StateFiles:
             self._log = log.Log(self.directory / manifest.log)
             for record in self._log.records:
                 self._replay(record, meta, arrangements)
-        except (OSError, pa.ArrowException) as exc:
+        except OSError as exc:
+            if is_disk_full(exc):  # (opening the log creates it)
+                raise disk_error(exc, self.directory, "open the state log") from None
+            raise StateError(f"cannot read state in {self.directory}: {exc}") from None
+        except pa.ArrowException as exc:
             raise StateError(f"cannot read state in {self.directory}: {exc}") from None
         referenced = {p for entry in manifest.arrangements.values() for p in entry["runs"]}
         referenced |= {r for record in self._log.records for _, r in record.runs if isinstance(r, str)}
@@ -103,6 +158,8 @@ class StateFiles:
         """Write in-memory runs to files, a manifest naming all runs, and start an empty log.
 
         ``keep``: files a merge under way may still install, spared by the garbage collection.
+        Until the manifest's rename nothing committed changes (a failure leaves the current manifest
+        and log in use, and only files they do not name); after it, the new log is the one in use.
         """
         assert self._log is not None
         for _, runs in arrangements.values():
@@ -115,9 +172,16 @@ class StateFiles:
             name: {"layout": layout.to_json(), "runs": [r.path for r in runs]}
             for name, (layout, runs) in arrangements.items()})
         new_log = log.Log(self.directory / manifest.log)
-        log.write_manifest(self.directory, manifest)
+        try:
+            log.prepare_manifest(self.directory, manifest)
+            log.install_manifest(self.directory)
+        except BaseException:
+            new_log.close()
+            (self.directory / manifest.log).unlink(missing_ok=True)
+            raise
         self._log.close()
         self._log, self.generation = new_log, manifest.generation
+        log.fsync_directory(self.directory)
         self.collect_garbage({r.path for _, runs in arrangements.values() for r in runs if r.path} | keep)
 
     def collect_garbage(self, keep: set[str]) -> None:
@@ -146,7 +210,7 @@ def _lock(directory: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StateError(f"state directory {directory} is in use by another process") from None
+        raise StateInUse(f"state directory {directory} is in use by another process") from None
     return fd
 
 

@@ -34,6 +34,13 @@ Commits are not fsynced (``sync=False``, like SQLite's WAL with
 bytes, so killing the process loses nothing committed, while a power failure
 may lose the last commits but never leaves a partial one.  Checkpoints fsync
 run files and the manifest before the old log is deleted.
+
+A full disk (or any failed write) leaves no partial file behind: an append
+that fails cuts the log back to its last whole record (else the next record
+would follow a torn one, and replay would stop before it), a run file or
+``MANIFEST.tmp`` that cannot be written whole is deleted, and the manifest is
+only ever replaced by a complete one.  A manifest of this format but a newer
+version is ``StateTooNew``: left alone for the freshview that wrote it.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Any
 import pyarrow as pa
 
 from freshview.algebra.hashing import HASH_VERSION
+from freshview.errors import StateTooNew
 
 FORMAT = "freshview-spine"
 VERSION = 1
@@ -59,8 +67,9 @@ _HEADER_LENGTH = struct.Struct("<I")
 MANIFEST = "MANIFEST"
 RUNS = "runs"
 
-__all__ = ["Log", "Manifest", "Record", "encode_record", "fsync_directory", "map_run", "new_run_path",
-           "read_manifest", "read_records", "serialize_run", "write_manifest", "write_run_file"]
+__all__ = ["Log", "Manifest", "Record", "encode_record", "fsync_directory", "install_manifest", "map_run",
+           "new_run_path", "prepare_manifest", "read_manifest", "read_records", "serialize_run", "write_manifest",
+           "write_run_file"]
 
 
 @dataclass
@@ -135,13 +144,20 @@ class Log:
         os.lseek(self._fd, self.size, os.SEEK_SET)
 
     def append(self, frame: bytes, sync: bool = False) -> None:
+        """Write one record; if that fails (a full disk), the log is cut back to its last whole record
+        and the error raised: the record was not committed."""
         view = memoryview(frame)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            if sync:
+                os.fsync(self._fd)
+        except BaseException:
+            os.ftruncate(self._fd, self.size)  # shrinking needs no space
+            os.lseek(self._fd, self.size, os.SEEK_SET)
+            raise
         self.size += len(frame)
-        if sync:
-            os.fsync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -160,14 +176,18 @@ def write_run_file(directory: Path, table: pa.Table, relative: str | None = None
     relative = relative or new_run_path()
     path = directory / relative
     path.parent.mkdir(exist_ok=True)
-    with pa.OSFile(str(path), "wb") as sink:
-        with pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table, max_chunksize=max(table.num_rows, 1))
-    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with pa.OSFile(str(path), "wb") as sink:
+            with pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table, max_chunksize=max(table.num_rows, 1))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        path.unlink(missing_ok=True)  # no partial run file
+        raise
     return relative
 
 
@@ -196,22 +216,46 @@ def read_manifest(directory: Path) -> Manifest | None:
         data = json.loads((directory / MANIFEST).read_text())
     except FileNotFoundError:
         return None
+    if data.get("format") == FORMAT and (_newer(data.get("version"), VERSION) or
+                                         _newer(data.get("hash_version"), HASH_VERSION)):
+        raise StateTooNew(f"{directory} holds state of a newer freshview (format version {data.get('version')}, "
+                          f"hash version {data.get('hash_version')}; this freshview reads {VERSION}, "
+                          f"{HASH_VERSION}): run that version, or point --state-dir elsewhere")
     if data.get("format") != FORMAT or data.get("version") != VERSION or data.get("hash_version") != HASH_VERSION:
         raise ValueError(f"format {data.get('format')} {data.get('version')}, hash version {data.get('hash_version')}")
     return Manifest(data["generation"], data["meta"], data["arrangements"])
 
 
+def _newer(version: Any, ours: int) -> bool:
+    return isinstance(version, int) and version > ours
+
+
 def write_manifest(directory: Path, manifest: Manifest) -> None:
     """Replace the manifest atomically and durably."""
+    prepare_manifest(directory, manifest)
+    install_manifest(directory)
+    fsync_directory(directory)
+
+
+def prepare_manifest(directory: Path, manifest: Manifest) -> None:
+    """Write the new manifest to ``MANIFEST.tmp`` and fsync it; on failure none is left (the current
+    manifest is untouched either way)."""
     data = {"format": FORMAT, "version": VERSION, "hash_version": HASH_VERSION, "generation": manifest.generation,
             "log": manifest.log, "meta": manifest.meta, "arrangements": manifest.arrangements}
     tmp = directory / (MANIFEST + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / MANIFEST)
-    fsync_directory(directory)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def install_manifest(directory: Path) -> None:
+    """Make the prepared manifest the current one: one atomic rename (the caller fsyncs the directory)."""
+    os.replace(directory / (MANIFEST + ".tmp"), directory / MANIFEST)
 
 
 def fsync_directory(directory: Path) -> None:

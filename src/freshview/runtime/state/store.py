@@ -20,13 +20,23 @@ chooses to keep.
 Transactions: ``begin`` remembers the catalog, the metadata and (on first
 write) each spine's runs; ``rollback`` puts them back.  Calls outside a
 transaction commit on their own.  One thread uses a store at a time.
+
+A full disk: a commit that cannot be written raises ``DiskFull`` and is
+rolled back (the store holds the last committed state, on disk and in
+memory), so the caller may retry it once there is room.  What only tidies
+up after a commit (a checkpoint, a merge's run file) does not fail the
+commit: it is tried again later (the log holds everything meanwhile), and
+``close`` on a full disk releases the directory without its checkpoint
+rather than raise over the caller's own error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -39,12 +49,14 @@ from freshview.algebra.batch import consolidate, normalize_floats
 from freshview.errors import StateError
 from freshview.runtime.state import log, policy, reads
 from freshview.runtime.state.layout import Layout, NullKeys
-from freshview.runtime.state.files import StateFiles
+from freshview.runtime.state.files import StateFiles, disk_error, is_disk_full
 from freshview.runtime.state.merger import Merger, MergeJob
 from freshview.runtime.state.runs import ROW_HASH, Run, build_run, merge_runs, sort_run, uint64_column, with_hashes
 from freshview.schema import WEIGHT
 
 OLD_WEIGHT = "_old_weight"
+CHECKPOINT_RETRY_S = 10.0  # a checkpoint that found the disk full is tried again after this long
+logger = logging.getLogger("freshview.state")
 
 __all__ = ["SpineStateStore"]
 
@@ -97,6 +109,7 @@ class SpineStateStore:
         self._catalog = {name: _Spine(name, layout, tuple(runs), len(runs))
                          for name, (layout, runs) in arrangements.items()}
         self._merger = Merger(self.directory)
+        self._checkpoint_after = 0.0  # monotonic time before which a checkpoint that failed is not retried
         self._closed = False
 
     def close(self) -> None:
@@ -110,6 +123,11 @@ class SpineStateStore:
             self._install_merges(go_on=False)
             if self._files.log_size or any(s.memory for s in self._catalog.values()) or not self._files.generation:
                 self._checkpoint()
+        except OSError as exc:  # everything committed is in the log: replayed at the next open
+            if not is_disk_full(exc):
+                raise disk_error(exc, self.directory, "checkpoint state") from None
+            logger.warning("state in %s closed without a checkpoint (%s); its log is replayed when it is next "
+                         "opened", self.directory, exc.strerror)
         finally:
             self._release()
 
@@ -173,14 +191,11 @@ class SpineStateStore:
                 self._files.append(record, self._sync)
         except OSError as exc:
             self.rollback()
-            raise StateError(f"cannot write state in {self.directory}: {exc}") from None
+            raise disk_error(exc, self.directory) from None
         for spine in written:
             spine.committed = len(spine.runs)
         self._tx = None
-        try:
-            self._maintain(written)
-        except OSError as exc:  # the step is committed; only tidying up its state failed
-            raise StateError(f"cannot write state in {self.directory}: {exc}") from None
+        self._maintain(written)
 
     def rollback(self) -> None:
         self._check_open()
@@ -224,8 +239,21 @@ class SpineStateStore:
                 self._install_merges()
             self._start_merge(spine)
         memory = sum(s.memory for s in self._catalog.values())
-        if policy.should_checkpoint(self._files.log_size, memory, self._budget):
-            self._checkpoint()
+        if policy.should_checkpoint(self._files.log_size, memory, self._budget) and \
+                time.monotonic() >= self._checkpoint_after:
+            try:
+                self._checkpoint()
+            except OSError as exc:  # the step is committed; only tidying up failed (the log holds the state)
+                if not is_disk_full(exc):
+                    raise disk_error(exc, self.directory) from None
+                if not self._checkpoint_after:
+                    logger.warning("cannot checkpoint state in %s (%s): the log holds it meanwhile; retrying "
+                                   "every %.0f s", self.directory, exc.strerror, CHECKPOINT_RETRY_S)
+                self._checkpoint_after = time.monotonic() + CHECKPOINT_RETRY_S
+                return
+            if self._checkpoint_after:
+                logger.info("state in %s checkpointed again", self.directory)
+            self._checkpoint_after = 0.0
 
     def _start_merge(self, spine: _Spine) -> None:
         merge = self._plan(spine)
@@ -250,7 +278,10 @@ class SpineStateStore:
         planned, since a plan may only take runs no merge is working on.
         """
         finished = self._merger.finished()
-        errors = [job.error for job in finished if job.error is not None]
+        errors = [job.error for job in finished if job.error is not None and not is_disk_full(job.error)]
+        if any(job.error is not None and is_disk_full(job.error) for job in finished):
+            logger.warning("a merge of state in %s found no room for its run file; its runs stay as they are",
+                         self.directory)  # merges change no content: planned again at a later commit
         for job in finished:
             if job.error is None:
                 self._replace(job.owner, job.inputs, job.result)
