@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from freshview.errors import FreshviewError
 from freshview.formats.debezium import MessageError
-from freshview.pipeline import batching, io
+from freshview.pipeline import batching, io, registry
 from freshview.pipeline.outbox import Outbox, recovery
 from freshview.pipeline.spec import SETTINGS, PipelineError, PipelineSpec
 
@@ -135,7 +135,7 @@ class PipelineRunner:
             flow.set_meta("pipeline/initial", {"views": new, "seq": self.emitted + 1})
         flow.register_views([(v.name, v.sql) for v in self.spec.views.values()])
         for sink in self.spec.sinks.values():
-            connector = io.make_sink(sink.name, sink.options, self.state_dir)
+            connector = registry.make_sink(sink.name, sink.options, self.state_dir)
             connector.open(sink.view, flow.view_columns(sink.view), flow.view_plan(sink.view), self.pipeline_id)
             self.sinks[sink.name] = connector
         self._recover()
@@ -152,7 +152,7 @@ class PipelineRunner:
                              for s in self.spec.sinks.values()}
         self.pending: dict[str, _Pending] = {}
         for src in self.spec.sources.values():
-            connector = io.make_source(src.name, src.options, self.state_dir)
+            connector = registry.make_source(src.name, src.options, self.state_dir)
             applied = flow.get_meta(f"pipeline/source/{src.name}")
             connector.open(applied)
             self.sources[src.name] = connector

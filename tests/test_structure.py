@@ -1,0 +1,19 @@
+"""The code's shape: import contracts (pyproject.toml's [tool.importlinter], run by `lint-imports` in .ci/run
+and here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "BROKEN" not in run.stdout and "0 broken" in run.stdout
