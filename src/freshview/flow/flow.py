@@ -14,6 +14,7 @@ checkpoints: ``flow.checkpoint``).  ``prepare`` is the two-phase step (``flow.st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -48,8 +49,8 @@ from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
-__all__ = ["DebeziumEncoder", "DebeziumWatch", "FlowStep", "IncrementalFlow", "StepSummary", "ViewStep", "Watch",
-           "flush_due", "parse_interval", "source_schema_of"]
+__all__ = ["DebeziumEncoder", "DebeziumWatch", "FlowStep", "IncrementalFlow", "SourceChange", "StepSummary",
+           "ViewStep", "Watch", "flush_due", "parse_interval", "source_schema_of"]
 
 
 
@@ -400,7 +401,11 @@ class IncrementalFlow:
         """The two-phase step (``flow.step``): ``prepare("orders", delta)`` or ``prepare({"a": d1, "b": d2})``
         applies the step inside the state's transaction and returns it open: write ``outputs``, then
         ``commit()`` (or ``abort()``).  One prepared step at a time.  When a view's operator fails, the
-        error's ``view`` attribute names the view (a source's change: ``source``)."""
+        error's ``view`` attribute names the view (a source's change: ``source``).
+
+        A delta is weighted rows (an Arrow table or pandas DataFrame with ``_weight``), or a
+        ``SourceChange`` (``runtime/operators/source.py``): also keyed upserts and deletes whose old rows
+        the engine looks up (once), truncates and checks.  A dedup source takes weighted rows only."""
         with self._lock:
             self._check_open()
             started = time.perf_counter()
@@ -417,9 +422,14 @@ class IncrementalFlow:
             rows: dict[str, SourceChange] = {}
             digests: dict[str, bytes] = {}
             for name, data in changes.items():
-                table = consolidate(to_arrow_delta(data, self.source_schema(name).arrow(with_weight=True)))
-                rows[name] = SourceChange(rows=table)
-                if name in self._dedup and table.num_rows:  # (an empty batch changes nothing: never skipped)
+                given = data if isinstance(data, SourceChange) else SourceChange(rows=data)
+                if name in self._dedup and (given.keyed or given.truncate):
+                    raise DeltaError(f"source {name!r} is registered with dedup=True: its changes are weighted "
+                                     "rows (a batch is known by its rows)")
+                table = None if given.rows is None else \
+                    consolidate(to_arrow_delta(given.rows, self.source_schema(name).arrow(with_weight=True)))
+                rows[name] = dataclasses.replace(given, rows=table)
+                if name in self._dedup and table is not None and table.num_rows:  # (an empty batch: never skipped)
                     digests[name] = dedup_module.digest(table)
             return self._prepare(rows, digests, {}, started)
 
