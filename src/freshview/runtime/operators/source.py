@@ -277,11 +277,15 @@ class Source:
                 parts.append(negate(current).cast(schema))
         elif touched and current.num_rows:
             if self.schema.primary_key:
-                op_keys = pa.concat_tables([t.select(keys) for t in touched])
-                hit = match_keys([current.column(k) for k in keys], [op_keys.column(k) for k in keys],
-                                 current.num_rows, op_keys.num_rows) >= 0
-                if hit.any():
-                    parts.append(negate(current.filter(pa.array(hit))).cast(schema))
+                others = [t for t in (rows, change.checks, change.late) if t is not None and t.num_rows]
+                if not others:  # the copy's rows found are exactly the operations' old rows
+                    parts.append(negate(current).cast(schema))
+                else:
+                    op_keys = pa.concat_tables([t.select(keys) for t in touched])
+                    hit = match_keys([current.column(k) for k in keys], [op_keys.column(k) for k in keys],
+                                     current.num_rows, op_keys.num_rows) >= 0
+                    if hit.any():
+                        parts.append(negate(current.filter(pa.array(hit))).cast(schema))
             elif change.deletes is not None and change.deletes.num_rows:
                 parts.append(self._remove_copies(change.deletes, current, schema))
         if change.late is not None and change.late.num_rows and touched:
