@@ -148,7 +148,7 @@ def main() -> None:
         lance_dir = None
     print("nearest documents per query:")
     show(flow, texts)
-    changes = flow.watch_output("nearest", format="debezium")
+    changes = flow.watch_output("nearest", format="debezium", schemas=False)  # bare messages, no Connect schema
     print("\nstep: a new document about running shoes; the marathon guide is deleted")
     flow.tick("docs", pa.concat_tables([docs_delta(model, [(2, DOCS[1][1])], -1),
                                         docs_delta(model, [(8, "Picking the right running shoes")])]))

@@ -9,7 +9,7 @@ Public surface only: ``IncrementalFlow`` (the Python face), ``PartitionedIncreme
 
 from freshview.algebra.batch import DeltaBatch
 from freshview.errors import (
-    CatalogError, DeltaError, ExecutionError, FreshviewError, SchemaError, SqlError,
+    CatalogError, DeltaError, ExecutionError, ExecutorEnvironmentError, FreshviewError, SchemaError, SqlError,
     SqlTypeError, StateError, UnknownColumnError, UnknownTableError, UnsupportedSqlError,
 )
 from freshview.flow import IncrementalFlow, PartitionedIncrementalFlow, PartitionError, StepSummary
@@ -17,6 +17,6 @@ from freshview.flow import IncrementalFlow, PartitionedIncrementalFlow, Partitio
 __all__ = [
     "IncrementalFlow", "PartitionedIncrementalFlow", "PartitionError", "DeltaBatch", "StepSummary", "FreshviewError", "SqlError",
     "UnsupportedSqlError", "UnknownTableError", "UnknownColumnError", "SqlTypeError",
-    "DeltaError", "CatalogError", "StateError", "ExecutionError", "SchemaError",
+    "DeltaError", "CatalogError", "StateError", "ExecutionError", "ExecutorEnvironmentError", "SchemaError",
 ]
 __version__ = "0.1.0"

@@ -34,6 +34,10 @@ class ExecutionError(FreshviewError):
     """A step failed while running (e.g. division by zero); the step was rolled back."""
 
 
+class ExecutorEnvironmentError(FreshviewError):
+    """A cluster's executors cannot run freshview's code: a package missing or too old on the worker nodes."""
+
+
 @dataclass
 class SqlLocation:
     line: int

@@ -141,3 +141,29 @@ def test_a_worker_error_reaches_the_consumer(pg, snap):
     assert any("snapshot reader" in note and "00000003-0000BAD-1" in note for note in info.value.__notes__)
     assert not _reader_threads()
     assert _settled_backends(pg, before) == before
+
+
+def test_rows_a_policy_would_hide_are_an_error_not_a_silent_subset(pg: str):
+    import psycopg.conninfo
+
+    reader = psycopg.conninfo.make_conninfo(**{**psycopg.conninfo.conninfo_to_dict(pg), "user": "fv_snap_rls_reader"})
+    with psycopg.connect(pg, autocommit=True) as db:
+        db.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fv_snap_rls_reader') THEN "
+                   "CREATE ROLE fv_snap_rls_reader LOGIN; END IF; END$$")
+        db.execute("DROP TABLE IF EXISTS fv_snap_rls")
+        db.execute("CREATE TABLE fv_snap_rls (id int PRIMARY KEY, who text)")
+        db.execute("INSERT INTO fv_snap_rls VALUES (1, 'fv_snap_rls_reader'), (2, 'someone else')")
+        db.execute("ALTER TABLE fv_snap_rls ENABLE ROW LEVEL SECURITY")
+        db.execute("CREATE POLICY mine ON fv_snap_rls USING (who = current_user)")
+        db.execute("GRANT SELECT ON fv_snap_rls TO fv_snap_rls_reader")
+        table_schema = schema_from_ddl("id INT, who TEXT", ["id"])
+        try:
+            with psycopg.connect(pg) as exporter:  # any exported snapshot will do
+                exporter.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                name = exporter.execute("SELECT pg_export_snapshot()").fetchone()[0]
+                everything = list(read_table(pg, name, "public.fv_snap_rls", table_schema, workers=1))
+                assert sum(c.num_rows for c in everything) == 2  # the owner (a superuser here) reads every row
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                    list(read_table(reader, name, "public.fv_snap_rls", table_schema, workers=1))
+        finally:
+            db.execute("DROP TABLE fv_snap_rls")

@@ -67,3 +67,19 @@ def test_common_table_expressions(make_flow, oracle):
                    "SELECT k FROM w WHERE k IS NOT NULL) AS q EXCEPT ALL SELECT a_k FROM a"),
         ("shadow", "WITH c AS (SELECT a_k AS c_k FROM a ORDER BY 1) SELECT c_k FROM c UNION ALL SELECT b_k FROM b"),
     ], seed=33)
+
+
+def test_with_inside_subqueries_and_exists_over_no_columns(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
+        ("exists_with", "SELECT a_k, a_v FROM a WHERE EXISTS (WITH w AS (SELECT b_k, b_v FROM b WHERE b_v = 'x') "
+                        "SELECT 1 FROM w WHERE w.b_k = a.a_k)"),
+        ("not_exists_with", "SELECT c_id FROM c WHERE NOT EXISTS (WITH w AS (SELECT a_k FROM a) "
+                            "SELECT FROM w WHERE w.a_k = c.c_k)"),
+        ("in_with", "SELECT c_id, c_v FROM c WHERE c_k IN (WITH w AS (SELECT b_k FROM b) SELECT b_k FROM w)"),
+        ("scalar_with", "SELECT c_id, (WITH w AS (SELECT a_k FROM a WHERE a_k IS NOT NULL) "
+                        "SELECT COUNT(*) FROM w WHERE w.a_k = c.c_k) AS n FROM c"),
+        ("exists_no_columns", "SELECT c_id FROM c WHERE EXISTS (SELECT FROM a WHERE a_v = 'y')"),
+        # how PostgreSQL prints IN lists in a view's definition (read through it: sql.expand)
+        ("any_all", "SELECT c_id, c_v FROM c WHERE c_k = ANY (ARRAY[1, 4]) AND c_v <> ALL (ARRAY['x', NULL]) "
+                    "OR c_id = ANY (ARRAY[2, 3])"),
+    ], seed=34)

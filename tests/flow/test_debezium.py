@@ -193,7 +193,9 @@ def test_random_debezium_streams_equal_postgresql(make_flow, oracle, execution):
             context = f"step {step} view {name} execution {execution}"
             assert_same_rows(actual, oracle.query(name), context=context)
             names = actual.column_names
-            for msg in watches[name].poll():
+            for envelope in watches[name].poll():  # Kafka Connect's {"schema", "payload"} by default
+                assert envelope["schema"]["name"] == f"freshview.{name}.Envelope"
+                msg = envelope["payload"]
                 assert msg["source"]["view"] == name and msg["op"] in ("c", "u", "d")
                 replayed[name].apply(msg, names)
             assert _norm(replayed[name].table(names)) == _norm(

@@ -10,7 +10,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from freshview.errors import DeltaError
+from freshview.errors import DeltaError, FreshviewError
 from freshview.flow.partitioned import PartitionedIncrementalFlow, partition_of, shard_task
 from freshview.flow.partitioning import PartitionError
 from tests.support.differential import run_differential
@@ -139,3 +139,15 @@ def _ipc(table):
     from freshview.algebra.batch import ipc_bytes
 
     return ipc_bytes(table)
+
+
+def test_a_spark_connect_session_is_refused_saying_why(tmp_path):
+    """A partitioned flow's shards are tasks of a SparkContext, which Spark Connect sessions lack (a stand-in of
+    the Connect session's class: the client needs grpc, not installed here)."""
+    connect_session = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+    flow = PartitionedIncrementalFlow(partitions=2, partition_key={"o": ["k"]}, spark=connect_session,
+                                      state_uri=tmp_path / "p")
+    flow.register_source("o", "k INT")
+    with pytest.raises(FreshviewError, match="Spark Connect session does not have: pass a classic SparkSession"):
+        flow.register_view("v", "SELECT k, COUNT(*) AS n FROM o GROUP BY k")
+    assert flow.views == []

@@ -232,7 +232,7 @@ def test_watch_debezium_flush_interval_explain_drop(tmp_path):
     flow.tick({"docs": docs_delta([(1, "a", [1, 0]), (2, "b", [0, 1])]), "queries": queries_delta([(7, [1, 0])])})
     flow.register_vector_view("nearest", source="docs", vector="embedding", queries="queries", k=1,
                               metric="cosine", payload=["id", "title"])
-    messages = flow.watch_output("nearest", format="debezium")
+    messages = flow.watch_output("nearest", format="debezium", schemas=False)
     flow.tick("docs", docs_delta([(3, "c", [1, 0.001])]))  # not nearer: no change
     flow.tick("docs", docs_delta([(1, "a", [1, 0])], -1))  # the first change goes out at once
     out = messages.poll()

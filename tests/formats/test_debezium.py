@@ -166,7 +166,7 @@ def view_delta(rows):
 def test_a_keyed_view_writes_one_message_per_changed_key():
     day = dt.date(1970, 1, 11)
     delta = view_delta([("a", D(1), day, -1), ("a", D(3), day, 1), ("b", D(2), day, 1), ("c", D(5), None, -1)])
-    msgs = dbz.encode(delta, COLUMNS, (0,), False, "totals", 4, 1000, decimal_handling="string")
+    msgs = dbz.encode(delta, COLUMNS, (0,), False, "totals", 4, 1000, decimal_handling="string", schemas=False)
     by_op = {m["op"]: m for m in msgs}
     assert sorted(by_op) == ["c", "d", "u"] and len(msgs) == 3
     assert by_op["u"]["before"] == {"g": "a", "total": "1.00", "d": 10} and by_op["u"]["after"]["total"] == "3.00"
@@ -179,7 +179,7 @@ def test_a_counted_view_carries_the_multiplicity():
     delta = view_delta([("a", D(1), day, 2), ("b", D(1), day, -1), ("c", D(1), day, -2)])
     after = {"a": 3, "b": 0, "c": 1}
     msgs = dbz.encode(delta, COLUMNS, (0, 1, 2), True, "v", 1, 0,
-                      counts_after=lambda rows, weights: [after[r[0]] for r in rows])
+                      counts_after=lambda rows, weights: [after[r[0]] for r in rows], schemas=False)
     assert [(m["op"], m["before"] and m["before"]["_fv_count"], m["after"] and m["after"]["_fv_count"])
             for m in msgs] == [("u", 1, 3), ("d", 1, None), ("u", 3, 1)]
 
@@ -193,9 +193,9 @@ def test_written_messages_read_back_with_their_schema():
     delta = pa.Table.from_arrays([pa.array([v], c.type.arrow) for v, c in zip(row, ALL_TYPES.columns)]
                                  + [pa.array([1], pa.int64())], schema=ALL_TYPES.arrow(with_weight=True))
     for handling in dbz.DECIMAL_HANDLING:
-        msg = dbz.encode(delta, columns, (0,), False, "v", 1, 0, decimal_handling=handling)[0]
-        envelope = json.dumps({"schema": dbz.connect_schema(columns, "v", decimal_handling=handling), "payload": msg})
-        back = dbz.read([envelope], ALL_TYPES)[0].after
+        envelope = dbz.encode(delta, columns, (0,), False, "v", 1, 0, decimal_handling=handling)[0]
+        assert envelope["schema"] == dbz.connect_schema(columns, "v", decimal_handling=handling)
+        back = dbz.read([json.dumps(envelope)], ALL_TYPES)[0].after
         assert back[:4] == row[:4] and back[5:10] == row[5:10] and back[11] == row[11], handling
         assert back[10] == pa.MonthDayNano([0, 0, 2 * 86_400 * 10 ** 9 + 3_000])  # MicroDuration: one number
         assert back[4] == row[4] if handling != "double" else float(back[4]) == float(row[4])
@@ -204,3 +204,133 @@ def test_written_messages_read_back_with_their_schema():
 def test_decimal_handling_is_checked():
     with pytest.raises(ValueError, match="decimal_handling"):
         dbz.encode(view_delta([]), COLUMNS, (0,), False, "v", 1, 0, decimal_handling="exact")
+
+
+# ---------------------------------------------------------------- the Kafka Connect envelope a consumer decodes
+Dec = decimal.Decimal
+DECIMALS = schema_from_ddl("id INT, price NUMERIC(10,2), rate NUMERIC(38,10), any_n NUMERIC, prices NUMERIC(6,3)[]",
+                           ["id"])
+DECIMAL_ROWS = [
+    (1, Dec("12345678.91"), Dec("1234567890123456789012345678.0123456789"), Dec("0.000001"), [Dec("1.5"), None]),
+    (2, Dec("-0.01"), Dec("-0.0000000001"), Dec("-98765.4321"), [Dec("-999.999")]),
+    (3, Dec("0.00"), Dec("0E-10"), Dec("0"), []),
+]
+
+
+def decimal_delta(rows, schema=DECIMALS):
+    arrays = [pa.array([r[i] for r in rows], c.type.arrow) for i, c in enumerate(schema.columns)]
+    return pa.Table.from_arrays(arrays + [pa.array([1] * len(rows), pa.int64())], schema=schema.arrow(with_weight=True))
+
+
+def connect_decimal(text: str, field: dict) -> decimal.Decimal:
+    """What a Kafka Connect consumer does with a Decimal field: base64 of the big-endian two's-complement
+    unscaled value, scaled by the schema's ``scale`` parameter (nothing of freshview used)."""
+    assert field["name"] == "org.apache.kafka.connect.data.Decimal" and field["type"] == "bytes"
+    unscaled = int.from_bytes(base64.b64decode(text), "big", signed=True)
+    return decimal.Context(prec=100).scaleb(Dec(unscaled), -int(field["parameters"]["scale"]))
+
+
+def test_messages_carry_kafka_connects_schema_by_default():
+    columns = tuple((c.name, c.type) for c in DECIMALS.columns)
+    out = dbz.encode(decimal_delta(DECIMAL_ROWS), columns, (0,), False, "prices", 3, 99)
+    assert len(out) == 3 and all(set(m) == {"schema", "payload"} for m in out)
+    schema = out[0]["schema"]
+    assert schema["type"] == "struct" and schema["name"] == "freshview.prices.Envelope"
+    assert [f["field"] for f in schema["fields"]] == ["before", "after", "op", "ts_ms", "source"]
+    after = next(f for f in schema["fields"] if f["field"] == "after")
+    price = next(f for f in after["fields"] if f["field"] == "price")
+    assert price == {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+                     "parameters": {"scale": "2", "connect.decimal.precision": "10"}, "field": "price",
+                     "optional": True}
+    bare = dbz.encode(decimal_delta(DECIMAL_ROWS), columns, (0,), False, "prices", 3, 99, schemas=False)
+    assert bare == [m["payload"] for m in out] and bare[0]["op"] == "c" and bare[0]["source"] == {"view": "prices",
+                                                                                                    "step": 3}
+    assert dbz.encode(decimal_delta([]), columns, (0,), False, "prices", 3, 99) == []
+
+
+def test_a_consumer_decodes_precise_decimals_exactly_with_the_schemas_scale():
+    columns = tuple((c.name, c.type) for c in DECIMALS.columns)
+    out = [json.loads(json.dumps(m)) for m in dbz.encode(decimal_delta(DECIMAL_ROWS), columns, (0,), False, "p", 1, 0)]
+    for message, row in zip(out, DECIMAL_ROWS):
+        row_schema = next(f for f in message["schema"]["fields"] if f["field"] == "after")
+        fields = {f["field"]: f for f in row_schema["fields"]}
+        after = message["payload"]["after"]
+        assert connect_decimal(after["price"], fields["price"]) == row[1]
+        assert connect_decimal(after["rate"], fields["rate"]) == row[2]
+        assert connect_decimal(after["any_n"], fields["any_n"]) == row[3]
+        assert [None if v is None else connect_decimal(v, fields["prices"]["items"]) for v in after["prices"]] == row[4]
+        # every scale is the column's, so the digits a consumer gets are the view's own
+        assert str(connect_decimal(after["price"], fields["price"])) == str(row[1].quantize(Dec("0.01")))
+    back = dbz.read([json.dumps(m) for m in out], DECIMALS)  # and freshview's own reader (tick_debezium)
+    assert [c.after for c in back] == [tuple(r) for r in DECIMAL_ROWS]
+
+
+_CONNECT_TYPES = {"int8": int, "int16": int, "int32": int, "int64": int, "float": (float, str), "double": (float, str),
+                  "boolean": bool, "string": str, "bytes": str}
+_INT_BITS = {"int16": 16, "int32": 32, "int64": 64}
+
+
+def conforms(value, field: dict) -> bool:
+    """A JSON value fits its Kafka Connect field schema (bytes: base64 text; floats may be NaN/±Infinity)."""
+    if value is None:
+        return field.get("optional", False)
+    if field["type"] == "array":
+        return isinstance(value, list) and all(conforms(v, field["items"]) for v in value)
+    if isinstance(value, bool) != (field["type"] == "boolean") or not isinstance(value, _CONNECT_TYPES[field["type"]]):
+        return False
+    if field["type"] in _INT_BITS:
+        return -2 ** (_INT_BITS[field["type"]] - 1) <= value < 2 ** (_INT_BITS[field["type"]] - 1)
+    if field["type"] == "bytes":
+        return base64.b64encode(base64.b64decode(value, validate=True)).decode() == value
+    if isinstance(value, str) and field["type"] in ("float", "double"):
+        return value in ("NaN", "Infinity", "-Infinity")
+    return True
+
+
+EVERY_TYPE = [  # (column type, a value, the field schema's type and logical name)
+    ("SMALLINT", -3, "int16", None), ("INTEGER", 2 ** 31 - 1, "int32", None), ("BIGINT", -2 ** 63, "int64", None),
+    ("REAL", float("nan"), "float", None), ("DOUBLE PRECISION", 1.5, "double", None),
+    ("NUMERIC(7,3)", Dec("-1234.567"), "bytes", "org.apache.kafka.connect.data.Decimal"),
+    ("TEXT", "é", "string", None), ("BOOLEAN", False, "boolean", None),
+    ("DATE", dt.date(1969, 12, 31), "int32", "io.debezium.time.Date"),
+    ("TIMESTAMP", dt.datetime(2024, 5, 6, 7, 8, 9, 10), "int64", "io.debezium.time.MicroTimestamp"),
+    ("TIMESTAMPTZ", dt.datetime(2024, 5, 6, 7, 8, tzinfo=dt.timezone.utc), "string", "io.debezium.time.ZonedTimestamp"),
+    ("INTERVAL", pa.MonthDayNano([1, 2, 3_000]), "int64", "io.debezium.time.MicroDuration"),
+    ("INTEGER[]", [1, None], "array", None), ("FLOAT4[2]", [0.5, -1.0], "array", None),
+    ("NUMERIC(4,1)[]", [Dec("-1.5")], "array", None),
+    ("TIMESTAMPTZ[]", [dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)], "array", None),
+]
+
+
+@pytest.mark.parametrize("ddl,value,connect_type,logical", EVERY_TYPE, ids=[t[0] for t in EVERY_TYPE])
+@pytest.mark.parametrize("handling", dbz.DECIMAL_HANDLING)
+def test_every_type_has_a_field_schema_its_values_conform_to(ddl, value, connect_type, logical, handling):
+    schema = schema_from_ddl(f"k INT, v {ddl}", ["k"])
+    columns = tuple((c.name, c.type) for c in schema.columns)
+    delta = pa.Table.from_arrays([pa.array([1], pa.int32()), pa.array([value], schema.columns[1].type.arrow),
+                                  pa.array([1], pa.int64())], schema=schema.arrow(with_weight=True))
+    message = json.loads(json.dumps(dbz.encode(delta, columns, (0,), False, "v", 1, 0, decimal_handling=handling)[0]))
+    after = next(f for f in message["schema"]["fields"] if f["field"] == "after")
+    field = next(f for f in after["fields"] if f["field"] == "v")
+    if "NUMERIC" not in ddl or handling == "precise":
+        assert (field["type"], field.get("name")) == (connect_type, logical)
+    else:
+        assert (field.get("items", field)["type"]) == {"string": "string", "double": "double"}[handling]
+    assert conforms(message["payload"]["after"]["v"], field), (message["payload"]["after"], field)
+    assert message["payload"]["source"] == {"view": "v", "step": 1}
+    back = dbz.read([json.dumps(message)], schema)[0].after[1]  # the envelope reads back
+    if handling == "precise" or "NUMERIC" not in ddl:
+        if ddl == "INTERVAL":
+            assert back == pa.MonthDayNano([0, 0, int((30.4375 + 2) * 86_400 * 10 ** 9) + 3_000])
+        elif ddl == "REAL":
+            assert back != back
+        else:
+            assert back == value
+
+
+def test_the_source_struct_declares_ts_ms():
+    columns = (("k", SqlType("int4")),)
+    delta = pa.table({"k": pa.array([1], pa.int32()), WEIGHT: [1]})
+    message = dbz.encode(delta, columns, (0,), False, "v", 1, 0, source_ts_ms=5)[0]
+    source = next(f for f in message["schema"]["fields"] if f["field"] == "source")
+    assert [f["field"] for f in source["fields"]] == list(message["payload"]["source"]) == ["view", "step", "ts_ms"]

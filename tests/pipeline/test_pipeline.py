@@ -4,6 +4,7 @@ run by DuckDB over every message delivered so far, after every round, under both
 
 from __future__ import annotations
 
+import base64
 import decimal
 import json
 import random
@@ -37,7 +38,8 @@ CREATE VIEW big AS {VIEWS['big'][0]};
 CREATE VIEW regions AS {VIEWS['regions'][0]};
 CREATE SINK totals_out FROM totals WITH (connector = 'nats', url = '{nats_url}', subject = '{tag}.totals',
                                          decimal_handling = 'string');
-CREATE SINK big_out FROM big WITH (connector = 'jsonl', path = '{tmp_path}/big.jsonl', decimal_handling = 'string');
+CREATE SINK big_out FROM big WITH (connector = 'jsonl', path = '{tmp_path}/big.jsonl', decimal_handling = 'string',
+                                  schemas = false);
 CREATE SINK regions_out FROM regions WITH (connector = 'postgres', dsn = '{pg_dsn}', table = 'public.{tag}_regions');
 """
 
@@ -230,6 +232,43 @@ def test_a_crash_between_commit_and_delivery_redelivers_once(nats_url, pg, spark
     for view in VIEWS:
         if view != "regions":
             assert got[view] == expected(feed, view), view
+
+
+def test_the_nats_sinks_messages_carry_the_schema_a_consumer_decodes_decimals_with(nats_url, tmp_path):
+    """Kafka Connect's JSON converter's default envelope: a consumer reads each precise decimal's scale from
+    the message's schema and gets the view's exact value; ``schemas = false`` gives bare messages."""
+    tag = f"schema{random.randrange(10**6)}"
+    spec = parse_pipeline(f"""
+CREATE SOURCE orders (o_id INT PRIMARY KEY, o_customer INT, amount NUMERIC(10,2))
+  WITH (connector = 'jsonl', path = '{tmp_path}/orders.jsonl');
+CREATE VIEW totals AS SELECT o_customer, SUM(amount) AS total FROM orders GROUP BY o_customer;
+CREATE SINK with_schema FROM totals WITH (connector = 'nats', url = '{nats_url}', subject = '{tag}.totals');
+CREATE SINK bare FROM totals WITH (connector = 'nats', url = '{nats_url}', subject = '{tag}.bare',
+                                   decimal_handling = 'string', schemas = false);
+""")
+    orders = [{"op": "c", "after": {"o_id": 1, "o_customer": 7, "amount": "12345678.91"}},
+              {"op": "c", "after": {"o_id": 2, "o_customer": 7, "amount": "-0.02"}},
+              {"op": "c", "after": {"o_id": 3, "o_customer": 8, "amount": "0.10"}}]
+    (tmp_path / "orders.jsonl").write_text("".join(json.dumps(m) + "\n" for m in orders))
+    runner = PipelineRunner(spec, tmp_path / "state", options=PipelineOptions(execution="local"))
+    runner.open()
+    try:
+        run_until(runner, len(orders))
+    finally:
+        runner.close()
+    totals = {}
+    for message in read_subject(nats_url, f"{tag}.totals"):
+        assert set(message) == {"schema", "payload"}
+        row_fields = next(f for f in message["schema"]["fields"] if f["field"] == "after")["fields"]
+        total_field = next(f for f in row_fields if f["field"] == "total")
+        assert total_field["name"] == "org.apache.kafka.connect.data.Decimal"
+        after = message["payload"]["after"]
+        unscaled = int.from_bytes(base64.b64decode(after["total"]), "big", signed=True)
+        totals[after["o_customer"]] = decimal.Decimal(unscaled).scaleb(-int(total_field["parameters"]["scale"]))
+    assert totals == {7: decimal.Decimal("12345678.89"), 8: decimal.Decimal("0.10")}
+    bare = read_subject(nats_url, f"{tag}.bare")
+    assert {m["after"]["o_customer"]: m["after"]["total"] for m in bare} == {7: "12345678.89", 8: "0.10"}
+    assert all("schema" not in m for m in bare)
 
 
 def test_a_bad_message_stops_the_pipeline_with_its_position_and_applies_nothing(nats_url, pg, tmp_path):

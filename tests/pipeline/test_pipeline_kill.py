@@ -11,16 +11,20 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from freshview.pipeline.spec import parse_pipeline
 from tests.pipeline.test_pipeline import VIEWS, Feed, expected, pipeline_text, sink_contents
 from tests.support.pipeline import publish
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def start(file, state_dir, log):
     return subprocess.Popen([sys.executable, "-m", "freshview", "pipeline", "run", str(file), "--state-dir",
                              str(state_dir), "--execution", "local", "--max-batch", "50", "--progress-every", "0.5"],
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            stdout=log, stderr=subprocess.STDOUT,  # this checkout's freshview, not an installed one
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
 
 
 def test_sigkill_under_load_loses_and_doubles_nothing(nats_url, pg, tmp_path):

@@ -44,8 +44,22 @@ def test_the_issue_example_reads_into_sources_views_sinks_and_settings():
     ("CREATE SOURCE o (a INT) WITH (connector = 'x');\nCREATE VIEW o AS SELECT a FROM o;",
      "line 2, column 13: the name 'o' is used twice"),
     ("CREATE SOURCE o (a INT) WITH (connector = 'x', connector = 'y');", "option 'connector' is given twice"),
+    ("CREATE SOURCE o (a INT) WITH (connector = 'x');\nCREATE SINK s FROM o WITH (connector = 'x', schemas = 'yes');",
+     "line 2, column 1: sink 's': schemas is true or false, not 'yes'"),
+    ("CREATE SOURCE o (a INT) WITH (connector = 'x');\nCREATE SINK s FROM o WITH (connector = 'x', "
+     "decimal_handling = 'exact');", "line 2, column 1: sink 's': decimal_handling 'exact' is not one of precise"),
 ])
 def test_refusals_name_the_place_and_the_reason(text, message):
     with pytest.raises(PipelineError, match=None) as info:
         parse_pipeline(text, "shop.sql")
     assert message in str(info.value) and str(info.value).startswith("shop.sql")
+
+
+def test_a_sinks_schemas_option_is_true_by_default_and_takes_bare_or_quoted_booleans():
+    text = "CREATE SOURCE o (a INT) WITH (connector = 'x');\n" + "\n".join(
+        f"CREATE SINK s{i} FROM o WITH (connector = 'x'{option});" for i, option in enumerate(
+            ["", ", schemas = false", ", schemas = 'FALSE'", ", schemas = true, decimal_handling = 'string'"]))
+    sinks = parse_pipeline(text).sinks
+    assert [(s.schemas, s.decimal_handling) for s in sinks.values()] == [
+        (True, "precise"), (False, "precise"), (False, "precise"), (True, "string")]
+    assert sinks["s1"].options["schemas"] == "false"

@@ -74,3 +74,26 @@ def test_an_unlowered_semijoin_keeps_what_its_condition_uses():
     join = pruned.input
     assert [n for n, _ in join.left.columns] == ["x", "y", "s"] and [n for n, _ in join.right.columns] == ["x", "z"]
     assert join.residual == Call(BOOL, "<", (ColumnRef(INT, 1), ColumnRef(INT, 4)))
+
+
+def reads_of(sql: str) -> dict[str, set[str]]:
+    from freshview.plan.rewrite import optimize
+    from freshview.plan.rewrite.prune import columns_read
+
+    return {name: set(cols) for name, cols in columns_read(optimize(raw(sql))).items()}
+
+
+def test_columns_read_are_those_the_result_depends_on():
+    assert reads_of("SELECT x FROM a WHERE y > 1") == {"a": {"x", "y"}}
+    assert reads_of("SELECT s, COUNT(*) AS n FROM a GROUP BY s") == {"a": {"s"}}
+    assert reads_of("SELECT COUNT(*) AS n FROM a") == {"a": set()}  # rows only: no column
+    assert reads_of("SELECT * FROM a") == {"a": {"x", "y", "s"}}
+    assert reads_of("SELECT a.s, b.t FROM a JOIN b ON a.x = b.x") == {"a": {"x", "s"}, "b": {"x", "t"}}
+    assert reads_of("SELECT x FROM a WHERE EXISTS (SELECT 1 FROM c WHERE c.w = a.y)") == {
+        "a": {"x", "y"}, "c": {"w"}}
+    assert reads_of("SELECT x FROM a UNION ALL SELECT z FROM c") == {"a": {"x"}, "c": {"z"}}
+    assert reads_of("SELECT DISTINCT s FROM a") == {"a": {"s"}}
+    assert reads_of("SELECT COUNT(*) AS n FROM a WHERE y > 1") == {"a": {"y"}}
+    assert reads_of("SELECT COUNT(*) AS n FROM (SELECT x FROM a UNION ALL SELECT z FROM c) u") == {
+        "a": set(), "c": set()}
+    assert reads_of("SELECT COUNT(*) AS n FROM (SELECT DISTINCT s FROM a) d") == {"a": {"s"}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from freshview.connectors.base import Attached, Transaction
+from freshview.connectors.base import Attached, Recheck, Transaction
 from freshview.schema import Column, TableSchema, parse_type
 from freshview.service import following, recovery
 
@@ -35,12 +35,63 @@ def test_only_truncating_a_followed_table_steps_alone():
     assert following.truncates(txn, {"public.x": Pos(0)}) and not following.truncates(txn, {"public.y": Pos(0)})
 
 
-def test_ddl_that_breaks_a_followed_table_is_named():
-    assert following.incompatible({"id": INT, "name": TEXT, "extra": INT}, SCHEMA) is None
-    assert following.incompatible({"id": INT}, SCHEMA) == "column name was dropped or renamed"
-    assert following.incompatible({"id": INT, "name": None}, SCHEMA) == "column name now has an unsupported type"
-    assert following.incompatible({"id": TEXT, "name": TEXT}, SCHEMA) == \
-        f"column id changed type from {INT} to {TEXT}"
+NUM = parse_type("numeric(10,2)")
+ORDERS = TableSchema((Column("id", INT, False), Column("amount", NUM), Column("note", TEXT)), ("id",))
+IDENTITY = (("relation", "16384"), ("primary key", "id"), ("replica identity", "default"))
+
+
+def effect(read, columns=None, name="public.orders", identity=IDENTITY, refusal=None, statement=None):
+    now = Recheck(name, columns if columns is not None else {"id": INT, "amount": NUM, "note": TEXT}, identity,
+                  refusal)
+    return following.ddl_effect("public.orders", ORDERS, read, now, IDENTITY, statement)
+
+
+def test_ddl_on_columns_the_views_read_fails_them_naming_the_change():
+    read = {"id", "amount"}
+    assert effect(read) is None
+    assert effect(read, {"id": INT, "amount": NUM, "note": TEXT, "extra": INT}) is None  # ADD COLUMN
+    dropped = effect(read, {"id": INT, "note": TEXT})
+    assert isinstance(dropped, following.Fail) and "column amount of public.orders was dropped or renamed" in dropped.error
+    renamed = effect(read, {"id": INT, "total": NUM, "note": TEXT})
+    assert "column amount of public.orders was renamed to total (ALTER TABLE ... RENAME COLUMN)" in renamed.error
+    retyped = effect(read, {"id": INT, "amount": parse_type("double precision"), "note": TEXT})
+    assert isinstance(retyped, following.Fail)
+    assert "column amount of public.orders changed type from numeric(10,2) to double precision" in retyped.error
+    unsupported = effect(read, {"id": INT, "amount": None, "note": TEXT})
+    assert "column amount of public.orders now has a type freshview does not maintain" in unsupported.error
+    assert retyped.error.startswith("freshview: column amount of public.orders ") and "drop and re-create the view" in retyped.error
+
+
+def test_ddl_on_columns_no_view_reads_follows_the_table_anew():
+    read = {"id", "amount"}
+    dropped = effect(read, {"id": INT, "amount": NUM})
+    assert isinstance(dropped, following.Refollow) and "column note of public.orders was dropped or renamed" in dropped.reason
+    retyped = effect(read, {"id": INT, "amount": NUM, "note": INT})
+    assert isinstance(retyped, following.Refollow) and "column note of public.orders changed type" in retyped.reason
+    key = effect(read, identity=(("relation", "16384"), ("primary key", "id, note"), ("replica identity", "default")))
+    assert isinstance(key, following.Refollow) and key.reason == "its primary key changed"
+    recreated = effect(read, identity=(("relation", "16999"), ("primary key", "id"), ("replica identity", "default")))
+    assert isinstance(recreated, following.Refollow) and recreated.reason == "its relation changed"
+    assert effect(read, identity=()) is None  # the stream's definition alone: no identity to compare
+
+
+def test_a_renamed_dropped_or_unfollowable_table_fails_its_views():
+    renamed = effect(set(), name="public.orders2")
+    assert isinstance(renamed, following.Fail)
+    assert renamed.error.startswith("freshview: public.orders was renamed to public.orders2 (ALTER TABLE ... RENAME")
+    gone = effect(set(), name=None, statement="RENAME TABLE orders TO orders2")
+    assert gone.error.startswith("freshview: public.orders no longer exists (dropped, or renamed) (by "
+                                 "`RENAME TABLE orders TO orders2`)")
+    lost = effect(set(), refusal="public.orders has no primary key and REPLICA IDENTITY is not FULL ...")
+    assert lost.error == ("freshview: public.orders can no longer be followed: public.orders has no primary key and "
+                          "REPLICA IDENTITY is not FULL ...")
+
+
+def test_only_definitions_other_than_the_followed_one_are_looked_at():
+    assert not following.differs({"id": INT, "name": TEXT, "extra": INT}, SCHEMA)
+    assert following.differs({"id": INT}, SCHEMA)
+    assert following.differs({"id": INT, "name": None}, SCHEMA)
+    assert following.differs({"id": TEXT, "name": TEXT}, SCHEMA)
 
 
 def test_a_lost_position_or_engine_ahead_of_the_database_rebuilds():

@@ -439,3 +439,120 @@ def test_mixed_case_and_quoted_names(shop, start_service):
         cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (db,))
         tables = {r[0] for r in cur.fetchall()}
     assert "Customer Totals" not in tables and "view of a view" not in tables and "CamelView" in tables
+
+
+def wait_failed(args: dict, name: str, timeout: float = 60.0) -> str:
+    """A view's error once it failed (the test fails if it stays anything else)."""
+    deadline = time.monotonic() + timeout
+    with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+        while True:
+            cur.execute("SELECT status, error FROM freshview.views WHERE name = %s", (f"{args['database']}.{name}",))
+            row = cur.fetchone()
+            if row and row[0] == "failed":
+                return row[1]
+            assert time.monotonic() < deadline, f"{name} did not fail: {row}"
+            time.sleep(0.1)
+
+
+def test_malformed_requests_answered_and_interrupted_ones_retried_once(shop, start_service, monkeypatch):
+    """Issue 20 on MariaDB: no request stops the service; a request running when it died is retried once."""
+    from freshview.service import requests
+
+    real = requests.compile_view
+    monkeypatch.setattr(requests, "compile_view", lambda sql, *a, **k: (_ for _ in ()).throw(IndexError("injected"))
+                        if "boom" in sql else real(sql, *a, **k))
+    db = shop["database"]
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        for name, attempts in (("once", 1), ("twice", 2)):  # what a service killed twice / once leaves behind
+            cur.execute("INSERT INTO freshview.requests (action, name, `sql`, state, attempts) VALUES "
+                        "('create', %s, 'SELECT id, amount FROM orders', 'running', %s)", (f"{db}.{name}", attempts))
+        cur.execute("CREATE VIEW random_view AS SELECT id, RAND() AS r FROM orders")
+        cur.execute("CREATE SEQUENCE numbers")
+    service = start_service()
+    malformed = {
+        "SELECT FROM orders": "a SELECT list with no columns is not supported",
+        "SELECT id FROM orders WHERE EXISTS (WITH w AS (SELECT id FROM customers) SELECT 1 FROM w "
+        "WHERE w.id = orders.customer AND w.nope)": "unknown column 'w.nope'",
+        "SELECT o.id FROM (orders o JOIN customers c ON o.customer = c.id) JOIN events e ON e.qty = o.id":
+            "a parenthesised join in FROM",
+        "SELECT id, RAND() AS r FROM orders": "random() is not supported",
+        "SELECT id, NOW() AS t FROM orders": "is not supported",
+        "SELECT id FROM random_view": "random_view is read through its definition, where random()",
+        "SELECT next_not_cached_value FROM numbers": "is a sequence, not a base table",
+        "SELECT boom FROM orders": "failed with an internal error (IndexError: injected)",
+    }
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        for n, (sql, message) in enumerate(malformed.items()):
+            with pytest.raises(pymysql.err.OperationalError) as info:
+                cur.execute("CALL freshview.create_view_timeout(%s, %s, 30)", (f"{db}.bad{n}", sql))
+            assert message in str(info.value), (sql, str(info.value))
+        cur.execute("SELECT name, state, error FROM freshview.requests WHERE name IN (%s, %s)",
+                    (f"{db}.once", f"{db}.twice"))
+        rows = {r[0]: r[1:] for r in cur.fetchall()}
+        assert rows[f"{db}.twice"] == ("failed", "freshview: this request stopped the service; not retried")
+        assert rows[f"{db}.once"] == ("done", None)
+    run_transactions(shop, random.Random(2), 10, [300])
+    wait_until_fresh(shop, ["once"])
+    assert service.thread.is_alive()
+
+
+def test_views_partitions_and_every_alter_table(shop, start_service):
+    """MariaDB views read through their definitions, a partitioned table followed, and DDL on followed tables:
+    each form keeps the views right or fails them naming the statement; none leaves a view active and stale."""
+    from freshview.service.service import ServiceOptions
+
+    failing = {  # table -> (DDL, what the error must say)
+        "f_drop": ("ALTER TABLE f_drop DROP COLUMN a", "column a of"),
+        "f_type": ("ALTER TABLE f_type MODIFY a bigint", "column a of"),
+        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "column b of"),
+        "f_rename": ("RENAME TABLE f_rename TO f_renamed", "`RENAME TABLE f_rename TO f_renamed`"),
+        "f_alter_rename": ("ALTER TABLE f_alter_rename RENAME TO f_other", "`ALTER TABLE f_alter_rename RENAME TO"),
+        "f_dropped": ("DROP TABLE f_dropped", "no longer exists"),
+    }
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        for table in [*failing, "kept"]:
+            cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, a int, b varchar(20), c int)")
+            cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s, %s)", [(g, g % 4, f"b{g}", g) for g in range(1, 13)])
+        cur.execute("CREATE TABLE parts (id int, region int, v int, PRIMARY KEY (id, region)) "
+                    "PARTITION BY RANGE (region) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN "
+                    "(20), PARTITION p2 VALUES LESS THAN MAXVALUE)")
+        cur.executemany("INSERT INTO parts VALUES (%s, %s, %s)", [(g, g % 25, g) for g in range(1, 40)])
+        cur.execute("CREATE VIEW open_orders (oid, cust, amt) AS SELECT id, customer, amount FROM orders "
+                    "WHERE status IN ('open', 'paid')")
+    start_service(options=ServiceOptions(poll_s=0.05, catalog_check_s=0.3))
+    views = {f"v_{t}": f"SELECT a, COUNT(*) AS n, SUM(LENGTH(b)) AS b, SUM(id) AS ids FROM {t} GROUP BY a"
+             for t in [*failing, "kept"]}
+    views["v_kept_rows"] = "SELECT id, a FROM kept WHERE a > 0"
+    views["v_parts"] = "SELECT region, COUNT(*) AS n, SUM(v) AS v FROM parts GROUP BY region"
+    views["v_open"] = "SELECT cust, COUNT(*) AS n, SUM(amt) AS total FROM open_orders GROUP BY cust"
+    create_views(shop, views)
+    kept = ["v_kept", "v_kept_rows", "v_parts", "v_open"]
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        for n, ddl in enumerate([
+            "ALTER TABLE kept ADD COLUMN d int",
+            "ALTER TABLE kept ADD COLUMN e varchar(5) NOT NULL DEFAULT 'e'",
+            "ALTER TABLE kept DROP COLUMN c",  # a column no view reads
+            "ALTER TABLE kept MODIFY d bigint",
+            "ALTER TABLE kept MODIFY b varchar(20) NOT NULL",
+            "ALTER TABLE kept ADD CONSTRAINT a_small CHECK (a < 100)",
+            "ALTER TABLE kept DROP CONSTRAINT a_small",
+            "ALTER TABLE kept DROP PRIMARY KEY, ADD PRIMARY KEY (id, a)",
+            "ALTER TABLE kept ADD INDEX by_a (a)",
+            "ALTER TABLE parts REORGANIZE PARTITION p2 INTO (PARTITION p2 VALUES LESS THAN (30), "
+            "PARTITION p3 VALUES LESS THAN MAXVALUE)",
+        ]):
+            cur.execute(ddl)
+            cur.execute("INSERT INTO kept (id, a, b) VALUES (%s, %s, 'new')", (100 + n, n % 3))
+            cur.execute("UPDATE kept SET a = a + 1, b = CONCAT(b, 'u') WHERE id = %s", (1 + n,))
+            cur.execute("DELETE FROM kept WHERE id = %s", (12 - n % 5,))
+            cur.execute("UPDATE parts SET region = region + 7 WHERE id = %s", (n + 1,))
+        run_transactions(shop, random.Random(4), 10, [300])
+        wait_until_fresh(shop, kept)
+        for table, (ddl, message) in failing.items():
+            cur.execute(ddl)
+            if table in ("f_drop", "f_type", "f_rename_col"):
+                cur.execute(f"INSERT INTO {table} (id) VALUES (99)")
+            error = wait_failed(shop, f"v_{table}")
+            assert message in error and error.startswith("freshview: "), (table, error)
+        cur.execute("UPDATE kept SET a = 3 WHERE id < 6")
+        wait_until_fresh(shop, kept)

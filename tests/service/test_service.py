@@ -296,6 +296,7 @@ def test_a_plain_user_can_create_a_view_and_read_its_table(shop, start_service):
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fv_app_user') THEN "
                      "CREATE ROLE fv_app_user LOGIN; END IF; END$$")
+        conn.execute("GRANT SELECT ON customers TO fv_app_user")  # a view runs with its requester's rights
     params = psycopg.conninfo.conninfo_to_dict(shop)
     params["user"] = "fv_app_user"
     with psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True) as user:

@@ -121,6 +121,17 @@ def test_group_by_ordinal_alias_and_expression():
     ("SELECT 1", UnsupportedSqlError, "without FROM", None),
     ("SELECT o_id FROM orders WHERE note LIKE 'a' ESCAPE '!'", UnsupportedSqlError, "ESCAPE", None),
     ("SELECT o_id FROM orders JOIN customers USING (o_id)", SqlError, "does not exist in right table", None),
+    # what freshview cannot maintain, said as it is (issue 20: these used to crash or mislead)
+    ("SELECT FROM orders", SqlError, "a SELECT list with no columns is not supported", 1),
+    ("SELECT * FROM (SELECT FROM orders) s", SqlError, "a SELECT list with no columns", 16),
+    ("SELECT g FROM generate_series(1, 10) g", UnsupportedSqlError,
+     "set-returning functions in FROM are not supported (generate_series(...))", 15),
+    ("SELECT x FROM unnest(ARRAY[1, 2]) x", UnsupportedSqlError, "set-returning functions in FROM", 15),
+    ("SELECT o_id FROM orders TABLESAMPLE SYSTEM (10)", UnsupportedSqlError, "TABLESAMPLE is not supported", 25),
+    ("SELECT o_id FROM (orders JOIN customers ON o_customer = c_id) JOIN orders p ON p.o_id = c_id",
+     UnsupportedSqlError, "a parenthesised join in FROM is not supported yet", 18),
+    ("SELECT o_id FROM orders WHERE EXISTS (WITH w AS (SELECT c_id FROM customers) SELECT 1 FROM w "
+     "WHERE w.nope = o_customer)", UnknownColumnError, "unknown column 'w.nope'", None),
 ])
 def test_refusals_name_the_problem_and_its_position(sql, error, fragment, column):
     with pytest.raises(error) as info:

@@ -32,7 +32,9 @@ def main() -> None:
                                  "JOIN customers c ON o.o_customer = c.c_id GROUP BY c.region, o.o_customer")],
             steps=4, seed=5, executions=["cluster"], check_watch=False)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-    print(f"OK steps={report.steps} executors={executors}")
+    from freshview.runtime import shipping
+
+    print(f"OK steps={report.steps} executors={executors} shipped={shipping.ship(spark)}")
     spark.stop()
 
 

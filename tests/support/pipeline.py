@@ -74,6 +74,7 @@ class Replay:
 
     def apply(self, messages: Iterable[dict]) -> "Replay":
         for i, m in enumerate(messages):
+            m = m["payload"] if "payload" in m and "op" not in m else m  # Kafka Connect's envelope
             op, before, after = m["op"], m.get("before"), m.get("after")
             if op == "c":
                 assert self._k(after) not in self.rows, f"message {i}: c of a present row {after}"

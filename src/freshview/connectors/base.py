@@ -18,6 +18,8 @@ or PyMySQL; a connector knows nothing of the engine.  What passes between them:
 * ``ControlSchema``: the ``freshview`` schema inside the database (the
   request queue behind ``create_view``/``drop_view``, the status of views and
   of the service).
+* ``Grants``: what a view's requester may read (``service.access`` decides
+  from it whether a view may run with that requester's rights).
 
 Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
 """
@@ -25,7 +27,7 @@ Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Collection, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -56,9 +58,13 @@ class Transaction:
 
     ``rows`` counts the row changes per table (schema-qualified names);
     ``definitions`` holds, per table whose definition the stream carried, its
-    columns' types as now defined (None: a type freshview cannot follow), so
-    the core sees DDL on followed tables; ``payload`` is the connector's own.
-    A snapshot at position Y holds exactly the transactions at positions <= Y.
+    columns' types as now defined (None: a type freshview cannot follow), and
+    ``ddl`` the followed tables the stream says DDL touched (with the
+    statement when the stream carries it, MySQL; None else, e.g. PostgreSQL
+    names a followed table's relation otherwise: renamed), so the core sees
+    DDL on followed tables (``Source.recheck``); ``payload`` is the
+    connector's own.  A snapshot at position Y holds exactly the transactions
+    at positions <= Y.
     """
 
     position: Any  # Position
@@ -67,6 +73,7 @@ class Transaction:
     truncated: frozenset[str] = frozenset()
     definitions: Mapping[str, Mapping[str, SqlType | None]] = field(default_factory=dict)
     payload: Any = None
+    ddl: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -107,6 +114,20 @@ class SourceTable:
 
     name: str  # schema-qualified
     schema: TableSchema
+    # What, besides its columns, the table's stream and snapshot rest on, as (what, value) pairs: PostgreSQL
+    # "relation" (its OID), "primary key", "replica identity", "partitions".  ``Source.recheck`` reports them
+    # again; one that changed means the engine's copy may no longer match the table (it is followed anew).
+    identity: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A followed table as the database's catalog describes it now (``Source.recheck``)."""
+
+    name: str | None  # its name now (another: renamed); None: it is gone (dropped)
+    columns: Mapping[str, SqlType | None] = field(default_factory=dict)  # as ``Transaction.definitions``
+    identity: tuple[tuple[str, str], ...] = ()  # as ``SourceTable.identity``
+    refusal: str | None = None  # why it can no longer be followed (and how to fix it), if it cannot
 
 
 @dataclass(frozen=True)
@@ -164,7 +185,21 @@ class Source(Protocol):
         message) or cannot be followed (saying how to fix it)."""
 
     def prepare(self, tables: Sequence[str]) -> None:
-        """Make the tables' changes appear in the stream (PostgreSQL: add them to the publication)."""
+        """Make the tables' changes appear in the stream (PostgreSQL: add them to the publication).  A table
+        whose presence there would make the application's writes fail is refused (``CatalogError``)."""
+
+    def retain(self, tables: Collection[str]) -> None:
+        """Stream only these tables from now on (PostgreSQL: every other table leaves the publication, so it
+        no longer constrains the application's writes)."""
+
+    def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
+        """The followed tables (name -> the ``SourceTable.identity`` it was followed with) as the catalog
+        describes them now."""
+
+    def expansion(self, relation: str) -> str | None:
+        """SQL that stands for ``relation`` in a view, when it is not followed as itself: a plain view's
+        definition, an inheritance parent's rows and its children's (``UNION ALL`` of ``ONLY`` each).
+        ``CatalogError`` for a relation that can be neither (a materialized view, a foreign table)."""
 
     def snapshot(self) -> ContextManager[Snapshot]:
         """A consistent snapshot at a position of the stream."""
@@ -219,6 +254,32 @@ class ResultSink(Protocol):
     def record_position(self, position: Position) -> None:
         """Store a position reached without result changes (lets the source free what precedes it)."""
 
+    def revoke_reader(self, name: str, reader: str) -> None:
+        """``reader`` (a view's requester) may no longer read the view's result table."""
+
+
+@dataclass(frozen=True)
+class ReadRights:
+    """What the database says about a requester and one relation a view reads (``Grants.read_rights``)."""
+
+    exists: bool = True  # the relation exists
+    denied: frozenset[str] = frozenset()  # of the columns asked about, those the requester may not SELECT
+    any_column: bool = True  # the requester may SELECT some column (reading rows and no column needs that)
+    schema_usage: bool = True  # PostgreSQL: USAGE on the relation's schema
+    row_security: bool = False  # row-level security is enabled on it and the requester does not bypass it
+
+
+class Grants(Protocol):
+    """The database's privileges, as ``service.access`` needs them (requester: a PostgreSQL role, a MySQL
+    account ``user@host``, as ``Request.requested_by`` holds it)."""
+
+    def who(self, requester: str) -> str:
+        """The requester as messages name it (``role bob``, ``account 'bob'@'%'``)."""
+
+    def read_rights(self, requester: str, reads: Mapping[str, frozenset[str]]) -> Mapping[str, ReadRights] | None:
+        """For each relation (qualified name) and the columns read of it, what ``requester`` may read; None
+        when the requester is unknown to the database.  ``CatalogError`` when the database cannot tell."""
+
 
 @dataclass(frozen=True)
 class Request:
@@ -227,17 +288,24 @@ class Request:
     name: str
     sql: str | None
     requested_by: str | None = None
+    attempts: int = 1  # how many times a service has started working on it (this time included)
 
 
 class ControlSchema(Protocol):
     def is_installed(self) -> bool: ...
 
     def start(self) -> None:
-        """At service start: requests a killed service was working on go back to the queue; the
-        service's progress row exists; views left half-created are forgotten."""
+        """At service start: the service's progress row exists; views left half-created are forgotten."""
+
+    def interrupted_requests(self) -> list[Request]:
+        """Requests a killed service was working on (still ``running``), with their attempts so far."""
+
+    def requeue_request(self, request_id: int) -> None:
+        """An interrupted request goes back to the queue."""
 
     def next_request(self) -> Request | None:
-        """Claim the oldest pending request."""
+        """Claim the oldest pending request (marks it running and counts the attempt, durably, before
+        any work on it)."""
 
     def finish_request(self, request_id: int, error: str | None = None) -> None: ...
 
@@ -254,6 +322,13 @@ class ControlSchema(Protocol):
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         """Why ``requester`` may not drop view ``name`` (only its creator or an administrator may), or None."""
+
+    def owners(self) -> dict[str, str | None]:
+        """Each view's requester (``owner``: whose rights it runs with), by view name."""
+
+    def denial(self, request_id: int) -> str | None:
+        """The database's own refusal of the request's query, run as the caller by the procedure before
+        it queued the request (PostgreSQL; None when it was allowed, or on MySQL, where it fails the CALL)."""
 
     def abandon_create(self, name: str) -> None: ...
 
@@ -290,3 +365,4 @@ class Connector:
     errors: tuple[type[BaseException], ...] = ()  # the driver's error classes (a failed request, not a crash)
     dialect: str = "postgres"  # how view SQL is read and computed (``sql.dialect``)
     default_schema: str = "public"  # the schema of bare table names (MySQL: the DSN's database)
+    grants: Grants | None = None  # None: nothing to check (in-process test doubles only)

@@ -1,6 +1,7 @@
 """The flow's catalog rules: names, source declarations, intervals, and where the catalog is stored.
 
-The catalog itself (sources, dedup capacities, views' definitions, the step number) is one JSON value
+The catalog itself (sources, dedup capacities, views' definitions and the statistics each was planned
+with, the step number) is one JSON value
 under ``CATALOG_KEY`` in the state store, written inside every transaction that changes it or steps.
 """
 
@@ -15,7 +16,7 @@ from freshview.errors import CatalogError, FreshviewError
 from freshview.schema import TableSchema, schema_from_arrow, schema_from_ddl
 
 CATALOG_KEY = "catalog"
-CATALOG_FORMAT = 2  # 2: state in a SpineStateStore
+CATALOG_FORMAT = 3  # 2: state in a SpineStateStore; 3: each view with the statistics its join order was chosen with
 
 # A name or schema.name; a part is any text without '.' or NUL (as a quoted SQL identifier: FROM "Big Totals").
 _NAME = re.compile(r"^[^.\x00]+(\.[^.\x00]+)?$")

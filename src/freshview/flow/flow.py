@@ -31,12 +31,13 @@ from freshview.flow import checkpoint, seen_set
 from freshview.flow.catalog import (CATALOG_FORMAT, CATALOG_KEY, check_name, dedup_text, parse_interval,
                                     source_schema_of)
 from freshview.flow import dedup as dedup_module
-from freshview.flow.debezium import DebeziumEncoder, DebeziumWatch, refusal, source_change
+from freshview.flow.debezium import DebeziumBatch, DebeziumEncoder, DebeziumWatch
 from freshview.flow.step import COUNTERS, Counters, FlowStep
 from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
 from freshview.flow.watches import Watch, Watches
 from freshview.formats import debezium
 from freshview.plan import nodes as pn
+from freshview.plan import statistics as plan_statistics
 from freshview.plan import vector as vector_plan
 from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
@@ -111,6 +112,7 @@ class IncrementalFlow:
             raise
         self._lock = threading.RLock()
         self._sql: dict[str, str] = {}  # view -> its definition (SQL, or a vector view's)
+        self._statistics: dict[str, dict[str, plan_statistics.RelationStats]] = {}  # view -> what it was planned with
         self._compiling: dict[str, EngineView] = {}  # views being registered (visible to the next ones' SQL)
         self._dedup: dict[str, int] = {}  # source -> seen-set capacity, for sources registered with dedup=True
         self._counters = Counters()
@@ -161,9 +163,8 @@ class IncrementalFlow:
                 self.engine.open_source(name, TableSchema.from_json(schema))
             self._dedup = {name: int(capacity) for name, capacity in data.get("dedup", {}).items()}
             self._counters.load(self.store)
-            for name, sql in data["views"]:
-                self.engine.open_view(self._compile(name, sql))
-                self._sql[name] = sql
+            for name, sql, statistics in data["views"]:
+                self.engine.open_view(self._compile(name, sql, plan_statistics.from_json(statistics)))
         if self.engine.holds is not None:
             self.engine.holds.load(self.store, self.engine.views)
         self.engine.sync_ttl()
@@ -174,7 +175,8 @@ class IncrementalFlow:
             "step": self.engine.step,
             "sources": {n: s.schema.to_json() for n, s in self.engine.sources.items()},
             "dedup": dict(self._dedup),
-            "views": [[name, self._sql[name]] for name in self.engine.views],
+            "views": [[name, self._sql[name], plan_statistics.to_json(self._statistics[name])]
+                      for name in self.engine.views],
         })
 
     @contextlib.contextmanager
@@ -284,15 +286,29 @@ class IncrementalFlow:
             self._vector_sinks.detach_all(name)
 
     # ------------------------------------------------------------------ views
-    def _compile(self, name: str, sql: str) -> EngineView:
+    def _compile(self, name: str, sql: str, statistics: plan_statistics.Statistics | None = None) -> EngineView:
+        """``statistics``: the relations' sizes to plan with (a resumed view's, from the catalog, so it gets
+        the plan its state was built for); None: the state's now, as the planner asks for them.  The
+        definition and the statistics used go to the catalog."""
+        used = plan_statistics.Observed(self._relation_statistics) if statistics is None else statistics
         if vector_plan.is_vector_definition(sql):  # register_vector_view's definition, not SQL
-            plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), self._source_schemas().get)
+            schemas = {n: source.schema for n, source in self.engine.sources.items()}
+            plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), schemas.get)
         else:
-            plan = build_plan(sql, self, self.dialect)
+            plan = build_plan(sql, self, self.dialect, statistics=used)
+        self._sql[name], self._statistics[name] = sql, dict(used)
         return self.engine.compile(name, plan)
 
-    def _source_schemas(self) -> dict[str, TableSchema]:
-        return {n: s.schema for n, s in self.engine.sources.items()}
+    def _relation_statistics(self, name: str) -> plan_statistics.RelationStats | None:
+        """A source's or view's rows in state (and a source's primary key), for the planner."""
+        if name in self.engine.sources:
+            source = self.engine.sources[name]
+            keys = (source.schema.primary_key,) if source.schema.primary_key else ()
+            return plan_statistics.RelationStats(self.store.count(source.arrangement), keys)
+        view = self.engine.views.get(name)
+        if view is not None and self.store.has_arrangement(view.output):  # (not while registered with it)
+            return plan_statistics.RelationStats(self.store.count(view.output))
+        return None
 
     def register_view(self, name: str, sql: str) -> None:
         """Compile ``sql`` into an incremental circuit and compute its current result (on Spark)."""
@@ -322,11 +338,11 @@ class IncrementalFlow:
                     if name in self.engine.sources:
                         raise CatalogError(f"{name!r} is already a source")
                     view = self._compiling[name] = self._compile(name, sql)  # visible to the next views' SQL
-                    self._sql[name] = sql
                     new.append(view)
             except BaseException:
                 for view in new:
                     self._sql.pop(view.name, None)
+                    self._statistics.pop(view.name, None)
                 raise
             finally:
                 self._compiling.clear()
@@ -343,6 +359,7 @@ class IncrementalFlow:
                 for view in new:
                     self.engine.views.pop(view.name, None)
                     self._sql.pop(view.name, None)
+                    self._statistics.pop(view.name, None)
             with self._transaction(undo=undo):
                 self.engine.add_views(new, current)
 
@@ -368,16 +385,16 @@ class IncrementalFlow:
             users = self.readers(name)
             if users:
                 raise CatalogError(f"cannot drop view {name!r}: views {', '.join(users)} read it")
-            sql = self._sql[name]
+            sql, statistics = self._sql[name], self._statistics[name]
             views = dict(self.engine.views)
 
             def undo() -> None:
                 self.engine.views.clear()
                 self.engine.views.update(views)
-                self._sql[name] = sql
+                self._sql[name], self._statistics[name] = sql, statistics
             with self._transaction(undo=undo):
                 self.engine.drop_view(view.name)
-                del self._sql[name]
+                del self._sql[name], self._statistics[name]
             self._watches.close(name)
             self._vector_sinks.detach_all(name)
 
@@ -532,50 +549,20 @@ class IncrementalFlow:
         with self._lock:
             self._check_open()
             started = time.perf_counter()
-            changes: dict[str, SourceChange] = {}
-            netted: dict[str, debezium.Netted] = {}
-            digests: dict[str, bytes] = {}
-            meta: dict[str, Any] = {}
-            lenient = self.state_ttl is not None  # a u/d of an evicted row is no error
-            for name, batch in batches.items():
-                schema = self.source_schema(name)
-                try:
-                    read = debezium.read(batch, schema, name)
-                    if name in self._dedup and read:
-                        # The messages' own digest: their change depends on the source's state, so a
-                        # re-delivered batch gives another change (or, for a ``c`` of a key that now exists,
-                        # an error).
-                        digests[name] = dedup_module.changes_digest(read, [c.type.arrow for c in schema.columns])
-                    if name in digests and seen_set.seen(self.store, name, digests[name]):
-                        changes[name] = SourceChange()
-                    else:
-                        netted[name] = batch_ops = debezium.net(read, schema, name, lenient)
-                        changes[name] = source_change(batch_ops, schema)
-                        if batch_ops.error is not None:
-                            raise batch_ops.error
-                except debezium.MessageError:
-                    self._refuse_earlier(changes, netted)
-                    raise
-                if read and (read[-1].ts_ms is not None or read[-1].source is not None):
-                    meta[f"debezium/{name}"] = {"ts_ms": read[-1].ts_ms, "source": read[-1].source}
+            schemas = {name: self.source_schema(name) for name in batches}
+            batch = DebeziumBatch.read(batches, schemas, self._dedup, self.store, lenient=self.state_ttl is not None)
+            if batch.error is not None:  # refused whatever the rows are: unless an earlier message's check fails
+                wanted = batch.checks_before_error()
+                if wanted:
+                    try:
+                        self.engine.prepare(wanted).abort()
+                    except ChangeRefused as exc:
+                        raise batch.refusal(exc) from None
+                raise batch.error
             try:
-                return self._prepare(changes, digests, meta, started)
+                return self._prepare(batch.changes, batch.digests, batch.meta, started)
             except ChangeRefused as exc:
-                if exc.source in netted:
-                    raise refusal(netted[exc.source], exc, exc.source) from None
-                raise
-
-    def _refuse_earlier(self, changes: dict[str, SourceChange], netted: dict[str, debezium.Netted]) -> None:
-        """Before raising a message's error that holds whatever the sources' rows are: raise instead the
-        refusal of an earlier message whose check fails on them (messages refuse in order)."""
-        wanted = {n: SourceChange(checks=c.checks) for n, c in changes.items() if c.checks is not None}
-        if not wanted:
-            return
-        try:
-            prepared = self.engine.prepare(wanted)
-        except ChangeRefused as exc:
-            raise refusal(netted[exc.source], exc, exc.source) from None
-        prepared.abort()
+                raise batch.refusal(exc) from None
 
     def tick_debezium(self, source: str | Mapping[str, Iterable[Any]], messages: Iterable[Any] | None = None, *,
                       before_commit: Callable[[dict[str, pa.Table]], None] | None = None) -> StepSummary:
@@ -592,7 +579,7 @@ class IncrementalFlow:
         with self._lock:
             return self._commit(self.prepare_debezium(source, messages), before_commit)
 
-    def debezium_encoder(self, name: str, decimal_handling: str = "precise") -> DebeziumEncoder:
+    def debezium_encoder(self, name: str, decimal_handling: str = "precise", schemas: bool = True) -> DebeziumEncoder:
         """An encoder of ``name``'s changes as Debezium messages from now on (``DebeziumEncoder``)."""
         with self._lock:
             view = self._view(name)
@@ -605,7 +592,7 @@ class IncrementalFlow:
                 now = self.snapshot(name, weighted=True)
                 rows = zip(*(now.column(i).to_pylist() for i in range(len(view.columns))))
                 counts = {debezium.row_key(r): w for r, w in zip(rows, now.column(WEIGHT).to_pylist())}
-            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling)
+            return DebeziumEncoder(name, view.columns, key.key, counts, decimal_handling, schemas)
 
     # ------------------------------------------------------------------ vector sinks
     def attach_vector_sink(self, name: str, sink: Any) -> VectorSinkHandle:
@@ -657,19 +644,20 @@ class IncrementalFlow:
             return self.engine.lookup(name, keys)
 
     def watch_output(self, name: str, timeout: float | None = None, *, format: str = "arrow",
-                     decimal_handling: str = "precise") -> Watch:
+                     decimal_handling: str = "precise", schemas: bool = True) -> Watch:
         """Subscribe to a view's changes from the next step on (see ``Watch``).
 
         ``format="arrow"``: one ``DeltaBatch`` per step in which the view changed.  ``format="debezium"``:
         one Debezium message (a dict: before, after, op, ts_ms, source) per changed result key
-        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double).
+        (``formats.debezium.encode``; ``decimal_handling`` as Debezium's: precise | string | double), inside
+        Kafka Connect's ``{"schema", "payload"}`` envelope unless ``schemas=False``.
         """
         with self._lock:
             self._view(name)  # an unknown view raises
             if format == "arrow":
                 return self._watches.add(Watch(self._watches, name, timeout))
             if format == "debezium":
-                encoder = self.debezium_encoder(name, decimal_handling)
+                encoder = self.debezium_encoder(name, decimal_handling, schemas)
                 return self._watches.add(DebeziumWatch(self._watches, name, timeout, encoder))
             raise FreshviewError(f"watch_output format must be 'arrow' or 'debezium', not {format!r}")
 
@@ -741,7 +729,7 @@ class IncrementalFlow:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             staging.rename(self.state_dir)
             self.engine.reset(SpineStateStore(self.state_dir, cache_mb=self._cache_mb))
-            self._sql, self._dedup, self._counters = {}, {}, Counters()
+            self._sql, self._statistics, self._dedup, self._counters = {}, {}, {}, Counters()
             self._open()
             self._vector_sinks.refill(lambda n: self.snapshot(n) if n in self.engine.views or n in self.engine.sources
                                       else None)

@@ -44,6 +44,7 @@ from freshview.errors import CatalogError, DeltaError, ExecutionError, Freshview
 from freshview.flow.catalog import source_schema_of
 from freshview.flow.partitioning import PartitionError, key_positions
 from freshview.flow.watches import Watch, Watches
+from freshview.runtime import shipping
 from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
 
@@ -171,6 +172,7 @@ class PartitionedIncrementalFlow:
         self.root = Path(uri[len("file://"):] if uri.startswith("file://") else uri)
         self.root.mkdir(parents=True, exist_ok=True)
         self._spark = spark
+        self._spark_ready = False
         self._lock = threading.RLock()
         self._watches = Watches()
         self._closed = False
@@ -222,10 +224,20 @@ class PartitionedIncrementalFlow:
     # ---------------------------------------------------------------- Spark
     @property
     def spark(self) -> Any:
-        if self._spark is None:
-            from freshview.runtime.spark import get_session
+        """The session the shards' tasks run on; on a cluster, freshview is shipped to its executors and
+        checked there first (``runtime.shipping``: ``ExecutorEnvironmentError`` says what to install where)."""
+        if not self._spark_ready:
+            session = self._spark
+            if session is None:
+                from freshview.runtime.spark import get_session
 
-            self._spark = get_session()
+                session = get_session()
+            if type(session).__module__.startswith("pyspark.sql.connect"):
+                raise FreshviewError("a partitioned flow runs its shards as tasks of a SparkContext, which a Spark "
+                                     "Connect session does not have: pass a classic SparkSession (SparkSession."
+                                     "builder.master('spark://...').getOrCreate())")
+            shipping.ship(session)
+            self._spark, self._spark_ready = session, True
         return self._spark
 
     def _run(self, fn, items: list[tuple]) -> tuple[list, int]:

@@ -41,12 +41,17 @@ goes and new row comes is one ``u``, a new key ``c``, a gone key ``d``; a
 view whose rows may repeat is keyed by all columns plus ``_fv_count``, the
 row's multiplicity, so a multiplicity change is a ``u`` of ``_fv_count``.
 Each message is ``{"before", "after", "op", "ts_ms", "source": {"view",
-"step"}}``; values are rendered as the reading side reads them:
-``numeric`` per ``decimal_handling`` (``"precise"``: base64, Debezium's
-default, readable with the schema ``connect_schema`` gives; ``"string"``;
-``"double"``), ``date`` days, ``timestamp`` microseconds, ``timestamptz``
-ISO text in UTC, ``interval`` microseconds (a month counted as 30.4375 days,
-as Debezium's ``MicroDuration``), floats' NaN/±Infinity as text.
+"step"}}``, by default inside the envelope Kafka Connect's JSON converter
+writes with ``schemas.enable=true``: ``{"schema": connect_schema(...),
+"payload": message}``, so a consumer knows every field's type, a precise
+decimal's scale above all; ``schemas=False`` gives the bare message.  Values
+are rendered as the reading side reads them: ``numeric`` per
+``decimal_handling`` (``"precise"``: base64 of the unscaled value, Debezium's
+default, the schema's ``org.apache.kafka.connect.data.Decimal`` with its
+``scale``; ``"string"``; ``"double"``), ``date`` days, ``timestamp``
+microseconds, ``timestamptz`` ISO text in UTC, ``interval`` microseconds (a
+month counted as 30.4375 days, as Debezium's ``MicroDuration``), floats'
+NaN/±Infinity as text.
 """
 
 from __future__ import annotations
@@ -290,7 +295,7 @@ def _unscaled(text: Any, scale: int) -> decimal.Decimal:
         raw = base64.b64decode(text, validate=True)
     except ValueError:
         raise ValueError(f"{text!r} is not base64 of a decimal's unscaled value") from None
-    return decimal.Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+    return _WIDE.scaleb(decimal.Decimal(int.from_bytes(raw, "big", signed=True)), -scale)
 
 
 _ISO_DURATION = re.compile(r"^([+-])?P(?:(-?\d+)Y)?(?:(-?\d+)M)?(?:(-?\d+)W)?(?:(-?\d+)D)?"
@@ -516,11 +521,14 @@ def _key_text(names: Sequence[str], key: tuple) -> str:
 def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequence[int], counted: bool,
            view: str, step: int, ts_ms: int, *,
            counts_after: Callable[[list[tuple], list[int]], list[int]] | None = None,
-           decimal_handling: str = "precise", source_ts_ms: int | None = None) -> list[dict]:
+           decimal_handling: str = "precise", source_ts_ms: int | None = None,
+           schemas: bool = True) -> list[dict]:
     """One view step's delta (consolidated: columns + ``_weight``) as Debezium messages (module docstring).
 
     ``counted``: rows may repeat; ``counts_after(rows, weights)`` gives each row's multiplicity after the step.
     ``source_ts_ms``: the newest input change's ``ts_ms``, as ``source.ts_ms`` (a pipeline's end-to-end lag).
+    ``schemas``: each message as ``{"schema": connect_schema(...), "payload": message}`` (Kafka Connect's
+    JSON converter's default); False: the bare message.
     """
     if decimal_handling not in DECIMAL_HANDLING:
         raise ValueError(f"decimal_handling must be one of {', '.join(DECIMAL_HANDLING)}, not {decimal_handling!r}")
@@ -547,7 +555,7 @@ def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequenc
             op = "c" if before_n <= 0 else ("d" if n <= 0 else "u")
             out.append({"before": image(row, before_n) if before_n > 0 else None,
                         "after": image(row, n) if n > 0 else None, "op": op, "ts_ms": ts_ms, "source": source})
-        return out
+        return _enveloped(out, columns, view, counted, decimal_handling) if schemas else out
     olds: dict[tuple, tuple] = {}
     news: dict[tuple, tuple] = {}
     order: list[tuple] = []
@@ -561,7 +569,15 @@ def encode(delta: pa.Table, columns: Sequence[tuple[str, SqlType]], key: Sequenc
         op = "u" if old is not None and new is not None else ("c" if new is not None else "d")
         out.append({"before": None if old is None else image(old), "after": None if new is None else image(new),
                     "op": op, "ts_ms": ts_ms, "source": source})
-    return out
+    return _enveloped(out, columns, view, counted, decimal_handling) if schemas else out
+
+
+def _enveloped(messages: list[dict], columns: Sequence[tuple[str, SqlType]], view: str, counted: bool,
+               decimal_handling: str) -> list[dict]:
+    if not messages:
+        return messages
+    schema = connect_schema(columns, view, counted, decimal_handling)
+    return [{"schema": schema, "payload": m} for m in messages]
 
 
 def _renderer(t: SqlType, decimal_handling: str) -> Callable[[Any], Any]:
@@ -577,7 +593,7 @@ def _renderer(t: SqlType, decimal_handling: str) -> Callable[[Any], Any]:
         _, scale = t.decimal_precision_scale
 
         def precise(v: decimal.Decimal) -> str:
-            unscaled = int(v.scaleb(scale).to_integral_value())
+            unscaled = int(_WIDE.scaleb(v, scale))  # (the default context's 28 digits would round numeric(38))
             size = max(1, (unscaled.bit_length() + 8) // 8)
             return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
         return precise
@@ -601,7 +617,9 @@ def _micros(delta: dt.timedelta) -> int:
 
 def connect_schema(columns: Sequence[tuple[str, SqlType]], view: str, counted: bool = False,
                    decimal_handling: str = "precise") -> dict:
-    """The Kafka Connect schema of ``encode``'s messages (for ``{"schema", "payload"}`` envelopes)."""
+    """The Kafka Connect schema of ``encode``'s messages, the ``schema`` of their ``{"schema", "payload"}``
+    envelopes: a struct of ``before``/``after`` (the view's columns, each optional, and ``_fv_count`` for a
+    view whose rows repeat), ``op``, ``ts_ms`` and ``source`` (``view``, ``step``, ``ts_ms``)."""
     fields = [dict(_field_schema(t, decimal_handling), field=n, optional=True) for n, t in columns]
     if counted:
         fields.append({"type": "int64", "optional": False, "field": COUNT_FIELD})
@@ -612,7 +630,8 @@ def connect_schema(columns: Sequence[tuple[str, SqlType]], view: str, counted: b
         {"type": "int64", "optional": True, "field": "ts_ms"},
         {"type": "struct", "optional": False, "field": "source", "name": "freshview.Source", "fields": [
             {"type": "string", "optional": False, "field": "view"},
-            {"type": "int64", "optional": False, "field": "step"}]}]}
+            {"type": "int64", "optional": False, "field": "step"},
+            {"type": "int64", "optional": True, "field": "ts_ms"}]}]}
 
 
 def _field_schema(t: SqlType, decimal_handling: str) -> dict:

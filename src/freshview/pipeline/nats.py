@@ -4,7 +4,8 @@ Source: the position is the message's stream sequence; the consumer acknowledges
 (``AckPolicy.ALL``) once the step that applied a message committed, so after a crash the broker
 re-delivers what was not acknowledged and the runner skips what the state already holds.
 
-Sink: each Debezium message is published with a ``Nats-Msg-Id`` of ``<pipeline>:<sink>:<emission>:<i>``,
+Sink: each Debezium message (in Kafka Connect's ``{"schema", "payload"}`` envelope unless the sink says
+``schemas = false``; ``formats.debezium``) is published with a ``Nats-Msg-Id`` of ``<pipeline>:<sink>:<emission>:<i>``,
 awaiting JetStream's acknowledgement; a re-delivery after a crash first reads the subject's last
 message and publishes only what follows it (and JetStream's duplicate window drops any repeat).
 A stream that captures the subject is found, or created (file storage) when there is none.

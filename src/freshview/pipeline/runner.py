@@ -140,7 +140,7 @@ class PipelineRunner:
             self.sinks[sink.name] = connector
         self._recover()
         initial = flow.get_meta("pipeline/initial")
-        self.encoders = {s.name: flow.debezium_encoder(s.view, s.options.get("decimal_handling", "precise"))
+        self.encoders = {s.name: flow.debezium_encoder(s.view, s.decimal_handling, s.schemas)
                          for s in self.spec.sinks.values()}
         if initial is not None and self.emitted < initial["seq"]:
             for sink in self.spec.sinks.values():  # from nothing: every row is new
@@ -148,7 +148,7 @@ class PipelineRunner:
                     self.encoders[sink.name].counts = {}
             first = {v: flow.snapshot(v, weighted=True) for v in initial["views"]}
             self._deliver(self._prepare({v: t for v, t in first.items() if t.num_rows}, None), None)
-            self.encoders = {s.name: flow.debezium_encoder(s.view, s.options.get("decimal_handling", "precise"))
+            self.encoders = {s.name: flow.debezium_encoder(s.view, s.decimal_handling, s.schemas)
                              for s in self.spec.sinks.values()}
         self.pending: dict[str, _Pending] = {}
         for src in self.spec.sources.values():

@@ -5,10 +5,14 @@ CREATE SOURCE orders (o_id INT PRIMARY KEY, o_customer INT, amount NUMERIC(10,2)
   WITH (connector = 'nats', url = 'nats://127.0.0.1:4222', subject = 'shop.orders', format = 'debezium_json');
 CREATE VIEW totals AS SELECT o_customer, SUM(amount) AS total FROM orders GROUP BY o_customer;
 CREATE SINK totals_out FROM totals WITH (connector = 'nats', url = 'nats://127.0.0.1:4222',
-                                         subject = 'shop.totals', format = 'debezium_json');
+                                         subject = 'shop.totals', format = 'debezium_json',
+                                         decimal_handling = 'precise', schemas = true);
 SET updating_ttl = '1 hour';
 SET update_aggregate_flush_interval = '1 second';
 ```
+
+A sink's messages carry Kafka Connect's ``{"schema", "payload"}`` envelope unless ``schemas = false``
+(``formats.debezium``); ``decimal_handling`` is ``precise`` (default), ``string`` or ``double``.
 
 Statements are split with sqlglot's tokenizer (quotes, comments and dollar strings respected); the
 view's ``SELECT`` is kept as written for the flow's SQL front end.  Every error names the file, line
@@ -24,9 +28,11 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, Tokenizer, TokenType
 
 from freshview.errors import FreshviewError, SchemaError
+from freshview.formats.debezium import DECIMAL_HANDLING
 from freshview.schema import TableSchema, schema_from_ddl
 
 FORMATS = ("debezium_json",)
+BOOLEANS = {"true": True, "false": False}
 SETTINGS = {  # SET name -> what it is for (IncrementalFlow keyword)
     "updating_ttl": "state_ttl",
     "update_aggregate_flush_interval": "flush_interval",
@@ -66,6 +72,15 @@ class SinkSpec:
     @property
     def connector(self) -> str:
         return self.options["connector"]
+
+    @property
+    def decimal_handling(self) -> str:
+        return self.options.get("decimal_handling", "precise")
+
+    @property
+    def schemas(self) -> bool:
+        """Messages inside ``{"schema", "payload"}`` envelopes (Kafka Connect's JSON converter's default)."""
+        return BOOLEANS[self.options.get("schemas", "true").lower()]
 
 
 @dataclass
@@ -175,11 +190,12 @@ class _Statement:
             if self.take().token_type != TokenType.EQ:
                 raise self.error(f"expected '=' after option {key!r}", key_token)
             value = self.take()
-            if value.token_type not in (TokenType.STRING, TokenType.NUMBER):
-                raise self.error(f"option {key!r} takes a quoted string or a number, not {value.text!r}", value)
+            if value.token_type not in (TokenType.STRING, TokenType.NUMBER, TokenType.TRUE, TokenType.FALSE):
+                raise self.error(f"option {key!r} takes a quoted string, a number, true or false, "
+                                 f"not {value.text!r}", value)
             if key in out:
                 raise self.error(f"option {key!r} is given twice", key_token)
-            out[key] = value.text
+            out[key] = value.text.lower() if value.token_type in (TokenType.TRUE, TokenType.FALSE) else value.text
             t = self.take()
             if t.token_type == TokenType.R_PAREN:
                 return out
@@ -260,6 +276,7 @@ class _Statement:
         options = self.options()
         self.end()
         _check_options(self, options, f"sink {name!r}", first)
+        _check_sink_options(self, options, f"sink {name!r}", first)
         spec.sinks[name] = SinkSpec(name, view, options, first.line)
 
 
@@ -269,3 +286,12 @@ def _check_options(statement: _Statement, options: Mapping[str, str], what: str,
     fmt = options.get("format", "debezium_json")
     if fmt not in FORMATS:
         raise statement.error(f"{what}: format {fmt!r} is not supported; supported: {', '.join(FORMATS)}", token)
+
+
+def _check_sink_options(statement: _Statement, options: Mapping[str, str], what: str, token: Token) -> None:
+    handling = options.get("decimal_handling", "precise")
+    if handling not in DECIMAL_HANDLING:
+        raise statement.error(f"{what}: decimal_handling {handling!r} is not one of {', '.join(DECIMAL_HANDLING)}",
+                              token)
+    if options.get("schemas", "true").lower() not in BOOLEANS:
+        raise statement.error(f"{what}: schemas is true or false, not {options['schemas']!r}", token)

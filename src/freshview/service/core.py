@@ -12,7 +12,8 @@ One thread does everything, in this order, forever:
    acknowledge the position to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
-   (``requests``) and beat the heartbeat.
+   (``requests``), beat the heartbeat, and now and then check that each
+   view's requester may still read what it reads (``access``).
 
 Following new tables is ``following`` (decisions) plus ``Core.follow`` (the
 snapshot); repairs are ``recovery``.  Everything database-specific is behind
@@ -41,7 +42,7 @@ from freshview.errors import FreshviewError, StateError
 from freshview.flow import IncrementalFlow
 from freshview.plan.shape import result_key
 from freshview.schema import WEIGHT
-from freshview.service import batching, decide, following, recovery, requests
+from freshview.service import access, batching, decide, following, recovery, requests
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
@@ -74,7 +75,9 @@ class ServiceOptions:
     heartbeat_s: float = 1.0
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
+    catalog_check_s: float = 2.0  # how often the followed tables are looked up in the catalog (DDL on idle tables)
     execution: str = "auto"  # how the engine runs steps: auto (it chooses per step) | spark | local
+    access_check_s: float = 60.0  # how often each view's requester's rights are checked again (access)
 
     def batching(self) -> batching.Rule:
         return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
@@ -133,12 +136,20 @@ class Core:
             self.ready.set()
             next_poll = 0.0
             next_beat = 0.0
+            next_check = time.monotonic() + self.options.catalog_check_s
+            next_access = 0.0
             while not self._stop.is_set():
                 self._follow_stream()
                 now = time.monotonic()
                 if now >= next_poll:
                     requests.serve(self)
                     next_poll = now + self.options.poll_s
+                if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
+                    following.check_catalog(self)
+                    next_check = now + self.options.catalog_check_s
+                if now >= next_access:
+                    self._recheck_access()
+                    next_access = now + self.options.access_check_s
                 if now >= next_beat:
                     self._heartbeat()
                     self._record_source_metrics()  # metrics hook
@@ -156,8 +167,10 @@ class Core:
             self.metrics.view_name = self.names.qualified
         control = self.connector.control
         if not control.is_installed():
-            raise ServiceError("the freshview schema is missing in this database: run `freshview setup` first")
+            raise ServiceError("the freshview schema is missing or out of date in this database: run "
+                               "`freshview setup` (it installs or upgrades it)")
         control.start()
+        requests.recover(control)  # requests a dead service was working on: retried once, then failed
         self.flow = self._open_flow()
         self._attach()
 
@@ -185,6 +198,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
+        following.check_catalog(self)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         try:
             self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
@@ -439,15 +453,8 @@ class Core:
             self.stream.acknowledge(position)
 
     def _check_definitions(self, group: tuple[Transaction, ...]) -> None:
-        """A DDL change that breaks a followed table stops the views reading it (not the service)."""
-        for txn in group:
-            for table, columns in txn.definitions.items():
-                if table not in self.follow_from:
-                    continue
-                problem = following.incompatible(columns, self.flow.source_schema(self.names.engine(table)))
-                if problem:
-                    self._fail_table(table, f"freshview: {table} changed ({problem}); drop and re-create "
-                                            "the view to follow the new definition")
+        """DDL on a followed table keeps its views right or fails them (not the service): ``following``."""
+        following.check_ddl(self, group)
 
     # ------------------------------------------------------------------ following base tables
     def follow(self, tables: dict[str, SourceTable]) -> None:
@@ -465,6 +472,7 @@ class Core:
                 changed = True
         if changed:
             self.save_follow_from()
+            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
 
     # ------------------------------------------------------------------ failures
     def _fail_table(self, table: str, error: str) -> None:
@@ -494,6 +502,13 @@ class Core:
             message = error if view in primary else f"freshview: a view it reads failed: {error}"
             log.error("view %s failed: %s", name, message)
             self.connector.control.mark_failed(name, message)
+
+    def _recheck_access(self) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
+        for found in access.recheck(self.connector, plans, self.names):
+            self._mark_failed([found.name], found.reason)
+            self.connector.results.revoke_reader(found.name, found.requester)
 
     # ------------------------------------------------------------------ status
     def _record_source_metrics(self) -> None:

@@ -8,6 +8,6 @@ assembles the plan, pushing filters and column pruning toward the sources.
 Every refusal is a located ``SqlError``.  This package imports ``plan`` and ``schema`` only.
 """
 
-from freshview.sql.build import Catalog, build_plan
+from freshview.sql.build import Catalog, build_plan, compile_view
 
-__all__ = ["Catalog", "build_plan"]
+__all__ = ["Catalog", "build_plan", "compile_view"]

@@ -211,6 +211,10 @@ class ExprBinder(AggregateVisits, FunctionBinding):
 
     # ------------------------------------------------------------------ operators
     def comparison(self, node: exp.Expression, op: str) -> Expr:
+        listed = _array_list(node.right, "any" if op == "=" else "all" if op == "<>" else None)
+        if listed is not None:  # x = ANY (ARRAY[...]) is x IN (...), <> ALL NOT IN: how PostgreSQL prints IN lists
+            found = exp.In(this=node.left, expressions=listed)
+            return self.bind(found if op == "=" else exp.Not(this=found))
         left, right = self.bind(node.left), self.bind(node.right)
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
@@ -692,6 +696,20 @@ class ExprBinder(AggregateVisits, FunctionBinding):
 
     def visit_Select(self, node: exp.Select) -> Expr:
         raise self.unsupported(node, "subquery in an expression", "SELECT")
+
+
+def _array_list(node: exp.Expression, quantifier: str | None) -> list[exp.Expression] | None:
+    """The elements of ``ANY (ARRAY[...])`` (``quantifier`` any) or ``ALL (ARRAY[...])`` (all), else None."""
+    if quantifier == "any" and isinstance(node, exp.Any):
+        inner = node.this
+    elif quantifier == "all" and isinstance(node, exp.Anonymous) and str(node.this).upper() == "ALL" \
+            and len(node.expressions) == 1:
+        inner = node.expressions[0]
+    else:
+        return None
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    return list(inner.expressions) if isinstance(inner, exp.Array) and inner.expressions else None
 
 
 def _describe(node: exp.Expression) -> str:

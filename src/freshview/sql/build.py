@@ -6,7 +6,7 @@ plan: the FROM items in full, joined in FROM order (``sql.join_tree``), the
 WHERE conditions over the joined rows, then grouping, the SELECT list,
 DISTINCT.  ``build_plan`` then optimises it with the plan rewrites
 (``plan.rewrite``: constant folding, OR factoring, predicate pushdown and
-join keys, column pruning, projection merging).
+join keys, join order, column pruning, projection merging).
 
 Anything outside the supported subset is refused with its position.
 """
@@ -21,10 +21,11 @@ from freshview.errors import SqlError, UnknownColumnError, UnknownTableError, Un
 from freshview.plan import nodes as pn
 from freshview.plan.rewrite import optimize
 from freshview.plan.rewrite.factor_or import factor_common_conjuncts
+from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import ctes
+from freshview.sql import ctes, expand
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
@@ -45,11 +46,23 @@ class Catalog(Protocol):
         """Columns of a source (False) or view (True) named ``name``, or None."""
 
 
-def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres") -> pn.Node:
-    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError."""
+def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
+               statistics: Statistics | None = None) -> pn.Node:
+    """Parse ``sql`` in ``dialect`` (postgres, mysql) and build its optimised logical plan, or raise a located SqlError.
+
+    ``statistics``: the relations' row counts the join order is chosen with (``plan.statistics``)."""
+    return compile_view(sql, catalog, dialect, statistics=statistics)[0]
+
+
+def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
+                 statistics: Statistics | None = None) -> tuple[pn.Node, str]:
+    """``build_plan``, and the text to compile against a catalog of tables and views only: ``sql`` with the
+    relations read through a definition replaced by it (``sql.expand``; ``sql`` itself when there are none)."""
     d = get_dialect(dialect)
     tree = parse_query(sql, d.sqlglot)
-    return optimize(QueryBuilder(sql, catalog, d).query(tree))
+    builder = QueryBuilder(sql, catalog, d)
+    plan = optimize(builder.query(tree), statistics=statistics)
+    return plan, expand.splice(sql, builder.splices)
 
 
 class QueryBuilder:
@@ -58,6 +71,8 @@ class QueryBuilder:
         self.catalog = catalog
         self.dialect = dialect
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
+        self.splices: expand.Splices = {}  # FROM items read through a definition (sql.expand)
+        self.depth = 0  # how deep in definitions of relations this text is
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -102,6 +117,9 @@ class QueryBuilder:
             if node.args.get(key):
                 raise self.unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                        what, kw)
+        if not node.expressions:  # PostgreSQL's SELECT FROM t (EXISTS (SELECT FROM ...) is taken apart before)
+            raise SqlError("a SELECT list with no columns is not supported: a view's result needs at least "
+                           "one column", locate(node, self.sql, "SELECT"), self.sql)
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
             raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
@@ -322,14 +340,26 @@ class QueryBuilder:
 
     def from_item(self, r: exp.Expression) -> tuple[str, pn.Node]:
         if isinstance(r, exp.Table):
-            if isinstance(r.this, exp.Anonymous) or r.args.get("joins"):
-                raise self.unsupported(r, "table function in FROM")
+            if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
+                function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
+                called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
+                raise UnsupportedSqlError(f"set-returning functions in FROM are not supported ({called}(...)): "
+                                          "a view reads tables and views", locate(r, self.sql), self.sql)
+            if r.args.get("joins"):
+                raise self.unsupported(r, "a parenthesised join in FROM")
+            if r.args.get("sample") is not None:
+                raise UnsupportedSqlError("TABLESAMPLE is not supported: it reads a random sample of the table, "
+                                          "so the view's rows would not be a function of the table's rows",
+                                          locate(r.args["sample"], self.sql, "TABLESAMPLE"), self.sql)
             cte = ctes.resolve(self, r)
             if cte is not None:
                 return cte
             name = r.name
             if r.db and r.db != getattr(self.catalog, "default_schema", "public"):
                 name = f"{r.db}.{name}"  # (relations of the default schema are known by their bare names)
+            expanded = expand.relation(self, r, name)  # a database view, an inheritance parent
+            if expanded is not None:
+                return expanded
             found = self.catalog.relation_columns(name)
             if found is None:
                 raise UnknownTableError(f"unknown table {r.sql(dialect='postgres').split(' AS ')[0]!r} "
@@ -343,6 +373,12 @@ class QueryBuilder:
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
+            if isinstance(r.this, exp.Table):  # (a JOIN b ON ...) or (a): not a query in parentheses
+                what = "a parenthesised join" if r.this.args.get("joins") else "a table name in parentheses"
+                raise UnsupportedSqlError(
+                    f"{what} in FROM is not supported yet; write it as a subquery with an alias, "
+                    "(SELECT ... FROM a JOIN b ON ...) AS j, or without the parentheses where that means the same",
+                    locate(r, self.sql, "("), self.sql)
             if alias_node is None or not alias_node.name:
                 raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
             if r.args.get("lateral"):
@@ -353,6 +389,9 @@ class QueryBuilder:
             return alias_node.name, plan
         if isinstance(r, (exp.Values,)):
             raise self.unsupported(r, "VALUES in FROM", "VALUES")
+        if isinstance(r, exp.Unnest):
+            raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
+                                      "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")

@@ -46,6 +46,7 @@ from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjunct
 from freshview.plan.rewrite.joins import empty_value, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
+from freshview.sql import ctes
 from freshview.sql.bind_expr import AGG_BASE, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
@@ -186,6 +187,8 @@ class Subqueries:
         correlated = self._correlated(query) if isinstance(query, exp.Select) else ([], [])
         corr, _local = correlated
         if not corr:  # uncorrelated: the subquery as written
+            if lhs is None and isinstance(query, exp.Select) and not query.expressions:
+                query = query.copy().select(exp.alias_(exp.Literal.number(1), "__one"))  # EXISTS (SELECT FROM t)
             plan = self.b.query(query)
             if lhs is not None and len(plan.columns) != 1:
                 raise SqlError("subquery has too many columns" if len(plan.columns) > 1 else
@@ -378,7 +381,15 @@ class Subqueries:
     # ------------------------------------------------------------------ correlation
     def _correlated(self, query: exp.Select, allow_select: bool = False) -> tuple[list[exp.Expression], list[exp.Expression]]:
         """S's WHERE conjuncts that refer to the outer query, and the others.  Outer references
-        anywhere else in S are refused (in its SELECT list too, unless ``allow_select``)."""
+        anywhere else in S are refused (in its SELECT list too, unless ``allow_select``).  S's own WITH
+        list is visible to its FROM items."""
+        with_ = query.args.get("with_") or query.args.get("with")
+        if with_ is not None:
+            return ctes.with_scope(self.b, with_, lambda: self._correlated_in_scope(query, allow_select))
+        return self._correlated_in_scope(query, allow_select)
+
+    def _correlated_in_scope(self, query: exp.Select,
+                             allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
         inner_items = self.b.from_items(query)
         inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
                        for it in inner_items for i, (n, t) in enumerate(it.node.columns)])

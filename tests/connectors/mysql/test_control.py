@@ -133,11 +133,18 @@ def test_a_user_with_only_execute_can_call(fv, mariadb):
     try:
         with FakeService(mariadb) as service:
             call(user, "create_view", "app.mine", "SELECT 2")
-        assert service.served[0].requested_by.startswith("fv_caller@")  # USER(), not the definer
+            call(user, "drop_view", "app.mine")
+        # the caller's account as GRANTs name it (CURRENT_USER() as the invoker), not the definer nor the login
+        assert [r.requested_by for r in service.served] == ["fv_caller@%", "fv_caller@%"]
         with pytest.raises(pymysql.err.OperationalError, match="denied"):
             query(user, "SELECT * FROM freshview.requests")
         with pytest.raises(pymysql.err.OperationalError, match="denied"):
-            call(user, "_request", "create", "app.x", "SELECT 1", 1)
+            query(user, "INSERT INTO freshview.requests (action, name) VALUES ('create', 'app.x')")
+        # _request is reachable (the procedures run as the caller), but only under the caller's own account
+        for someone_else in ("root@localhost", "root@%", "fv_caller2@%", "fv_call@%", "fv_caller@localhost", None):
+            with pytest.raises(pymysql.err.OperationalError, match="is not the one of this session"):
+                call(user, "_request", "create", "app.x", "SELECT 1", 1, someone_else)
+        assert query(fv, "SELECT COUNT(*) FROM freshview.requests WHERE name = 'app.x'") == ((0,),)
     finally:
         user.close()
         with fv.cursor() as cur:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pymysql
 import pytest
 
+from freshview.connectors.base import ReadRights
 from freshview.connectors.mysql import control
+from freshview.connectors.mysql.access import MySqlGrants
 from freshview.connectors.mysql.setup import (
     PASSWORD_PLACEHOLDER, check_server, grant_sql, server_info, setup)
 
@@ -59,10 +61,18 @@ def test_grants():
         "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'freshview'@'%'",
         "GRANT SELECT ON `app`.* TO 'freshview'@'%'",
         "GRANT ALL PRIVILEGES ON `freshview`.* TO 'freshview'@'%'",
-        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app`.* TO 'freshview'@'%'"]
+        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app`.* TO 'freshview'@'%' WITH GRANT OPTION",
+        "GRANT SELECT (User, Host, Select_priv, is_role, default_role) ON `mysql`.`user` TO 'freshview'@'%'",
+        "GRANT SELECT ON `mysql`.`db` TO 'freshview'@'%'",
+        "GRANT SELECT ON `mysql`.`tables_priv` TO 'freshview'@'%'",
+        "GRANT SELECT ON `mysql`.`columns_priv` TO 'freshview'@'%'",
+        "GRANT SELECT ON `mysql`.`roles_mapping` TO 'freshview'@'%'"]
     mysql = grant_sql("mysql", "o'brien", "10.0.0.%", "app", ["app_views"])
     assert mysql[1] == "GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'o''brien'@'10.0.0.%'"
-    assert mysql[-1].endswith("ON `app_views`.* TO 'o''brien'@'10.0.0.%'")
+    assert "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app_views`.* TO 'o''brien'@'10.0.0.%' " \
+           "WITH GRANT OPTION" in mysql
+    assert mysql[-1] == "GRANT SELECT ON `mysql`.`columns_priv` TO 'o''brien'@'10.0.0.%'"  # no MariaDB roles
+    assert "GRANT SELECT (User, Host, Select_priv) ON `mysql`.`user` TO 'o''brien'@'10.0.0.%'" in mysql
 
 
 def test_setup_on_the_test_server(my, mysql_database, mariadb):
@@ -86,8 +96,15 @@ def test_setup_on_the_test_server(my, mysql_database, mariadb):
                     scur.execute("SHOW BINLOG STATUS")  # BINLOG MONITOR
                     assert scur.fetchone()
                     scur.execute("CREATE TABLE fv_result (k int)")
+                    scur.execute("GRANT SELECT ON fv_result TO 'fv_service'@'%'")  # to a view's requester
+                    scur.execute("REVOKE SELECT ON fv_result FROM 'fv_service'@'%'")
                     scur.execute("DROP TABLE fv_result")
                 assert control.next_request(service) is None
+                # the requesters' grants (access.py)
+                assert MySqlGrants(service).read_rights("fv_service@%", {f"{mysql_database['database']}.t": frozenset(
+                    {"a"})}) == {f"{mysql_database['database']}.t": ReadRights()}
+                with service.cursor() as scur, pytest.raises(pymysql.err.OperationalError, match="denied"):
+                    scur.execute("SELECT authentication_string FROM mysql.user")  # no password hashes
             finally:
                 service.close()
         finally:

@@ -19,6 +19,7 @@ def connect(dsn: str) -> Connector:
     import pymysql
     from pymysql.constants import CLIENT
 
+    from freshview.connectors.mysql.access import MySqlGrants
     from freshview.connectors.mysql.catalog import MySqlNames
     from freshview.connectors.mysql.control import MySqlControl
     from freshview.connectors.mysql.dsn import parse_dsn
@@ -42,4 +43,5 @@ def connect(dsn: str) -> Connector:
         raise FreshviewError(f"cannot connect to {parsed.redacted()}: {exc}") from None
     database = parsed.database
     return Connector(MySqlSource(args, conn), MySqlResults(conn, database), MySqlControl(conn, database),
-                     MySqlNames(), (pymysql.err.MySQLError,), dialect="mysql", default_schema=database)
+                     MySqlNames(), (pymysql.err.MySQLError,), dialect="mysql", default_schema=database,
+                     grants=MySqlGrants(conn))

@@ -23,10 +23,20 @@ and ``create_view_timeout(name, sql, timeout_s)`` / ``drop_view_timeout(name,
 timeout_s)`` take the timeout: a separate, clearly named procedure rather
 than a mandatory third argument everybody would have to type.
 
-Callers need only EXECUTE on the procedures: they run with their definer's
-rights (SQL SECURITY DEFINER, the administrator who ran ``freshview
-setup``); ``requested_by`` records the invoker (``USER()``, the login, not
-``CURRENT_USER()``, which inside the procedure is the definer).
+**Whose rights.**  A view runs with its requester's rights (``service.access``),
+so the procedures a user calls are SQL SECURITY INVOKER: ``create_view_timeout``,
+still running as the caller, plans the query (``SELECT COUNT(*) INTO … FROM
+(SELECT 1 FROM (query) LIMIT 0)``: prepared and executed, no row read), so a
+missing privilege fails the CALL with MariaDB's own message, which names the
+table or column; and it names the caller's account, ``CURRENT_USER()`` (the
+account GRANTs name, ``bob@%``), to ``_request``.  ``_request`` is SQL SECURITY
+DEFINER (the administrator who ran ``freshview setup``): it alone may write
+the queue, and it checks that the account named matches the session's login
+(``USER()``: same user name, the login host matches the account's host
+pattern), so a caller reaching it directly can name no one else.  Callers need
+EXECUTE on the five procedures of ``USER_PROCEDURES`` and no other right on
+``freshview``.  ``requested_by`` (views made before: the login) is the view's
+``owner``.
 
 ``progress`` holds, per followed database (``source``), the position whose
 effects the result tables hold, written in the same transaction as the
@@ -58,7 +68,8 @@ TABLES_SQL = (
         created_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
         updated_at  datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
-    # the account that created the view (USER() of its create_view): it may drop it (``drop_refusal``)
+    # the account that created the view (its requester): it may drop it (``drop_refusal``), the view runs with
+    # its rights (``service.access``) and its result table is granted to it (views made before: USER())
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS owner varchar(400)",
     """CREATE TABLE IF NOT EXISTS freshview.requests (
         id           bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -67,11 +78,13 @@ TABLES_SQL = (
         `sql`        longtext,
         state        varchar(16) NOT NULL DEFAULT 'pending',  -- pending | running | done | failed | cancelled
         error        text,
-        requested_by varchar(400),                            -- USER() of the caller
+        requested_by varchar(400),                            -- the caller's account, user@host
         requested_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
         finished_at  datetime(6),
         KEY requests_state (state, id)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    # how many times a service started working on the request (service.requests.after_crash)
+    "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts int NOT NULL DEFAULT 0",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -86,7 +99,7 @@ TABLES_SQL = (
 
 _REQUEST_PROC = r"""
 CREATE OR REPLACE PROCEDURE freshview._request(p_action varchar(8), p_name varchar(255), p_sql longtext,
-                                               p_timeout double)
+                                               p_timeout double, p_account varchar(400))
     MODIFIES SQL DATA SQL SECURITY DEFINER
     COMMENT 'freshview: enqueue a request and wait for the service to answer it'
 BEGIN
@@ -95,10 +108,21 @@ BEGIN
     DECLARE err text;
     DECLARE msg varchar(512);
     DECLARE deadline datetime(6);
+    DECLARE login varchar(400) DEFAULT USER();
+    DECLARE login_host varchar(400) DEFAULT SUBSTRING_INDEX(login, '@', -1);
+    DECLARE account_host varchar(400) DEFAULT SUBSTRING_INDEX(p_account, '@', -1);
+    IF p_account IS NULL OR LOCATE('@', p_account) = 0
+       OR BINARY LEFT(p_account, CHAR_LENGTH(p_account) - CHAR_LENGTH(account_host) - 1)
+          <> BINARY LEFT(login, CHAR_LENGTH(login) - CHAR_LENGTH(login_host) - 1)
+       OR NOT (login_host LIKE account_host) THEN
+        SET msg = LEFT(CONCAT('freshview: the account ', COALESCE(p_account, 'NULL'), ' is not the one of this ',
+                              'session (', login, '); call freshview.create_view or freshview.drop_view'), 512);
+        SIGNAL SQLSTATE '42000' SET MESSAGE_TEXT = msg;
+    END IF;
     IF p_timeout IS NULL OR p_timeout <= 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'freshview: timeout_s must be a positive number of seconds';
     END IF;
-    INSERT INTO freshview.requests (action, name, `sql`, requested_by) VALUES (p_action, p_name, p_sql, USER());
+    INSERT INTO freshview.requests (action, name, `sql`, requested_by) VALUES (p_action, p_name, p_sql, p_account);
     SET req = LAST_INSERT_ID();
     COMMIT;  -- the service must see the request
     SET deadline = SYSDATE(6) + INTERVAL ROUND(p_timeout * 1000000) MICROSECOND;
@@ -133,27 +157,73 @@ END
 """
 
 
+# The query planned as the caller, so MariaDB checks its own rules (table and column privileges) before the
+# service computes anything with its rights: prepared and executed inside two derived tables, the inner one
+# LIMIT 0, so no row is read (the optimizer may still evaluate a constant subquery, which the caller could
+# run anyway), a statement can only be one SELECT, and no result set reaches the client (COUNT(*) always
+# yields one row for INTO).  A privilege error fails the CALL with MariaDB's message (naming the table or
+# column); other errors (bad SQL) are left to the service, whose messages say more.  The probe sees only
+# tables named with their database (see below); the service's check (access.py) sees every table.
+_PROBE_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview.create_view_timeout(view_name varchar(255), query longtext, timeout_s double)
+    MODIFIES SQL DATA SQL SECURITY INVOKER
+    COMMENT 'freshview: create a view and fill its table, waiting up to timeout_s seconds'
+BEGIN
+    DECLARE code int DEFAULT 0;
+    DECLARE denied text;
+    DECLARE prepared bool DEFAULT FALSE;
+    BEGIN
+        DECLARE CONTINUE HANDLER FOR SQLEXCEPTION
+            IF code = 0 THEN
+                GET DIAGNOSTICS CONDITION 1 denied = MESSAGE_TEXT, code = MYSQL_ERRNO;
+            END IF;
+        SET @freshview_probe = CONCAT('SELECT COUNT(*) INTO @freshview_probe FROM (SELECT 1 FROM (',
+                                      REGEXP_REPLACE(query, '[[:space:];]+$', ''),
+                                      CHAR(10 USING utf8mb4), ') AS freshview_query LIMIT 0) AS freshview_probe');
+        PREPARE freshview_probe FROM @freshview_probe;
+        IF code = 0 THEN
+            SET prepared = TRUE;
+            EXECUTE freshview_probe;
+        END IF;
+        IF prepared THEN
+            DEALLOCATE PREPARE freshview_probe;
+        END IF;
+        SET @freshview_probe = NULL;
+    END;
+    -- Inside a routine a bare table name is the routine's database's (freshview's), not the view's: a denial
+    -- there says nothing (the service's own check covers bare names); MariaDB names the table's database.
+    IF code = 1143 OR code = 1370 OR (code = 1142 AND LOCATE('for table `', denied) > 0
+                                     AND LOCATE('for table `freshview`.', denied) = 0)
+       OR (code = 1044 AND LOCATE('to database ''freshview''', denied) = 0) THEN
+        SET denied = LEFT(CONCAT('freshview: permission denied for view ', view_name, ': ', denied), 512);
+        SIGNAL SQLSTATE '42000' SET MESSAGE_TEXT = denied, MYSQL_ERRNO = code;
+    END IF;
+    CALL freshview._request('create', view_name, query, timeout_s, CURRENT_USER());
+END
+"""
+
+
 def _wrapper(name: str, params: str, call: str, comment: str) -> str:
-    return (f"CREATE OR REPLACE PROCEDURE freshview.{name}({params}) MODIFIES SQL DATA SQL SECURITY DEFINER "
-            f"COMMENT '{comment}' CALL freshview._request({call})")
+    """A procedure the user calls, running as the user (the account it names is ``CURRENT_USER()``)."""
+    return (f"CREATE OR REPLACE PROCEDURE freshview.{name}({params}) MODIFIES SQL DATA SQL SECURITY INVOKER "
+            f"COMMENT '{comment}' CALL freshview.{call}")
 
 
 PROCEDURES_SQL = (
     _REQUEST_PROC,
+    _PROBE_PROC,
     _wrapper("create_view", "view_name varchar(255), query longtext",
-             f"'create', view_name, query, {CREATE_TIMEOUT_S}",
+             f"create_view_timeout(view_name, query, {CREATE_TIMEOUT_S})",
              f"freshview: create a view and fill its table (waits up to {CREATE_TIMEOUT_S} s)"),
-    _wrapper("create_view_timeout", "view_name varchar(255), query longtext, timeout_s double",
-             "'create', view_name, query, timeout_s",
-             "freshview: create a view and fill its table, waiting up to timeout_s seconds"),
-    _wrapper("drop_view", "view_name varchar(255)", f"'drop', view_name, NULL, {DROP_TIMEOUT_S}",
+    _wrapper("drop_view", "view_name varchar(255)", f"drop_view_timeout(view_name, {DROP_TIMEOUT_S})",
              f"freshview: drop a view and its table (waits up to {DROP_TIMEOUT_S} s)"),
-    _wrapper("drop_view_timeout", "view_name varchar(255), timeout_s double", "'drop', view_name, NULL, timeout_s",
+    _wrapper("drop_view_timeout", "view_name varchar(255), timeout_s double",
+             "_request('drop', view_name, NULL, timeout_s, CURRENT_USER())",
              "freshview: drop a view and its table, waiting up to timeout_s seconds"),
 )
 
 #: The procedures a user needs EXECUTE on to manage views from SQL.
-USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view_timeout")
+USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view_timeout", "_request")
 
 
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
@@ -203,8 +273,10 @@ def is_installed(conn: Any) -> bool:
                       "AND routine_name = '_request'")
     tables = _run(conn, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'freshview' "
                         "AND table_name IN ('views', 'requests', 'progress')")
+    current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
+                         "AND table_name = 'requests' AND column_name = 'attempts'")  # else: setup upgrades it
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:
@@ -212,11 +284,12 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
     conn.begin()
     try:
         mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
-        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by FROM freshview.requests "
+        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts + 1 FROM freshview.requests "
                           f"WHERE state = 'pending'{mine} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
                     _request_owner(source) if source is not None else None)
         if rows:
-            _run(conn, "UPDATE freshview.requests SET state = 'running' WHERE id = %s", (rows[0][0],))
+            _run(conn, "UPDATE freshview.requests SET state = 'running', attempts = attempts + 1 WHERE id = %s",
+                 (rows[0][0],))
         conn.commit()
     except BaseException:
         conn.rollback()
@@ -228,6 +301,22 @@ def finish_request(conn: Any, request_id: int, error: str | None = None) -> None
     """Mark a request done (or failed with ``error``, which the caller's CALL raises); commits."""
     _run(conn, "UPDATE freshview.requests SET state = %s, error = %s, finished_at = CURRENT_TIMESTAMP(6) "
                "WHERE id = %s", ("failed" if error else "done", error, request_id))
+    conn.commit()
+
+
+def interrupted_requests(conn: Any, source: str | None = None) -> list[Request]:
+    """Requests a killed service was working on (of ``source``'s views, if given), oldest first."""
+    mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
+    rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts FROM freshview.requests "
+                      f"WHERE state = 'running'{mine} ORDER BY id",
+                _request_owner(source) if source is not None else None)
+    conn.commit()
+    return [Request(*row) for row in rows]
+
+
+def requeue_request(conn: Any, request_id: int) -> None:
+    """An interrupted request goes back to the queue; commits."""
+    _run(conn, "UPDATE freshview.requests SET state = 'pending' WHERE id = %s AND state = 'running'", (request_id,))
     conn.commit()
 
 
@@ -362,14 +451,19 @@ class MySqlControl:
         return is_installed(self.conn)
 
     def start(self) -> None:
-        """Requests a killed service was working on go back to the queue; a view left ``creating`` is
-        forgotten, with its table if one was made (MySQL's CREATE TABLE commits on its own)."""
-        requeue_running(self.conn, self.source)
+        """A view left ``creating`` is forgotten, with its table if one was made (MySQL's CREATE TABLE
+        commits on its own); its request, still running, is retried or failed (service.requests.recover)."""
         heartbeat(self.conn, self.source, "starting")
         for (name,) in _run(self.conn, f"SELECT name FROM freshview.views WHERE status = 'creating' AND {_OWNED}",
                             (spell(self.source),)):
             _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
+
+    def interrupted_requests(self) -> list[Request]:
+        return interrupted_requests(self.conn, self.source)
+
+    def requeue_request(self, request_id: int) -> None:
+        requeue_request(self.conn, request_id)
 
     def next_request(self) -> Request | None:
         return next_request(self.conn, self.source)
@@ -400,6 +494,14 @@ class MySqlControl:
         service = _run(self.conn, "SELECT CURRENT_USER()")[0][0]
         return drop_refusal(name, requester, row[0][0] if row else None, admins=("root", _account(service)))
 
+    def owners(self) -> dict[str, str | None]:
+        rows = _run(self.conn, f"SELECT name, owner FROM freshview.views WHERE {_OWNED}", (spell(self.source),))
+        self.conn.commit()
+        return {name: owner for name, owner in rows}
+
+    def denial(self, request_id: int) -> str | None:
+        return None  # create_view's probe fails the CALL itself, with MariaDB's message naming the column
+
     def abandon_create(self, name: str) -> None:
         _run(self.conn, "DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
         self.conn.commit()
@@ -421,5 +523,6 @@ class MySqlControl:
 
 
 __all__ = ["MySqlControl", "read_status", "activate_view", "record_position", "Request", "install", "is_installed", "next_request", "finish_request", "requeue_running",
+           "interrupted_requests", "requeue_request",
            "set_view_status", "set_view_rows", "set_view_lag", "delete_view", "heartbeat", "write_step",
            "read_position", "USER_PROCEDURES", "DATABASE"]

@@ -5,11 +5,16 @@ MySQL commits DDL implicitly, so ``create`` cannot make the new table and its
 rows one transaction as on PostgreSQL: the table is created first, then filled
 and the view marked active in one transaction; if that fails the table is
 dropped again, and a table left by a crash in between is dropped when the
-service starts (``MySqlControl.start``: views still ``creating``).
+service starts (``MySqlControl.start``: views still ``creating``).  A table
+replaced (a view recomputed) is built and filled under another name, then
+swapped in by one atomic ``RENAME TABLE``, so its readers never find it
+missing or empty.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -18,9 +23,13 @@ import pymysql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.mysql import control, sink
+from freshview.connectors.mysql.access import Account, resolve_account
+from freshview.connectors.mysql.catalog import quote, spell, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.errors import CatalogError, SchemaError
 from freshview.schema import WEIGHT
+
+log = logging.getLogger("freshview.service")
 
 
 def result_table(spec: ResultSpec) -> sink.ResultTable:
@@ -48,20 +57,31 @@ class MySqlResults:
 
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
                replace: bool, reader: str | None, request: int | None) -> None:
-        """``reader`` gets no GRANT: MySQL's USER() names the login host, not the account a GRANT needs;
-        the view's database's privileges apply (see README)."""
+        """``reader`` (the requester's account) gets SELECT on the table, and no other account keeps a
+        table-level grant on its name; the result database's own privileges still apply (see README)."""
         conn = self.conn
         try:
             table = result_table(spec)
+            database, name = split_table_name(spec.name)
+            shadow = None
+            if replace and database and self._exists(database, name):  # filled aside, then swapped in
+                tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
+                shadow = sink.ResultTable(f"{spell(database)}._fv_new_{tag}", table.shape)
+                old = f"{quote(database)}.{quote('_fv_old_' + tag)}"
+            filled = shadow or table
             with conn.cursor() as cur:
-                if replace:
-                    for statement in table.drop_sql():
-                        cur.execute(statement)
-                for statement in table.create_sql():
+                for statement in filled.drop_sql() + filled.create_sql():
                     cur.execute(statement)  # commits implicitly
+            try:  # (grants are by name: the table swapped in under it has them)
+                self._readable_only_by(spec.name, reader)  # GRANT and REVOKE commit implicitly too
+            except BaseException:
+                with conn.cursor() as cur:
+                    for statement in filled.drop_sql():
+                        cur.execute(statement)
+                raise
             conn.begin()
             try:
-                table.apply(conn, initial)
+                filled.apply(conn, initial)
                 control.activate_view(conn, spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
                                       position.to_text() if position is not None else None)
                 if request is not None:
@@ -71,15 +91,58 @@ class MySqlResults:
             except BaseException:
                 conn.rollback()
                 with conn.cursor() as cur:
-                    for statement in table.drop_sql():
+                    for statement in filled.drop_sql():
                         cur.execute(statement)
                 raise
+            if shadow is not None:
+                with conn.cursor() as cur:
+                    cur.execute(f"DROP TABLE IF EXISTS {old}")
+                    cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
+                    cur.execute(f"DROP TABLE {old}")
         except (pymysql.err.MySQLError, SchemaError) as exc:
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
 
+    def _exists(self, database: str, name: str) -> bool:
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                        (database, name))
+            return cur.fetchone() is not None
+
+    def _readable_only_by(self, name: str, reader: str | None) -> None:
+        """Revoke every table-level SELECT (and GRANT OPTION) on ``name`` (MySQL keeps grants of a dropped
+        table, and they would apply to a new table of that name), then grant SELECT to ``reader``'s account,
+        WITH GRANT OPTION: it may share what it could copy anyway."""
+        database, table = split_table_name(name)
+        target = sink.quote_table(name)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT User, Host, NULL, FIND_IN_SET('Grant', Table_priv) FROM mysql.tables_priv "
+                        "WHERE Db = %s AND Table_name = %s AND (FIND_IN_SET('Select', Table_priv) "
+                        "OR FIND_IN_SET('Grant', Table_priv)) UNION ALL SELECT User, Host, Column_name, 0 "
+                        "FROM mysql.columns_priv WHERE Db = %s AND Table_name = %s "
+                        "AND FIND_IN_SET('Select', Column_priv)", (database, table, database, table))
+            for user, host, column, grant in cur.fetchall():
+                what = ("SELECT" if column is None else f"SELECT ({quote(column)})") + (", GRANT OPTION" if grant else "")
+                cur.execute(f"REVOKE {what} ON {target} FROM {Account(user, host)}")
+            cur.execute("SELECT CURRENT_USER()")
+            service = Account.parse(cur.fetchone()[0])
+            account = resolve_account(self.conn, reader) if reader else None
+            if reader and account is None:
+                raise CatalogError(f"freshview: no account {Account.parse(reader)} to grant the result table to")
+            if account is not None and account != service:
+                cur.execute(f"GRANT SELECT ON {target} TO {account} WITH GRANT OPTION")
+
+    def revoke_reader(self, name: str, reader: str) -> None:
+        """MySQL's REVOKE does not cascade: every table-level grant on the table goes, the requester's and
+        those it made."""
+        try:
+            self._readable_only_by(name, None)
+        except pymysql.err.MySQLError as exc:
+            log.warning("cannot revoke the grants on %s: %s", name, exc)
+
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)
+        self._readable_only_by(name, None)
         with self.conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
         control.delete_view(self.conn, name)

@@ -149,13 +149,21 @@ def grant_sql(flavour: str, user: str, host: str, database: str,
         f"GRANT SELECT ON {_db(database)}.* TO {account}",
         f"GRANT ALL PRIVILEGES ON {_db(control.DATABASE)}.* TO {account}",
     ]
-    for target in result_databases or (database,):
-        statements.append(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON {_db(target)}.* TO {account}")
+    for target in result_databases or (database,):  # GRANT OPTION: a result table is granted to its requester
+        statements.append(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON {_db(target)}.* TO {account} "
+                          "WITH GRANT OPTION")
+    # the requesters' grants, to check that a view runs with its requester's rights (access.py); of mysql.user
+    # only the columns it needs (not the password hashes)
+    user_columns = "User, Host, Select_priv" + (", is_role, default_role" if flavour == "mariadb" else "")
+    statements.append(f"GRANT SELECT ({user_columns}) ON `mysql`.`user` TO {account}")
+    grant_tables = ("db", "tables_priv", "columns_priv") + (("roles_mapping",) if flavour == "mariadb" else ())
+    statements += [f"GRANT SELECT ON `mysql`.`{t}` TO {account}" for t in grant_tables]
     return statements
 
 
 def user_grant_sql(account: str = "'app_user'@'%'") -> list[str]:
-    """What a user needs to create and drop views from SQL: EXECUTE on the procedures, nothing else."""
+    """What a user needs to create and drop views from SQL: EXECUTE on the procedures (``_request`` too:
+    the procedures run as the user and call it), and SELECT on what its views read."""
     return [f"GRANT EXECUTE ON PROCEDURE {control.DATABASE}.{p} TO {account}" for p in control.USER_PROCEDURES]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pymysql
@@ -35,7 +35,7 @@ from freshview.connectors.mysql.catalog import TableName, describe_table, parse_
 from freshview.connectors.mysql.snapshot import Snapshot as MySqlSnapshotReader
 from freshview.connectors.mysql.transactions import BinlogPosition, MySqlTransaction
 from freshview.connectors.mysql.types import UnsupportedTypeError, column_type
-from freshview.errors import FreshviewError
+from freshview.errors import CatalogError, FreshviewError
 from freshview.schema import SqlType, TableSchema
 
 HEARTBEAT_S = 0.01  # the server's heartbeat period: an idle stream's read returns at most this long past its timeout
@@ -140,8 +140,8 @@ class MySqlStream:
             self._reported, self._reported_at = passed, now
             return base.Transaction(passed, time.time()), True  # no changes: only the position moves
         self._reported, self._reported_at = txn.position, now
-        ddl = {str(t) for statement in txn.ddl for t in statement.tables}
-        return to_transaction(txn, {t: self.definitions(t) for t in ddl}, time.time()), True
+        ddl = {str(t): statement.statement for statement in txn.ddl for t in statement.tables}
+        return dataclasses.replace(to_transaction(txn, {}, time.time()), ddl=ddl), True
 
     def follow(self, tables: set[TableName]) -> None:
         self.reader.follow(tables)
@@ -207,7 +207,56 @@ class MySqlSource:
     def describe(self, table: str) -> base.SourceTable:
         found = describe_table(self.conn, table)
         self.described[str(found.name)] = found
-        return base.SourceTable(str(found.name), found.schema)
+        return base.SourceTable(str(found.name), found.schema, self._identity(found.name, found.schema))
+
+    def _identity(self, name: TableName, schema: TableSchema) -> tuple[tuple[str, str], ...]:
+        """``base.SourceTable.identity``: the primary key, and when the table was created (a table dropped and
+        created again, or rebuilt by ALTER TABLE, is another table to the engine's copy)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT CREATE_TIME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                        "TABLE_NAME = %s", (name.database, name.table))
+            row = cur.fetchone()
+        return (("primary key", ", ".join(schema.primary_key)), ("creation time", str(row[0]) if row else ""))
+
+    def expansion(self, relation: str) -> str | None:
+        """A view's definition (``information_schema.VIEWS``), which the service's account must be allowed to
+        see (SHOW VIEW); None for anything else."""
+        name = parse_table_name(relation)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT v.VIEW_DEFINITION FROM information_schema.TABLES t LEFT JOIN "
+                        "information_schema.VIEWS v ON v.TABLE_SCHEMA = t.TABLE_SCHEMA AND v.TABLE_NAME = t.TABLE_NAME "
+                        "WHERE t.TABLE_SCHEMA = %s AND t.TABLE_NAME = %s AND t.TABLE_TYPE = 'VIEW'",
+                        (name.database, name.table))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        text = _text(row[0] or "").strip()
+        if not text:
+            raise CatalogError(f"{name} is a view whose definition the service's account may not see; grant it "
+                               f"SHOW VIEW on {name.quoted}, or create the freshview view from the view's query")
+        return text
+
+    def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, base.Recheck]:
+        """By name (a renamed table is gone from its old name: the binlog's statement says where)."""
+        out = {}
+        for table in tables:
+            name = parse_table_name(table)
+            try:
+                found = describe_table(self.conn, name)
+            except CatalogError as exc:
+                if "does not exist" in str(exc):
+                    out[table] = base.Recheck(None)
+                else:
+                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc))
+                continue
+            self.described[table] = found
+            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema))
+        return out
+
+    def retain(self, tables: Collection[str]) -> None:
+        self.followed = {parse_table_name(t) for t in tables}
+        if self._stream is not None:
+            self._stream.follow(set(self.followed))
 
     def definition(self, table: str) -> dict[str, SqlType | None]:
         """A table's columns as now defined (after DDL in the stream); {} for a dropped table."""

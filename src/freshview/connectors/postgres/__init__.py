@@ -16,6 +16,7 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
     import psycopg
 
     from freshview.connectors.postgres import control
+    from freshview.connectors.postgres.access import PostgresGrants
     from freshview.connectors.postgres.identifiers import PostgresNames
     from freshview.connectors.postgres.results import PostgresResults
     from freshview.connectors.postgres.source import PostgresSource, SourceError
@@ -27,4 +28,4 @@ def connect(dsn: str, *, slot: str | None = None, publication: str | None = None
     slot = slot or control.slot_name(dsn)
     return Connector(PostgresSource(dsn, conn, slot, publication or control.PUBLICATION),
                      PostgresResults(conn, slot), control.PostgresControl(conn, slot), PostgresNames(),
-                     (psycopg.Error,))
+                     (psycopg.Error,), grants=PostgresGrants(conn))

@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS freshview.requests (
     requested_at timestamptz NOT NULL DEFAULT now(),
     finished_at  timestamptz
 );
+-- how many times a service started working on the request (service.requests.after_crash)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0;
+-- the database's refusal when create_view planned the query as the caller (see create_view)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS denied text;
 
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
@@ -83,10 +87,12 @@ CREATE TABLE IF NOT EXISTS freshview.progress (
 -- The request queue is reached through SECURITY DEFINER functions so callers need no rights on it.
 -- The procedures themselves cannot be SECURITY DEFINER: such procedures may not COMMIT, and they must,
 -- or the service would never see the request.
-CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text) RETURNS bigint
+DROP FUNCTION IF EXISTS freshview._submit(text, text, text);  -- before requests carried the probe's refusal
+CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text, denied text)
+RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    INSERT INTO freshview.requests (action, name, sql, requested_by)
-    VALUES (action, view_name, query, session_user) RETURNING id
+    INSERT INTO freshview.requests (action, name, sql, requested_by, denied)
+    VALUES (action, view_name, query, session_user, denied) RETURNING id
 $fn$;
 
 CREATE OR REPLACE FUNCTION freshview._poll(req bigint, OUT state text, OUT error text)
@@ -101,7 +107,9 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
     WHERE id = req RETURNING state
 $fn$;
 
-CREATE OR REPLACE PROCEDURE freshview._request(action text, view_name text, query text, timeout_s double precision)
+DROP PROCEDURE IF EXISTS freshview._request(text, text, text, double precision);
+CREATE OR REPLACE PROCEDURE freshview._request(action text, view_name text, query text, timeout_s double precision,
+                                               denied text)
 LANGUAGE plpgsql AS $proc$
 DECLARE
     req bigint;
@@ -109,7 +117,7 @@ DECLARE
     err text;
     deadline timestamptz;
 BEGIN
-    req := freshview._submit(action, view_name, query);
+    req := freshview._submit(action, view_name, query, denied);
     COMMIT;  -- the service must see the request: this is why CALL cannot run inside BEGIN ... COMMIT
     deadline := clock_timestamp() + make_interval(secs => timeout_s);
     LOOP
@@ -118,6 +126,10 @@ BEGIN
         IF clock_timestamp() > deadline THEN
             st := freshview._cancel(req);
             COMMIT;
+            IF st = 'cancelled' AND denied IS NOT NULL THEN
+                RAISE EXCEPTION 'freshview: permission denied for view %: %', view_name, denied
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
             IF st = 'cancelled' THEN
                 RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
             END IF;
@@ -131,17 +143,35 @@ BEGIN
 END
 $proc$;
 
+-- The probe: the query planned as the caller, so the database checks its own rules (table and column
+-- privileges, schema USAGE, EXECUTE on functions) before the service computes anything with its rights.
+-- The cursor is opened and closed without a fetch: PostgreSQL checks privileges when the executor
+-- starts, and no row, function call or subquery is evaluated (planning alone folds immutable functions
+-- of constants).  A cursor takes exactly one query, and wrapped in SELECT * FROM (...) it can only be a
+-- SELECT (a data-modifying WITH must be at the top).
+-- Other errors (bad SQL) are left to the service, whose messages give line and column.
 CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120)
 LANGUAGE plpgsql AS $proc$
+DECLARE
+    probe refcursor;
+    denied text;
 BEGIN
-    CALL freshview._request('create', view_name, query, timeout_s);
+    BEGIN
+        OPEN probe FOR EXECUTE format(E'SELECT * FROM (%s\n) AS freshview_probe LIMIT 0',
+                                      regexp_replace(query, '[\s;]+$', ''));
+        CLOSE probe;
+    EXCEPTION
+        WHEN insufficient_privilege THEN denied := SQLERRM;
+        WHEN OTHERS THEN NULL;
+    END;
+    CALL freshview._request('create', view_name, query, timeout_s, denied);
 END
 $proc$;
 
 CREATE OR REPLACE PROCEDURE freshview.drop_view(view_name text, timeout_s double precision DEFAULT 60)
 LANGUAGE plpgsql AS $proc$
 BEGIN
-    CALL freshview._request('drop', view_name, NULL, timeout_s);
+    CALL freshview._request('drop', view_name, NULL, timeout_s, NULL);
 END
 $proc$;
 
@@ -194,22 +224,27 @@ def install(conn: psycopg.Connection) -> None:
     """Create or upgrade the freshview schema and the (initially empty) publication."""
     with conn.transaction():
         conn.execute(SCHEMA_SQL)
-        exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        exists = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (PUBLICATION,)).fetchone()
+        # a partitioned table's changes are published as its root's, the table freshview follows
         if not exists:
-            conn.execute(f"CREATE PUBLICATION {PUBLICATION}")
+            conn.execute(f"CREATE PUBLICATION {PUBLICATION} WITH (publish_via_partition_root = true)")
+        elif not exists[0]:
+            conn.execute(f"ALTER PUBLICATION {PUBLICATION} SET (publish_via_partition_root = true)")
 
 
 def is_installed(conn: psycopg.Connection) -> bool:
-    return conn.execute("SELECT to_regclass('freshview.requests') IS NOT NULL").fetchone()[0]
+    """The schema is there, at this version (an older one is upgraded by ``freshview setup``)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.requests') "
+                        "AND attname = 'attempts')").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
-    """Claim the oldest pending request (marks it running, commits)."""
+    """Claim the oldest pending request (marks it running, counts the attempt, commits)."""
     with conn.transaction():
         row = conn.execute(
-            "UPDATE freshview.requests SET state = 'running' WHERE id = ("
+            "UPDATE freshview.requests SET state = 'running', attempts = attempts + 1 WHERE id = ("
             " SELECT id FROM freshview.requests WHERE state = 'pending' ORDER BY id LIMIT 1"
-            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by").fetchone()
+            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by, attempts").fetchone()
     return Request(*row) if row else None
 
 
@@ -218,10 +253,16 @@ def finish_request(conn: psycopg.Connection, request_id: int, error: str | None 
                  ("failed" if error else "done", error, request_id))
 
 
-def requeue_running(conn: psycopg.Connection) -> None:
-    """Requests a killed service was working on go back to the queue."""
-    with conn.transaction():
-        conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE state = 'running'")
+def interrupted_requests(conn: psycopg.Connection) -> list[Request]:
+    """Requests a killed service was working on (``running``), oldest first."""
+    return [Request(*row) for row in conn.execute(
+        "SELECT id, action, name, sql, requested_by, attempts FROM freshview.requests WHERE state = 'running' "
+        "ORDER BY id").fetchall()]
+
+
+def requeue_request(conn: psycopg.Connection, request_id: int) -> None:
+    conn.execute("UPDATE freshview.requests SET state = 'pending' WHERE id = %s AND state = 'running'",
+                 (request_id,))
 
 
 class PostgresControl:
@@ -235,9 +276,15 @@ class PostgresControl:
         return is_installed(self.conn)
 
     def start(self) -> None:
-        requeue_running(self.conn)
         self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
-        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")  # their requests were requeued
+        # their requests are still running: retried or failed (service.requests.recover)
+        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")
+
+    def interrupted_requests(self) -> list[Request]:
+        return interrupted_requests(self.conn)
+
+    def requeue_request(self, request_id: int) -> None:
+        requeue_request(self.conn, request_id)
 
     def next_request(self) -> Request | None:
         return next_request(self.conn)
@@ -263,6 +310,13 @@ class PostgresControl:
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
         return drop_refusal(name, drop_rights(self.conn, requester, row[0] if row else None))
+
+    def owners(self) -> dict[str, str | None]:
+        return dict(self.conn.execute("SELECT name, owner FROM freshview.views").fetchall())
+
+    def denial(self, request_id: int) -> str | None:
+        row = self.conn.execute("SELECT denied FROM freshview.requests WHERE id = %s", (request_id,)).fetchone()
+        return row[0] if row else None
 
     def abandon_create(self, name: str) -> None:
         self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))

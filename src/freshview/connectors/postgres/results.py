@@ -7,6 +7,7 @@ each changed view's row count and lag in that transaction too.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Mapping
 
@@ -23,6 +24,8 @@ from freshview.connectors.postgres.sink import ResultShape, ResultTable
 from freshview.errors import CatalogError
 from freshview.schema import WEIGHT
 
+log = logging.getLogger("freshview.service")
+
 # After a step's result writes: the changed views get their row count and lag, every active view
 # the position its table now holds, the service its position and counters; returns the server's clock.
 _AFTER_STEP = (
@@ -34,6 +37,22 @@ _AFTER_STEP = (
     "UPDATE freshview.progress SET lsn = %(lsn)s, steps = steps + 1, changes = changes + %(changes)s, "
     "lag_ms = %(lag)s, changes_per_s = %(rate)s, status = 'running', heartbeat_at = now(), updated_at = now() "
     "WHERE slot = %(slot)s RETURNING extract(epoch FROM clock_timestamp())")
+
+
+def readable_only_by(conn: psycopg.Connection, table: psql.Composable, reader: str | None) -> None:
+    """A new result table, owned by the service's role, may be read by ``reader`` (the view's requester,
+    and so the roles that are members of it), who may grant that on (WITH GRANT OPTION: it could copy
+    the rows anyway), and nobody else: grants the table got from default privileges
+    (``ALTER DEFAULT PRIVILEGES ... TO PUBLIC``) are revoked."""
+    others = conn.execute(
+        "SELECT DISTINCT a.grantee FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a "
+        "WHERE c.oid = %s::regclass AND a.grantee <> c.relowner", (table.as_string(conn),)).fetchall()
+    for (grantee,) in others:
+        who = psql.SQL("PUBLIC") if grantee == 0 else psql.Identifier(
+            conn.execute("SELECT pg_get_userbyid(%s)", (grantee,)).fetchone()[0])
+        conn.execute(psql.SQL("REVOKE ALL ON {} FROM {}").format(table, who))
+    if reader and reader != conn.info.user:
+        conn.execute(psql.SQL("GRANT SELECT ON {} TO {} WITH GRANT OPTION").format(table, psql.Identifier(reader)))
 
 
 def result_table(spec: ResultSpec) -> ResultTable:
@@ -71,8 +90,7 @@ class PostgresResults:
                     conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
                 for statement in table.create_sql():
                     conn.execute(statement)
-                if reader and reader != conn.info.user:  # whoever asked for the view may read it
-                    conn.execute(psql.SQL("GRANT SELECT ON {} TO {}").format(table.name, psql.Identifier(reader)))
+                readable_only_by(conn, table.name, reader)
                 table.apply(conn, initial)
                 conn.execute(
                     "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
@@ -87,6 +105,16 @@ class PostgresResults:
         except psycopg.Error as exc:
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}".strip()) from None
         self.tables[spec.name] = table
+
+    def revoke_reader(self, name: str, reader: str) -> None:
+        if reader == self.conn.info.user:
+            return
+        try:
+            with self.conn.transaction():
+                self.conn.execute(psql.SQL("REVOKE ALL ON {} FROM {} CASCADE").format(  # and whom it granted
+                    identifier(name), psql.Identifier(reader)))
+        except psycopg.Error as exc:  # the table or the role is gone: nothing left to read
+            log.warning("cannot revoke %s's SELECT on %s: %s", reader, name, exc)
 
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)

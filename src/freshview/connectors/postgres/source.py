@@ -11,18 +11,20 @@ position.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Sequence
 
 import psycopg
 import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
-    Attached, PositionLost, SourceTable, StreamError, Transaction,
+    Attached, PositionLost, Recheck, SourceTable, StreamError, Transaction,
 )
 from freshview.connectors.postgres import protocol as p
+from freshview.connectors.postgres import catalog
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
@@ -32,6 +34,8 @@ from freshview.connectors.postgres.snapshot import read_table
 from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
 from freshview.errors import CatalogError, FreshviewError
 from freshview.schema import SqlType, TableSchema
+
+log = logging.getLogger("freshview.service")
 
 PG_EPOCH = 946_684_800.0  # 2000-01-01 in Unix seconds
 
@@ -49,11 +53,13 @@ def lost_position(message: str) -> bool:
 class PostgresStream:
     """``base.Stream``: whole transactions from the slot (pgoutput decoded and assembled)."""
 
-    def __init__(self, repl: ReplicationConnection) -> None:
+    def __init__(self, repl: ReplicationConnection, followed: Mapping[int, str] | None = None) -> None:
         self.repl = repl
         self.decoder = p.Decoder()
         self.assembler = TransactionAssembler()
         self._definitions: dict[p.Relation, Mapping[str, SqlType | None]] = {}
+        self.followed = followed if followed is not None else {}  # OID -> the name a followed table has
+        self._seen: dict[int, p.Relation] = {}  # followed relations as last described by the stream
 
     @property
     def waited_s(self) -> float:
@@ -78,7 +84,23 @@ class PostgresStream:
     def _neutral(self, txn: SourceTransaction) -> Transaction:
         return Transaction(Lsn(txn.end_lsn), txn.commit_time / 1e6 + PG_EPOCH,
                            {t: len(c) for t, c in txn.changes.items()}, frozenset(txn.truncated),
-                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn)
+                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn,
+                           self._altered(txn.relations.values()))
+
+    def _altered(self, relations) -> dict[str, None]:
+        """Followed tables whose relation is not as the stream last described it (DDL: renamed, key or replica
+        identity changed ...) or named otherwise than followed (renamed): the core rechecks them before a
+        change of them is taken for another table's or applied with the old key."""
+        out: dict[str, None] = {}
+        for rel in relations:
+            name = self.followed.get(rel.oid)
+            if name is None:
+                continue
+            before = self._seen.get(rel.oid)
+            if (before is not None and before != rel) or rel.qualified_name != name:
+                out[name] = None
+            self._seen[rel.oid] = rel
+        return out
 
     def _columns(self, rel: p.Relation) -> Mapping[str, SqlType | None]:
         found = self._definitions.get(rel)
@@ -137,7 +159,10 @@ class PostgresSnapshot:
         return int(total) if total and total > 0 else None
 
     def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        return read_table(self.dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress)
+        partitioned = self.conn.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(%s)",
+                                        (table.name,)).fetchone()
+        return read_table(self.dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress,
+                          only=not (partitioned and partitioned[0]))
 
 
 class PostgresSource:
@@ -151,6 +176,8 @@ class PostgresSource:
         self.slot = slot
         self.label = slot
         self.publication = publication
+        self.followed_oids: dict[int, str] = {}  # the relations prepared (OID -> the name they are followed by)
+        self._rechecked: dict[str, tuple[str, Recheck]] = {}  # catalog.recheck's answers, by their digests
 
     def _replication(self) -> ReplicationConnection:
         try:
@@ -186,27 +213,68 @@ class PostgresSource:
         except ReplicationError as exc:
             repl.close()
             raise (PositionLost if lost_position(str(exc)) else StreamError)(str(exc)) from None
-        return PostgresStream(repl)
+        return PostgresStream(repl, self.followed_oids)
 
     def describe(self, table: str) -> SourceTable:
         found = describe_table(self.conn, table)
-        return SourceTable(found.name, found.schema)
+        return SourceTable(found.name, found.schema, found.identity)
+
+    def expansion(self, relation: str) -> str | None:
+        return catalog.expansion(self.conn, relation)
+
+    def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
+        return catalog.recheck(self.conn, tables, self._rechecked)
+
+    def _members(self) -> dict[int, str]:
+        """The publication's own tables (OID -> name), as added (not the partitions it publishes through them)."""
+        return {oid: qualified(s, t) for oid, s, t in self.conn.execute(
+            "SELECT c.oid, n.nspname, c.relname FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+            "JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE p.pubname = %s",
+            (self.publication,)).fetchall()}
 
     def prepare(self, tables: Sequence[str]) -> None:
-        """Add the tables to the publication (the service's role must own them)."""
-        published = {qualified(s, t) for s, t in self.conn.execute(
-            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-            (self.publication,)).fetchall()}
+        """Add the tables to the publication (the service's role must own them), each only after checking
+        that its presence there leaves the application's writes working (a usable replica identity,
+        ``catalog.describe_table``); a table alone (``ONLY``: not its inheritance children), a partitioned
+        one published through its root."""
+        members = self._members()
         for table in tables:
-            if table in published:
+            oid, name, partitioned = catalog.publishable(self.conn, table)  # else UPDATE/DELETE would fail
+            self.followed_oids[oid] = name
+            if oid in members:
                 continue
+            if partitioned:
+                self._publish_via_root()
             try:
-                self.conn.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
-                    psql.Identifier(self.publication), identifier(table)))
+                self.conn.execute(psql.SQL("ALTER PUBLICATION {} ADD TABLE {}{}").format(
+                    psql.Identifier(self.publication), psql.SQL("" if partitioned else "ONLY "), identifier(name)))
             except psycopg.errors.InsufficientPrivilege:
                 raise CatalogError(
                     f"freshview: cannot add {table} to publication {self.publication} (not its owner); "
-                    f"as the table's owner run: ALTER PUBLICATION {self.publication} ADD TABLE {table};") from None
+                    f"as the table's owner run: ALTER PUBLICATION {self.publication} ADD TABLE ONLY {table};") from None
+
+    def _publish_via_root(self) -> None:
+        """Partitioned tables' changes are published as their root's (``freshview setup`` sets it too)."""
+        row = self.conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s",
+                                (self.publication,)).fetchone()
+        if row is not None and not row[0]:
+            self.conn.execute(psql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(
+                psql.Identifier(self.publication)))
+
+    def retain(self, tables: Collection[str]) -> None:
+        """Every other table leaves the publication (found by OID: a renamed table too), so it no longer
+        constrains the application's writes; one the service may not remove is left, with a warning."""
+        wanted = set(tables)
+        for oid, name in self._members().items():
+            if name in wanted:
+                continue
+            self.followed_oids.pop(oid, None)
+            try:
+                self.conn.execute(psql.SQL("ALTER PUBLICATION {} DROP TABLE ONLY {}").format(
+                    psql.Identifier(self.publication), identifier(name)))
+            except psycopg.Error as exc:
+                log.warning("cannot remove %s from publication %s (%s); as its owner run: ALTER PUBLICATION %s "
+                            "DROP TABLE ONLY %s;", name, self.publication, str(exc).strip(), self.publication, name)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresSnapshot]:

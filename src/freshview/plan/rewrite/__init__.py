@@ -13,16 +13,24 @@ function from plan to plan with the same result:
    (so ``pushdown`` can make them join keys);
 3. ``pushdown``: filter conjuncts moved down to the inputs with their
    columns, equalities across a join turned into its keys;
-4. ``prune``: columns no one uses dropped, so join and aggregate state
+4. ``join_order``: each tree of inner joins (comma lists, JOIN ... ON)
+   joined along its join graph, no cross product unless the query has one,
+   in the order an incremental step pays least for, with the sizes of the
+   relations in state (``statistics``);
+5. ``prune``: columns no one uses dropped, so join and aggregate state
    holds only those;
-5. ``joins.lower_joins``: outer, semi- and anti-joins (and NOT IN) lowered
+6. ``joins.lower_joins``: outer, semi- and anti-joins (and NOT IN) lowered
    into Join, Distinct, Filter, Project, UnionAll and Negate, so every
    executor maintains them with its existing operators;
-6. ``pushdown`` again, over the lowered joins (a WHERE conjunct on the
+7. ``pushdown`` again, over the lowered joins (a WHERE conjunct on the
    NULL-padded side reaches the matched branch; one no padded row passes
    drops the padded branch);
-7. ``merge_projects``: adjacent projections and filters merged, identity
+8. ``merge_projects``: adjacent projections and filters merged, identity
    projections dropped.
+
+A rule may take keyword arguments (``join_order`` takes ``statistics``:
+``plan.statistics``); ``optimize`` passes each rule the ones it declares
+of those it is given.
 
 ``mark_join`` is not a rule of the list: EXISTS / IN used as a value (under
 OR, NOT, CASE, in the SELECT list) is lowered by the query builder as it
@@ -32,26 +40,32 @@ the predicate's value, so the rules above only see core nodes there.
 
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 from freshview.plan import nodes as pn
 from freshview.plan.rewrite import joins, mark_join
 from freshview.plan.rewrite.factor_or import factor_or
 from freshview.plan.rewrite.fold_constants import fold_constants
+from freshview.plan.rewrite.join_order import join_order
 from freshview.plan.rewrite.merge_projects import merge_projects
 from freshview.plan.rewrite.prune import prune
 from freshview.plan.rewrite.pushdown import pushdown
 
-Rule = Callable[[pn.Node], pn.Node]
+Rule = Callable[..., pn.Node]  # plan (and the keyword arguments it declares) -> plan
 
-RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, prune, joins.lower_joins, pushdown, merge_projects)
+RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, join_order, prune, joins.lower_joins, pushdown,
+                           merge_projects)
 
 
-def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES) -> pn.Node:
-    """``plan`` rewritten by each of ``rules`` in turn."""
+def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES, **context: Any) -> pn.Node:
+    """``plan`` rewritten by each of ``rules`` in turn; each rule gets the keywords of ``context`` it declares
+    (``statistics=``: ``plan.statistics``)."""
     for rule in rules:
-        plan = rule(plan)
+        declared = inspect.signature(rule).parameters
+        plan = rule(plan, **{k: v for k, v in context.items() if k in declared})
     return plan
 
 
-__all__ = ["RULES", "optimize", "joins", "mark_join", "fold_constants", "factor_or", "pushdown", "prune", "merge_projects"]
+__all__ = ["RULES", "optimize", "joins", "mark_join", "fold_constants", "factor_or", "pushdown", "join_order",
+           "prune", "merge_projects"]

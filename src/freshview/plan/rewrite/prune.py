@@ -141,4 +141,57 @@ class _Prune:
         return pn.UnionAll(parts), {i: j for j, i in enumerate(sorted(keep))}
 
 
-__all__ = ["prune", "narrow"]
+def columns_read(plan: pn.Node) -> dict[str, frozenset[str]]:
+    """The columns of each relation (``Scan.relation``) that ``plan``'s result depends on: what
+    pruning asks each Scan for.  A relation of which no column is used maps to the empty set (its
+    rows still count); one read more than once maps to the union.  Used to check that a view's
+    requester may read what the view reads (``service.access``)."""
+    reads = _Reads()
+    reads.prune(plan, set(range(len(plan.columns))))
+    found = {name: frozenset(columns) for name, columns in reads.found.items()}
+    for scan in _scans(plan):  # a Scan pruning did not reach (none today): every column counts
+        if scan.relation not in reads.found:
+            found[scan.relation] = frozenset(name for name, _ in scan.schema_columns)
+    return found
+
+
+def _scans(node: pn.Node):
+    if isinstance(node, pn.Scan):
+        yield node
+    for child in node.inputs() + ((node.step,) if isinstance(node, pn.Recursive) else ()):
+        yield from _scans(child)
+
+
+class _Reads(_Prune):
+    """Pruning that records, per Scan, the columns asked of it (the plan it builds is discarded)."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, set[str]] = {}
+        self.silent = 0  # inside the column a node keeps only to carry its rows: not a read
+
+    def visit_Scan(self, node: pn.Scan, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        if not self.silent:
+            self.found.setdefault(node.relation, set()).update(node.schema_columns[i][0] for i in needed)
+        return self.whole(node, needed)
+
+    def _rows_only(self, visit, node: pn.Node, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        """No column of ``node`` is used, yet pruning keeps one: record the input's rows (no column),
+        then let pruning keep its column unrecorded."""
+        if needed:
+            return visit(node, needed)
+        for child in node.inputs():
+            self.prune(child, set())
+        self.silent += 1
+        try:
+            return visit(node, needed)
+        finally:
+            self.silent -= 1
+
+    def visit_Project(self, node: pn.Project, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        return self._rows_only(super().visit_Project, node, needed)
+
+    def visit_UnionAll(self, node: pn.UnionAll, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        return self._rows_only(super().visit_UnionAll, node, needed)
+
+
+__all__ = ["columns_read", "narrow", "prune"]
