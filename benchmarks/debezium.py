@@ -6,8 +6,8 @@ A keyed source ``orders(o_id, o_customer, amount NUMERIC(10,2), status)`` gets
 with REPLICA IDENTITY FULL sends them) under the view ``SELECT o_customer,
 SUM(amount), COUNT(*) FROM orders GROUP BY o_customer`` (``execution="local"``).
 Printed per batch size: messages/s end to end (JSON text in, view updated), and
-the share of that time spent reading (JSON + conversion) and netting
-(``formats.debezium.read`` / ``to_delta``).  Also messages/s written by a
+the share of that time spent reading (JSON + conversion) and netting into
+keyed operations (``formats.debezium.read`` / ``net``; the engine then looks the keys up once).  Also messages/s written by a
 ``watch_output(format="debezium")``.  Not a test: nothing asserts a speed.
 
     python3 -m benchmarks.debezium [--rows 100000] [--batch 100 1000 10000] [--batches 20]
@@ -81,7 +81,7 @@ def main() -> None:
             t0 = time.perf_counter()
             changes = debezium.read(msgs, schema)
             t1 = time.perf_counter()
-            debezium.to_delta(changes, schema, lambda rows: flow._present_rows("orders", rows))
+            debezium.net(changes, schema, "orders")
             t2 = time.perf_counter()
             flow.tick_debezium("orders", msgs)
             t3 = time.perf_counter()

@@ -46,7 +46,9 @@ def report(label: str, times: list[float]) -> None:
 def main() -> None:
     from freshview import IncrementalFlow
     from freshview.flow import dedup
-    from freshview.flow.flow import _seen_meta, _seen_order_state, _seen_state
+    from freshview.circuit.arrangements import dedup_meta as _seen_meta
+    from freshview.circuit.arrangements import dedup_order as _seen_order_state
+    from freshview.circuit.arrangements import dedup_seen as _seen_state
 
     parser = argparse.ArgumentParser(prog="python3 -m benchmarks.dedup")
     parser.add_argument("--ticks", type=int, default=2000)

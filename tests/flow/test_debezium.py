@@ -231,3 +231,96 @@ def test_watch_output_formats_are_checked(make_flow):
         flow.watch_output("totals", format="avro")
     with pytest.raises(Exception, match="decimal_handling"):
         flow.watch_output("totals", format="debezium", decimal_handling="exact")
+
+
+# ---------------------------------------------------------------------- messages against the source's rows
+KEYED = "id INT, name TEXT, amount NUMERIC(10,2)"
+
+
+@pytest.fixture
+def keyed(tmp_path):
+    """A flow without Spark, ``orders`` keyed by id holding (1, a, 1) and (2, b, 2)."""
+    from freshview import IncrementalFlow
+
+    flow = IncrementalFlow(state_dir=tmp_path / "keyed", execution="local")
+    flow.register_source("orders", KEYED, primary_key=["id"])
+    flow.tick_debezium("orders", [{"op": "c", "after": {"id": 1, "name": "a", "amount": 1}},
+                                  {"op": "c", "after": {"id": 2, "name": "b", "amount": 2}}])
+    yield flow
+    flow.close()
+
+
+def _rows(table):
+    return sorted(zip(*(c.to_pylist() for c in table.columns)), key=repr)
+
+
+def _D(x):
+    return decimal.Decimal(x).quantize(decimal.Decimal("0.01"))
+
+
+def test_old_rows_come_from_the_state_by_key_in_one_lookup(keyed, monkeypatch):
+    lookups = []
+    original = keyed.store.lookup
+    monkeypatch.setattr(keyed.store, "lookup", lambda name, keys: lookups.append(name) or original(name, keys))
+    msgs = [{"op": "u", "before": {"id": 1}, "after": {"id": 1, "name": "a2", "amount": 5}},  # partial before
+            {"op": "u", "after": {"id": 2, "name": "b2", "amount": 6}},  # no before: the key of after
+            {"op": "c", "after": {"id": 3, "name": "c", "amount": 7}},
+            {"op": "u", "before": {"id": 3}, "after": {"id": 4, "name": "c", "amount": 7}},  # a key move
+            {"op": "d", "before": {"id": 2, "name": None, "amount": None}},
+            {"op": "r", "after": {"id": 1, "name": "a3", "amount": 8}}]  # a re-snapshot replaces
+    summary = keyed.tick_debezium("orders", msgs)
+    assert _rows(keyed.snapshot("orders")) == [(1, "a3", _D(8)), (4, "c", _D(7))]
+    assert summary.rows_in == 4  # -(1, a, 1) +(1, a3, 8) -(2, b, 2) +(4, c, 7)
+    assert lookups == ["source/orders"]  # one lookup of every key the batch touches
+
+
+@pytest.mark.parametrize("msgs, reason, offset", [
+    ([{"op": "u", "after": {"id": 5, "name": "x", "amount": 1}}], "op 'u' for a key that does not exist", 0),
+    ([{"op": "d", "before": {"id": 1}}, {"op": "d", "before": {"id": 1}}], "op 'd' for a key that does not exist", 1),
+    ([{"op": "c", "after": {"id": 1, "name": "x", "amount": 1}}], "op 'c' for a key that exists", 0),
+    ([{"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
+      {"op": "u", "before": {"id": 7}, "after": {"id": 1, "name": "x", "amount": 1}}], "onto a key that exists", 1),
+    ([{"op": "c", "after": {"id": None, "name": "x", "amount": 1}}], "column 'id' is NOT NULL", 0),
+    ([{"op": "d", "before": {"id": None, "name": "x"}}], "primary key column 'id' is null", 0),
+    # the first refused message wins, whether the rows decide it (0) or not (2)
+    ([{"op": "d", "before": {"id": 9}}, {"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
+      {"op": "c", "after": {"id": 7, "name": "x", "amount": 1}}], "op 'd' for a key that does not exist", 0),
+    ([{"op": "d", "before": {"id": 1}}, {"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
+      {"op": "c", "after": {"id": 7, "name": "x", "amount": 1}}], "op 'c' for a key that exists", 2),
+])
+def test_key_refusals_name_the_message(keyed, msgs, reason, offset):
+    before = keyed.snapshot("orders")
+    with pytest.raises(MessageError, match=reason) as caught:
+        keyed.tick_debezium("orders", msgs)
+    assert caught.value.offset == offset and caught.value.source == "orders"
+    assert keyed.snapshot("orders").equals(before) and keyed.step == 1
+
+
+def test_an_earlier_source_refuses_before_a_later_one(keyed):
+    keyed.register_source("events", EVENTS)
+    with pytest.raises(MessageError, match="source 'orders', message 0: op 'u' for a key that does not exist"):
+        keyed.tick_debezium({"orders": [{"op": "u", "after": {"id": 5, "name": "x", "amount": 1}}],
+                             "events": ["not json"]})
+    with pytest.raises(MessageError, match="source 'events', message 0: not JSON"):
+        keyed.tick_debezium({"orders": [{"op": "u", "after": {"id": 1, "name": "x", "amount": 1}}],
+                             "events": ["not json"]})
+
+
+def test_truncate_deletes_every_row_then_later_messages_apply(keyed):
+    summary = keyed.tick_debezium("orders", [{"op": "t"}, {"op": "c", "after": {"id": 2, "name": "b", "amount": 2}}])
+    assert _rows(keyed.snapshot("orders")) == [(2, "b", _D(2))] and summary.rows_in == 1  # -(1, a, 1)
+
+
+def test_sources_without_a_key_need_whole_present_rows(keyed):
+    keyed.register_source("kv", "k TEXT, v INT")
+    keyed.tick("kv", pa.table({"k": ["a", "a", "b"], "v": pa.array([1, 1, None], pa.int32()), "_weight": [1, 1, 1]}))
+    msgs = [{"op": "d", "before": {"k": "a", "v": 1}}, {"op": "c", "after": {"k": "a", "v": 1}},
+            {"op": "u", "before": {"k": "b", "v": None}, "after": {"k": "c", "v": 3}},
+            {"op": "c", "after": {"k": "c", "v": 3}}]
+    with pytest.raises(MessageError, match="message 2: op 'd' of a row that is not present"):
+        keyed.tick_debezium("kv", msgs[:1] * 3)  # two copies: the third delete finds none
+    with pytest.raises(MessageError, match="without 'before'"):
+        keyed.tick_debezium("kv", [{"op": "u", "after": {"k": "a", "v": 2}}])
+    summary = keyed.tick_debezium("kv", msgs)
+    assert summary.rows_in == 2  # -(b, NULL) +2 (c, 3)
+    assert _rows(keyed.snapshot("kv")) == [("a", 1), ("a", 1), ("c", 3), ("c", 3)]

@@ -1,5 +1,6 @@
-"""formats.debezium: reading messages (values, envelopes, refusals with offsets), netting them into a
-source delta over the source's present rows, and writing a view's delta as messages."""
+"""formats.debezium: reading messages (values, envelopes, refusals with offsets), netting them into
+operations on the source's rows before the batch (and the checks the messages need of those rows;
+tests/flow/test_debezium.py runs them against a flow's rows), and writing a view's delta as messages."""
 
 from __future__ import annotations
 
@@ -90,78 +91,68 @@ def test_envelopes_and_tombstones():
     assert changes[0].source == {"lsn": 7}
 
 
-class State:
-    """A source's present rows, as ``to_delta``'s ``current`` callback sees them."""
-
-    def __init__(self, rows, key_at):
-        self.rows, self.key_at, self.calls = list(rows), key_at, 0
-
-    def __call__(self, probes):
-        self.calls += 1
-        if probes is None:
-            return list(self.rows)
-        if not self.key_at:
-            wanted = {tuple(p) for p in probes}
-            return [r for r in self.rows if r in wanted]
-        wanted = {tuple(p[i] for i in self.key_at) for p in probes}
-        return [r for r in self.rows if tuple(r[i] for i in self.key_at) in wanted]
-
-
-def delta_rows(table):
-    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
-    return sorted(zip(*cols), key=repr)
-
-
 def D(x):
     return decimal.Decimal(x).quantize(decimal.Decimal("0.01"))
 
 
-def test_old_rows_come_from_the_state_by_key():
-    state = State([(1, "a", D(1)), (2, "b", D(2))], [0])
+def test_a_keyed_batch_nets_into_upserts_deletes_and_the_checks_it_needs():
     msgs = [{"op": "u", "before": {"id": 1}, "after": {"id": 1, "name": "a2", "amount": 5}},  # partial before
             {"op": "u", "after": {"id": 2, "name": "b2", "amount": 6}},  # no before: the key of after
             {"op": "c", "after": {"id": 3, "name": "c", "amount": 7}},
             {"op": "u", "before": {"id": 3}, "after": {"id": 4, "name": "c", "amount": 7}},  # a key move
             {"op": "d", "before": {"id": 2, "name": None, "amount": None}},
             {"op": "r", "after": {"id": 1, "name": "a3", "amount": 8}}]  # a re-snapshot replaces
-    delta = dbz.to_delta(dbz.read(msgs, KEYED), KEYED, state)
-    assert delta_rows(delta) == sorted([(1, "a", D(1), -1), (1, "a3", D(8), 1), (2, "b", D(2), -1),
-                                        (4, "c", D(7), 1)], key=repr)
-    assert state.calls == 1  # one lookup of every key the batch touches
+    netted = dbz.net(dbz.read(msgs, KEYED), KEYED, "orders")
+    assert netted.error is None and not netted.truncate and netted.late == []
+    assert sorted(netted.upserts) == [(1, "a3", D(8)), (4, "c", D(7))]
+    assert sorted(r[0] for r in netted.deletes) == [2, 3]
+    # Each key's first message says what it needs of the rows before the batch; the batch decides the rest.
+    assert [(c.image[0], c.at_least, c.at_most, c.offset) for c in netted.checks] == [
+        (1, 1, None, 0), (2, 1, None, 1), (3, 0, 0, 2), (4, 0, 0, 3)]
+    assert netted.checks[2].reason == "op 'c' for a key that exists (id=3)"
 
 
-@pytest.mark.parametrize("msgs, reason, offset", [
-    ([{"op": "u", "after": {"id": 5, "name": "x", "amount": 1}}], "op 'u' for a key that does not exist", 0),
-    ([{"op": "d", "before": {"id": 1}}, {"op": "d", "before": {"id": 1}}], "op 'd' for a key that does not exist", 1),
-    ([{"op": "c", "after": {"id": 1, "name": "x", "amount": 1}}], "op 'c' for a key that exists", 0),
-    ([{"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
-      {"op": "u", "before": {"id": 7}, "after": {"id": 1, "name": "x", "amount": 1}}], "onto a key that exists", 1),
-    ([{"op": "c", "after": {"id": None, "name": "x", "amount": 1}}], "column 'id' is NOT NULL", 0),
-    ([{"op": "d", "before": {"id": None, "name": "x"}}], "primary key column 'id' is null", 0),
-])
-def test_key_refusals_name_the_message(msgs, reason, offset):
-    with pytest.raises(dbz.MessageError, match=reason) as caught:
-        dbz.to_delta(dbz.read(msgs, KEYED), KEYED, State([(1, "a", D(1))], [0]), "orders")
-    assert caught.value.offset == offset
+def test_a_message_refused_whatever_the_rows_stops_the_batch():
+    msgs = [{"op": "d", "before": {"id": 1}}, {"op": "c", "after": {"id": 7, "name": "x", "amount": 1}},
+            {"op": "d", "before": {"id": 1}}]
+    netted = dbz.net(dbz.read(msgs, KEYED), KEYED, "orders")
+    assert netted.error is not None and netted.error.offset == 2
+    assert "op 'd' for a key that does not exist (id=1)" in str(netted.error)
+    assert [(c.image[0], c.offset) for c in netted.checks] == [(1, 0), (7, 1)]  # checked first by the flow
+    with pytest.raises(dbz.MessageError, match="message 1: primary key column 'id' is null"):
+        dbz.net(dbz.read([msgs[0], {"op": "d", "before": {"id": None, "name": "x"}}], KEYED), KEYED, "orders")
 
 
-def test_truncate_deletes_every_row_then_later_messages_apply():
-    state = State([(1, "a", D(1)), (2, "b", D(2))], [0])
-    msgs = [{"op": "t"}, {"op": "c", "after": {"id": 2, "name": "b", "amount": 2}}]
-    assert delta_rows(dbz.to_delta(dbz.read(msgs, KEYED), KEYED, state)) == [(1, "a", D(1), -1)]
+def test_lenient_batches_need_no_rows_and_keep_sent_old_rows_as_late_deletes():
+    msgs = [{"op": "d", "before": {"id": 1}},
+            {"op": "u", "before": {"id": 2, "name": "b", "amount": 5}, "after": {"id": 2, "name": "b", "amount": 6}},
+            {"op": "c", "after": {"id": 3, "name": "c", "amount": 1}}]
+    netted = dbz.net(dbz.read(msgs, KEYED), KEYED, "orders", lenient=True)
+    assert [(c.image[0], c.at_most) for c in netted.checks] == [(3, 0)]  # a c still needs its key absent
+    assert netted.late == [(2, "b", D(5))] and netted.upserts == [(2, "b", D(6)), (3, "c", D(1))]
 
 
-def test_sources_without_a_key_need_whole_present_rows():
+def test_truncate_drops_the_rows_before_and_later_messages_apply():
+    msgs = [{"op": "d", "before": {"id": 5}}, {"op": "t"}, {"op": "c", "after": {"id": 2, "name": "b", "amount": 2}}]
+    netted = dbz.net(dbz.read(msgs, KEYED), KEYED)
+    assert netted.truncate and netted.upserts == [(2, "b", D(2))] and netted.deletes == []
+    assert [(c.image[0], c.offset) for c in netted.checks] == [(5, 0)]  # (after the truncate: nothing to check)
+
+
+def test_sources_without_a_key_net_copies():
     schema = schema_from_ddl("k TEXT, v INT")
-    state = State([("a", 1), ("a", 1), ("b", None)], [])
     msgs = [{"op": "d", "before": {"k": "a", "v": 1}}, {"op": "c", "after": {"k": "a", "v": 1}},
             {"op": "u", "before": {"k": "b", "v": None}, "after": {"k": "c", "v": 3}},
-            {"op": "c", "after": {"k": "c", "v": 3}}]
-    assert delta_rows(dbz.to_delta(dbz.read(msgs, schema), schema, state)) == [("b", None, -1), ("c", 3, 2)]
-    with pytest.raises(dbz.MessageError, match="message 2: op 'd' of a row that is not present"):
-        dbz.to_delta(dbz.read(msgs[:1] * 3, schema), schema, state)
-    with pytest.raises(dbz.MessageError, match="without 'before'"):
-        dbz.to_delta(dbz.read([{"op": "u", "after": {"k": "a", "v": 2}}], schema), schema, state)
+            {"op": "c", "after": {"k": "c", "v": 3}}, {"op": "d", "before": {"k": "c", "v": 3}}]
+    netted = dbz.net(dbz.read(msgs, schema), schema)
+    assert sorted(zip(netted.inserts, netted.insert_counts)) == [(("a", 1), 1), (("c", 3), 1)]
+    assert sorted(zip(netted.deletes, netted.delete_counts), key=repr) == [(("a", 1), 1), (("b", None), 1)]
+    assert [(c.image, c.at_least, c.offset) for c in netted.checks] == [(("a", 1), 1, 0), (("b", None), 1, 2)]
+    twice = dbz.net(dbz.read(msgs[:1] * 3, schema), schema)  # the j-th delete of a row needs j copies
+    assert [(c.at_least, c.offset) for c in twice.checks] == [(1, 0), (2, 1), (3, 2)]
+    assert "of a row that is not present" in twice.checks[2].reason
+    netted = dbz.net(dbz.read([{"op": "u", "after": {"k": "a", "v": 2}}], schema), schema)
+    assert netted.error is not None and "without 'before'" in str(netted.error)
 
 
 COLUMNS = (("g", SqlType("text")), ("total", SqlType.numeric(12, 2)), ("d", SqlType("date")))

@@ -34,11 +34,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freshview.algebra.batch import consolidate
-from freshview.runtime.operators.accumulators import (AggSpec, GroupSpec, finalize, match_keys, merge,
-                                                     null_default)
+from freshview.runtime.operators.accumulators import AggSpec, GroupSpec, finalize, merge
+from freshview.runtime.operators.group_keys import match_keys, null_default
 from freshview.runtime.operators.aggregate import _sum_acc_type
 from freshview.schema import WEIGHT, SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=150,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -449,9 +449,9 @@ def test_match_keys_null_safe_and_last_wins():
 
 
 def test_match_keys_decides_by_value_when_hashes_collide(monkeypatch):
-    from freshview.runtime.operators import accumulators
+    from freshview.runtime.operators import group_keys
 
-    monkeypatch.setattr(accumulators.hashing, "hash_rows", lambda cols: np.zeros(len(cols[0]), np.uint64))
+    monkeypatch.setattr(group_keys.hashing, "hash_rows", lambda cols: np.zeros(len(cols[0]), np.uint64))
     probe = [pa.array([1.5, math.nan, None, -0.0]), pa.array([False, False, True, False])]
     stored = [pa.array([None, 0.0, math.nan, 1.5, 0.0]), pa.array([True, False, False, False, True])]
     assert match_keys(probe, stored, 4, 5).tolist() == [3, 2, 0, 1]
@@ -484,15 +484,15 @@ def _half_up(num: int, den: int) -> int:
                                 st.integers(-(2**63) + 1, 2**63 - 1).filter(bool) | st.integers(1, 7)),
                       min_size=1, max_size=20))
 def test_exact_division_rounds_half_away_from_zero(pairs, off):
-    """``_div_half_up`` equals integer arithmetic, also when Arrow's quotient is one off either way."""
-    from freshview.runtime.operators import accumulators
+    """``div_half_up`` equals integer arithmetic, also when Arrow's quotient is one off either way."""
+    from freshview.runtime.operators import exact
 
     divide = pc.divide
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(accumulators.pc, "divide", lambda a, b: pc.add(divide(a, b), pa.scalar(Decimal(off))))
+        m.setattr(exact.pc, "divide", lambda a, b: pc.add(divide(a, b), pa.scalar(Decimal(off))))
         num = pa.array([Decimal(a) for a, _ in pairs], pa.decimal256(54, 0))
         den = pa.array([Decimal(b) for _, b in pairs], pa.decimal256(19, 0))
-        got = accumulators._div_half_up(num, den).to_pylist()
+        got = exact.div_half_up(num, den).to_pylist()
     assert got == [_half_up(a, b) for a, b in pairs]
 
 

@@ -40,7 +40,7 @@ from freshview.errors import ExecutionError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.runtime.expressions import arrow as ev
 from freshview.schema import SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 
 INT2, INT4, INT8 = SqlType("int2"), SqlType("int4"), SqlType("int8")
 FLOAT4, FLOAT8 = SqlType("float4"), SqlType("float8")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from freshview.circuit import arrangements as names
+from freshview.circuit.arrangements import Arrangement
 from freshview.errors import FreshviewError
 from freshview.plan import nodes as pn
 from freshview.plan.explain import describe
@@ -23,8 +25,8 @@ from freshview.plan.vector import VectorSearch
 class JoinState:
     """A join's state: each side's rows indexed by its join key."""
 
-    left: str
-    right: str
+    left: Arrangement
+    right: Arrangement
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -36,9 +38,9 @@ class AggState:
     """An aggregate's state: per-group accumulators, one ordered multiset per MIN/MAX (in order), and
     one multiset of (group, value) per DISTINCT aggregate and string_agg (in order)."""
 
-    acc: str
-    extremes: tuple[str, ...] = ()
-    values: tuple[str, ...] = ()
+    acc: Arrangement
+    extremes: tuple[Arrangement, ...] = ()
+    values: tuple[Arrangement, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -49,8 +51,8 @@ class AggState:
 class RecomputeState:
     """A TopK's or Window's state: its input, keyed by partition; for TopK also its current result."""
 
-    input: str
-    top: str | None = None
+    input: Arrangement
+    top: Arrangement | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -61,8 +63,8 @@ class RecomputeState:
 class RecursiveState:
     """A recursion's state: its inputs integrated (the anchor, then each external), and its last output."""
 
-    inputs: tuple[str, ...]
-    output: str
+    inputs: tuple[Arrangement, ...]
+    output: Arrangement
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -74,18 +76,16 @@ class VectorState:
     """A vector view's state: its current top-k per query (its own), and the copies of its two sources
     that the flow keeps (``source/<name>``; read, never written)."""
 
-    top: str
-    docs: str
-    queries: str | None = None
+    top: Arrangement
+    docs: Arrangement
+    queries: Arrangement | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.top,)
 
 
-def source_state(name: str) -> str:
-    """Where the flow keeps a source's rows (keyed by its primary key)."""
-    return f"source/{name}"
+source_state = names.source  # where the engine keeps a source's rows (keyed by its primary key)
 
 
 StateSpec = JoinState | AggState | RecomputeState | RecursiveState | VectorState | None
@@ -108,7 +108,7 @@ class Operator:
 class Circuit:
     view: str
     root: Operator
-    output_state: str
+    output_state: Arrangement
     sources: set[str]
 
     def operators(self):
@@ -124,8 +124,12 @@ def distinct_as_aggregate(node: pn.Distinct) -> pn.Aggregate:
     return pn.Aggregate(node.input, group, (), tuple(n for n, _ in node.input.columns))
 
 
+_state = names.operator_state
+
+
 class _Lift:
-    """Plan node -> operator, one ``visit_<Node>`` per node kind; state names are ``view/<v>/op<n>/...``."""
+    """Plan node -> operator, one ``visit_<Node>`` per node kind; state names are ``view/<v>/op<n>/...``
+    (``circuit.arrangements``)."""
 
     def __init__(self, view: str) -> None:
         self.view = view
@@ -133,7 +137,7 @@ class _Lift:
 
     def __call__(self, node: pn.Node) -> Operator:
         self.counter += 1
-        op_id = f"view/{self.view}/op{self.counter}"
+        op_id = names.operator(self.view, self.counter)
         visit = getattr(self, f"visit_{type(node).__name__}", self.visit_linear)
         op = visit(op_id, node)
         op.inputs = [self(child) for child in op.node.inputs()]
@@ -148,14 +152,14 @@ class _Lift:
         return Operator(op_id, node, "linear")
 
     def visit_Recursive(self, op_id: str, node: pn.Recursive) -> Operator:
-        names = (f"{op_id}/anchor",) + tuple(f"{op_id}/ext{i}" for i in range(len(node.externals)))
-        return Operator(op_id, node, "recursive", RecursiveState(names, f"{op_id}/out"))
+        inputs = (_state(op_id, "anchor"),) + tuple(_state(op_id, f"ext{i}") for i in range(len(node.externals)))
+        return Operator(op_id, node, "recursive", RecursiveState(inputs, _state(op_id, "out")))
 
     def visit_Distinct(self, op_id: str, node: pn.Distinct) -> Operator:
         return self.visit_Aggregate(op_id, distinct_as_aggregate(node))
 
     def visit_Join(self, op_id: str, node: pn.Join) -> Operator:
-        return Operator(op_id, node, "join", JoinState(f"{op_id}/left", f"{op_id}/right"))
+        return Operator(op_id, node, "join", JoinState(_state(op_id, "left"), _state(op_id, "right")))
 
     def visit_LogicalJoin(self, op_id: str, node: pn.LogicalJoin) -> Operator:
         raise FreshviewError(f"internal: a {node.kind} join reached the circuit unlowered "
@@ -163,24 +167,26 @@ class _Lift:
 
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
         # MIN, MAX and a collation group's spelling keep a (group, value) multiset
-        extremes = tuple(f"{op_id}/ext{j}" for j, a in enumerate(node.aggs) if a.func in ("min", "max", "spelling"))
-        values = tuple(f"{op_id}/val{j}" for j, a in enumerate(node.aggs) if a.distinct or a.recomputed)
-        return Operator(op_id, node, "aggregate", AggState(f"{op_id}/acc", extremes, values))
+        extremes = tuple(_state(op_id, f"ext{j}") for j, a in enumerate(node.aggs)
+                         if a.func in ("min", "max", "spelling"))
+        values = tuple(_state(op_id, f"val{j}") for j, a in enumerate(node.aggs) if a.distinct or a.recomputed)
+        return Operator(op_id, node, "aggregate", AggState(_state(op_id, "acc"), extremes, values))
 
     def visit_TopK(self, op_id: str, node: pn.TopK) -> Operator:
-        return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input", f"{op_id}/top"))
+        return Operator(op_id, node, "recompute", RecomputeState(_state(op_id, "input"), _state(op_id, "top")))
 
     def visit_Window(self, op_id: str, node: pn.Window) -> Operator:
-        return Operator(op_id, node, "recompute", RecomputeState(f"{op_id}/input"))
+        return Operator(op_id, node, "recompute", RecomputeState(_state(op_id, "input")))
 
     def visit_VectorSearch(self, op_id: str, node: VectorSearch) -> Operator:
         queries = source_state(node.queries.relation) if node.queries is not None else None
-        return Operator(op_id, node, "vector", VectorState(f"{op_id}/top", source_state(node.docs.relation), queries))
+        docs = source_state(node.docs.relation)
+        return Operator(op_id, node, "vector", VectorState(_state(op_id, "top"), docs, queries))
 
 
 def incrementalize(view: str, plan: pn.Node) -> Circuit:
     root = _Lift(view)(plan)
-    return Circuit(view, root, f"view/{view}/out", pn.relations(plan))
+    return Circuit(view, root, names.view_output(view), pn.relations(plan))
 
 
 def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:

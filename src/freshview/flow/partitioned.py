@@ -39,10 +39,11 @@ import numpy as np
 import pyarrow as pa
 
 from freshview.algebra import hashing
-from freshview.algebra.batch import DeltaBatch, consolidate, ipc_bytes, negate, repeat_by_weight, to_arrow_delta
+from freshview.algebra.batch import consolidate, ipc_bytes, negate, repeat_by_weight, to_arrow_delta
 from freshview.errors import CatalogError, DeltaError, ExecutionError, FreshviewError, StateError
-from freshview.flow.flow import source_schema_of
+from freshview.flow.catalog import source_schema_of
 from freshview.flow.partitioning import PartitionError, key_positions
+from freshview.flow.watches import Watch, Watches
 from freshview.runtime import shipping
 from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
@@ -72,8 +73,9 @@ def _table(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
 
-def _open_shard(directory: str, catalog: Mapping[str, Any]):
-    """The shard's flow, its catalog brought to the coordinator's (idempotent)."""
+def _open_shard(directory: str, catalog: Mapping[str, Any], prune: bool = False):
+    """The shard's flow, its catalog brought to the coordinator's (idempotent); with ``prune`` also
+    without the sources the coordinator dropped."""
     from freshview.flow.flow import IncrementalFlow
 
     flow = IncrementalFlow(state_dir=directory, execution="local", first_computation="local")
@@ -84,6 +86,10 @@ def _open_shard(directory: str, catalog: Mapping[str, Any]):
         for name in reversed(flow.views):
             if name not in wanted:
                 flow.drop_view(name)
+        if prune:
+            for name in flow.sources:
+                if name not in catalog["sources"]:
+                    flow.drop_source(name)
         flow.register_views([(v, sql) for v, sql in catalog["views"]])
     except BaseException:
         flow.close()
@@ -96,7 +102,7 @@ def shard_task(item: tuple) -> tuple[int, str, Any]:
     (kind, message))`` for a step the shard refuses (rolled back there).  Applying step ``n`` twice
     returns the outputs stored the first time; ``undo`` negates a step the shard applied."""
     index, directory, catalog, step, deltas, undo = item
-    flow = _open_shard(directory, catalog)
+    flow = _open_shard(directory, catalog, prune=True)
     try:
         done = flow.get_meta("partition/step", 0)
         outdir = Path(directory) / "outputs"
@@ -104,11 +110,9 @@ def shard_task(item: tuple) -> tuple[int, str, Any]:
             if done != step:
                 return index, "ok", {}
             changes = {s: negate(_table(d)) for s, d in deltas.items()}
-            previous = flow.get_meta("partition/previous", 0)
-
-            def forget(_outputs: dict) -> None:
-                flow.set_meta("partition/step", previous)
-            flow.tick(changes, before_commit=forget)
+            with flow.prepare(changes) as undone:
+                undone.set_meta("partition/step", flow.get_meta("partition/previous", 0))
+                undone.commit()
             return index, "ok", {}
         if done >= step:
             stored = outdir / str(step)
@@ -116,19 +120,19 @@ def shard_task(item: tuple) -> tuple[int, str, Any]:
         if outdir.exists():
             shutil.rmtree(outdir)
         produced: dict[str, bytes] = {}
-
-        def keep(outputs: dict[str, pa.Table]) -> None:
-            target = outdir / str(step)
-            target.mkdir(parents=True, exist_ok=True)
-            for view, out in outputs.items():
-                produced[view] = data = ipc_bytes(out)
-                (target / f"{view}.arrow").write_bytes(data)
-            flow.set_meta("partition/previous", done)
-            flow.set_meta("partition/step", step)
         try:
-            flow.tick({s: _table(d) for s, d in deltas.items()}, before_commit=keep)
+            prepared = flow.prepare({s: _table(d) for s, d in deltas.items()})
         except FreshviewError as exc:
             return index, "error", (type(exc).__name__, str(exc))
+        with prepared:  # the outputs kept for a re-run, then the step and its number commit together
+            target = outdir / str(step)
+            target.mkdir(parents=True, exist_ok=True)
+            for view, out in prepared.outputs.items():
+                produced[view] = data = ipc_bytes(out)
+                (target / f"{view}.arrow").write_bytes(data)
+            prepared.set_meta("partition/previous", done)
+            prepared.set_meta("partition/step", step)
+            prepared.commit()
         return index, "ok", produced
     finally:
         flow.close()
@@ -170,7 +174,7 @@ class PartitionedIncrementalFlow:
         self._spark = spark
         self._spark_ready = False
         self._lock = threading.RLock()
-        self._watches: dict[str, list] = {}
+        self._watches = Watches()
         self._closed = False
         doc = self._read()
         keys = {s: [c.lower() for c in cols] for s, cols in partition_key.items()}
@@ -277,6 +281,27 @@ class PartitionedIncrementalFlow:
             raise CatalogError(f"unknown source {name!r}")
         return self._sources[name]
 
+    def view_columns(self, name: str):
+        if name not in self._plans:
+            raise CatalogError(f"unknown view {name!r}")
+        return self._plans[name].columns
+
+    def readers(self, name: str) -> list[str]:
+        """Views that read the source or view ``name`` directly, in registration order."""
+        return [v for v, _ in self._views if v != name and any(s.relation == name for s in _scans(self._plans[v]))]
+
+    def drop_source(self, name: str) -> None:
+        """Forget a source on the coordinator and every shard (refused while a view reads it)."""
+        with self._lock:
+            self._check_open()
+            self.source_schema(name)
+            users = self.readers(name)
+            if users:
+                raise CatalogError(f"cannot drop source {name!r}: views {', '.join(users)} read it")
+            del self._sources[name]
+            self._write()
+            self._sync()
+
     def register_source(self, name: str, schema: str | pa.Schema | TableSchema,
                         primary_key: Sequence[str] | None = None) -> None:
         with self._lock:
@@ -347,8 +372,7 @@ class PartitionedIncrementalFlow:
             self._check_open()
             if name not in self._plans:
                 raise CatalogError(f"unknown view {name!r}")
-            readers = [v for v, _ in self._views if v != name and any(
-                s.relation == name for s in _scans(self._plans[v]))]
+            readers = self.readers(name)
             if readers:
                 raise CatalogError(f"cannot drop view {name!r}: views {', '.join(readers)} read it")
             self._views = [v for v in self._views if v[0] != name]
@@ -449,9 +473,7 @@ class PartitionedIncrementalFlow:
         self._clear_pending()
 
     def _publish(self, outputs: dict[str, pa.Table], step: int) -> None:
-        for name, out in outputs.items():
-            for w in list(self._watches.get(name, [])):
-                w._push(DeltaBatch(out, step))
+        self._watches.publish(outputs, step)
 
     # ---------------------------------------------------------------- reading
     def snapshot(self, name: str, weighted: bool = False) -> pa.Table:
@@ -476,14 +498,10 @@ class PartitionedIncrementalFlow:
 
     def watch_output(self, name: str, timeout: float | None = None):
         """Subscribe to a view's merged changes from the next step on (``flow.Watch``)."""
-        from freshview.flow.flow import Watch
-
         with self._lock:
             if name not in self._plans:
                 raise CatalogError(f"unknown view {name!r}")
-            w = Watch(self, name, timeout)  # type: ignore[arg-type]
-            self._watches.setdefault(name, []).append(w)
-            return w
+            return self._watches.add(Watch(self._watches, name, timeout))
 
     def explain(self, name: str) -> str:
         with self._lock:
@@ -561,9 +579,7 @@ class PartitionedIncrementalFlow:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for watches in self._watches.values():
-                for w in watches:
-                    w._close()
+            self._watches.close()
 
     def __enter__(self) -> "PartitionedIncrementalFlow":
         return self

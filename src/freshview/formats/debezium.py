@@ -1,6 +1,6 @@
 """Debezium JSON change messages ↔ weighted rows.
 
-**Reading** (``read``, then ``to_delta``).  A message is ``str``/``bytes``
+**Reading** (``read``, then ``net``).  A message is ``str``/``bytes``
 JSON or a ``dict``, with or without the Kafka Connect envelope
 ``{"schema": …, "payload": …}``; a ``None`` value (Kafka's tombstone after a
 delete) is skipped.  ``op``: ``c`` (create) and ``r`` (snapshot read) insert
@@ -16,7 +16,11 @@ source with a primary key, ``before`` (or, for ``u`` without ``before``, the
 ``d`` for a key that does not exist, and a ``c`` for a key that does, are
 refused; ``r`` replaces the row of its key if there is one (a re-snapshot).
 A source without a primary key needs the whole ``before`` row of ``u``/``d``,
-and that row must be present.
+and that row must be present.  Nothing here reads the source: ``net`` turns a
+batch into operations on the rows before it (each key's row after the batch,
+or none) and the checks its messages need of those rows, each with the offset
+and reason to refuse with; the engine looks every key up once, checks and
+applies (``flow/debezium.py``, ``runtime/operators/source.py``).
 
 Values as Debezium's JSON converter renders them (and plainer spellings):
 integers, floats (also ``"NaN"``, ``"Infinity"``, ``"-Infinity"``), booleans,
@@ -58,6 +62,7 @@ import decimal
 import json
 import re
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -65,7 +70,8 @@ import pyarrow as pa
 from freshview.errors import DeltaError
 from freshview.schema import WEIGHT, SqlType, TableSchema
 
-__all__ = ["MessageError", "Change", "read", "to_delta", "encode", "connect_schema", "row_key", "COUNT_FIELD"]
+__all__ = ["MessageError", "Change", "Check", "Netted", "read", "net", "encode", "connect_schema", "row_key",
+           "COUNT_FIELD"]
 
 COUNT_FIELD = "_fv_count"
 EPOCH = dt.date(1970, 1, 1)
@@ -307,27 +313,61 @@ def _iso_duration(text: str) -> pa.MonthDayNano:
     return pa.MonthDayNano([sign * (years * 12 + months), sign * (weeks * 7 + days), sign * micros * 1000])
 
 
-# ------------------------------------------------------------------------- changes -> a delta
-def to_delta(changes: Sequence[Change], schema: TableSchema,
-             current: Callable[[list[tuple]], list[tuple]], source: str | None = None,
-             absent: str = "raise") -> pa.Table:
-    """The source delta of ``changes`` applied in order (columns of ``schema`` + ``_weight``).
+# ------------------------------------------------------------------------- changes -> per-key operations
+_UNKNOWN = object()  # a key's row before the batch, not known here (the engine's copy holds it)
 
-    ``current(rows)`` gives the source's present rows matching ``rows`` (by primary key, or whole rows
-    for a source without one), as value tuples in ``schema``'s order, once per present copy;
-    ``current(None)`` gives every row (a truncate).  Refusals name the message's offset.
-    ``absent``: what a ``u``/``d`` of a row that is not present does: ``"raise"`` (MessageError) or
-    ``"ignore"`` (a flow with a state TTL, whose source may have evicted the row): a ``d`` does nothing
-    (its ``before`` may hold only the key) and a ``u`` inserts its ``after``, and deletes its ``before``
-    if it has one (a full old row: MySQL, PostgreSQL's REPLICA IDENTITY FULL) so the views still holding
-    that row drop it.
+
+@dataclass(frozen=True)
+class Check:
+    """A condition on the source's rows before the batch that a message needs: the key of ``image``
+    has between ``at_least`` and ``at_most`` (None: any number) rows; refused as ``reason`` at
+    ``offset``."""
+
+    image: tuple
+    at_least: int
+    at_most: int | None
+    offset: int
+    reason: str
+
+
+@dataclass
+class Netted:
+    """A batch of messages as operations on the source's rows before it (``net``), in the source's
+    column order.  With a primary key: ``upserts`` (each key's row after the batch) and ``deletes``
+    (images whose keys have no row after it); without one, rows are their own keys: ``inserts`` and
+    ``deletes`` with ``counts`` (copies; deletes remove at most the copies present).  ``truncate``:
+    every row before the batch goes first.  ``late`` (under a TTL): per key, a sent old row the
+    views are to lose if the source no longer holds the key.  ``error``: the first message refused
+    whatever the rows before the batch are; the operations then stop before it."""
+
+    keyed: bool
+    upserts: list[tuple] = _field(default_factory=list)
+    inserts: list[tuple] = _field(default_factory=list)
+    insert_counts: list[int] = _field(default_factory=list)
+    deletes: list[tuple] = _field(default_factory=list)
+    delete_counts: list[int] = _field(default_factory=list)
+    truncate: bool = False
+    checks: list[Check] = _field(default_factory=list)
+    late: list[tuple] = _field(default_factory=list)
+    error: MessageError | None = None
+
+
+def net(changes: Sequence[Change], schema: TableSchema, source: str | None = None, lenient: bool = False) -> Netted:
+    """``changes`` applied in order, as operations on the rows before the batch (``Netted``), and the
+    conditions on those rows that the messages need (``checks``, named by offset and reason).
+
+    The rows before the batch are not read here: the engine looks each key up once, checks, and
+    applies the operations (``runtime/operators/source.py``).  A message refused whatever those rows
+    are (a ``c`` of a key an earlier message created) is ``Netted.error``.  ``lenient`` (a flow with a
+    state TTL, whose source may have evicted a row): a ``u``/``d`` of a row that is not there is no
+    error: a ``d`` does nothing (its ``before`` may hold only the key) and a ``u`` inserts its
+    ``after``, and deletes its ``before`` if it has one (a full old row: MySQL, PostgreSQL's REPLICA
+    IDENTITY FULL) from the views still holding that row (``late``).
     """
-    if absent not in ("raise", "ignore"):
-        raise ValueError(f"absent must be 'raise' or 'ignore', not {absent!r}")
     key_at = [schema.names.index(k) for k in schema.primary_key]
     if key_at:
-        return _keyed_delta(changes, schema, key_at, current, source, absent == "ignore")
-    return _multiset_delta(changes, schema, current, source, absent == "ignore")
+        return _net_keyed(changes, key_at, list(schema.primary_key), source, lenient)
+    return _net_multiset(changes, source, lenient)
 
 
 def _key(row: tuple, key_at: Sequence[int]) -> tuple:
@@ -347,129 +387,134 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def _keyed_delta(changes: Sequence[Change], schema: TableSchema, key_at: list[int],
-                 current: Callable, source: str | None, lenient: bool = False) -> pa.Table:
-    names = list(schema.primary_key)
-    state: dict[tuple, tuple | None] = {}  # key -> its row now (None: absent), for the keys looked up
-    originals: dict[tuple, tuple | None] = {}
-    if any(c.op == "t" for c in changes):
-        for row in current(None):
-            state[_key(row, key_at)] = row
-    wanted = {}
+def _net_keyed(changes: Sequence[Change], key_at: list[int], names: list[str], source: str | None,
+               lenient: bool) -> Netted:
+    for c in changes:  # a NULL key anywhere is refused first
+        for row in (c.before, c.after):
+            if row is not None and any(row[i] is None for i in key_at):
+                missing = next(n for n, i in zip(names, key_at) if row[i] is None)
+                raise MessageError(c.offset, f"primary key column {missing!r} is null", source)
+    out = Netted(keyed=True)
+    state: dict[tuple, Any] = {}  # key -> its row now (None: absent; _UNKNOWN: as before the batch)
+    image: dict[tuple, tuple] = {}  # key -> a row image carrying it
+    late: dict[tuple, tuple] = {}
+
+    def at(row: tuple) -> tuple:
+        k = _key(row, key_at)
+        if k not in state:
+            state[k] = None if out.truncate else _UNKNOWN
+            image[k] = row
+        return k
+
+    def need(k: tuple, present: bool, c: Change, reason: str) -> None:
+        out.checks.append(Check(image[k], 1 if present else 0, None if present else 0, c.offset, reason))
+        state[k] = None  # known from here on (refused otherwise)
+
     for c in changes:
-        for image in (c.before, c.after):
-            if image is not None:
-                if any(image[i] is None for i in key_at):
-                    missing = next(n for n, i in zip(names, key_at) if image[i] is None)
-                    raise MessageError(c.offset, f"primary key column {missing!r} is null", source)
-                wanted.setdefault(_key(image, key_at), image)
-    todo = [image for k, image in wanted.items() if k not in state]
-    if todo:
-        for k in wanted:
-            state.setdefault(k, None)
-        for row in current(todo):
-            state[_key(row, key_at)] = row
-    originals.update(state)
-    for c in changes:
-        if c.op == "t":
-            for k in state:
+        try:
+            if c.op == "t":
+                out.truncate = True
+                for k in state:
+                    state[k] = None
+            elif c.op in ("c", "r"):
+                k = at(c.after)  # type: ignore[arg-type]
+                if c.op == "c":
+                    reason = f"op 'c' for a key that exists ({_key_text(names, k)})"
+                    if state[k] is _UNKNOWN:
+                        need(k, False, c, reason)
+                    elif state[k] is not None:
+                        raise MessageError(c.offset, reason, source)
+                state[k] = c.after
+            elif c.op == "d":
+                k = at(c.before)  # type: ignore[arg-type]
+                reason = f"op 'd' for a key that does not exist ({_key_text(names, k)})"
+                if state[k] is _UNKNOWN and not lenient:
+                    need(k, True, c, reason)
+                elif state[k] is None and not lenient:
+                    raise MessageError(c.offset, reason, source)
                 state[k] = None
-            continue
-        if c.op in ("c", "r"):
-            k = _key(c.after, key_at)
-            if c.op == "c" and state[k] is not None:
-                raise MessageError(c.offset, f"op 'c' for a key that exists ({_key_text(names, k)})", source)
-            state[k] = c.after
-        elif c.op == "d":
-            k = _key(c.before, key_at)
-            if state[k] is None and not lenient:
-                raise MessageError(c.offset, f"op 'd' for a key that does not exist ({_key_text(names, k)})",
-                                   source)
-            state[k] = None
-        else:  # u
-            old = _key(c.before if c.before is not None else c.after, key_at)
-            new = _key(c.after, key_at)
-            if state[old] is None and not lenient:
-                raise MessageError(c.offset, f"op 'u' for a key that does not exist ({_key_text(names, old)})",
-                                   source)
-            if state[old] is None and originals.get(old) is None and c.before is not None:
-                originals[old] = c.before  # evicted: its old row from the message, deleted as a late delete
-            if new != old and state[new] is not None:
-                raise MessageError(c.offset, f"op 'u' moves a row onto a key that exists "
-                                             f"({_key_text(names, new)})", source)
-            state[old] = None
-            state[new] = c.after
-    rows, weights = [], []
+            else:  # u
+                old = at(c.before if c.before is not None else c.after)  # type: ignore[arg-type]
+                new = at(c.after)  # type: ignore[arg-type]
+                reason = f"op 'u' for a key that does not exist ({_key_text(names, old)})"
+                if state[old] is _UNKNOWN and not lenient:
+                    need(old, True, c, reason)
+                elif state[old] is None and not lenient:
+                    raise MessageError(c.offset, reason, source)
+                if state[old] in (None, _UNKNOWN) and c.before is not None and old not in late:
+                    late[old] = c.before  # (lenient) evicted: its old row from the message, a late delete
+                if new != old:
+                    reason = f"op 'u' moves a row onto a key that exists ({_key_text(names, new)})"
+                    if state[new] is _UNKNOWN:
+                        need(new, False, c, reason)
+                    elif state[new] is not None:
+                        raise MessageError(c.offset, reason, source)
+                state[old] = None
+                state[new] = c.after
+        except MessageError as exc:
+            out.error = exc
+            break
     for k, now in state.items():
-        before = originals.get(k)
-        if before == now:
-            continue
-        if before is not None:
-            rows.append(before)
-            weights.append(-1)
+        if now is _UNKNOWN:
+            continue  # (only when the batch stopped at an error)
         if now is not None:
-            rows.append(now)
-            weights.append(1)
-    return _table(rows, weights, schema)
+            out.upserts.append(now)
+        elif not out.truncate:
+            out.deletes.append(image[k])
+    out.late = list(late.values()) if lenient else []
+    return out
 
 
-def _multiset_delta(changes: Sequence[Change], schema: TableSchema, current: Callable,
-                    source: str | None, lenient: bool = False) -> pa.Table:
-    counts: dict[tuple, int] = {}
+def _net_multiset(changes: Sequence[Change], source: str | None, lenient: bool) -> Netted:
+    """Rows are their own keys and may repeat.  A delete takes a copy the batch inserted if there is
+    one, else one of the rows before the batch: the j-th such delete of a row needs at least j
+    copies of it there (a check at its offset)."""
+    out = Netted(keyed=False)
+    pool: dict[tuple, int] = {}  # the batch's own copies (inserted, not deleted again)
+    taken: dict[tuple, int] = {}  # copies deletes took from the rows before the batch
     rows_of: dict[tuple, tuple] = {}
-    if any(c.op == "t" for c in changes):
-        for row in current(None):
-            k = _key(row, range(len(row)))
-            counts[k] = counts.get(k, 0) + 1
-            rows_of[k] = row
-    todo = {}
     for c in changes:
-        if c.before is not None:
-            todo.setdefault(_key(c.before, range(len(c.before))), c.before)
-    missing = [row for k, row in todo.items() if k not in counts]
-    if missing:
-        for k in todo:
-            counts.setdefault(k, 0)
-        for row in current(missing):
-            k = _key(row, range(len(row)))
-            counts[k] = counts.get(k, 0) + 1
-    start = dict(counts)
-    for c in changes:
-        if c.op == "t":
-            for k in counts:
-                counts[k] = 0
-            continue
-        if c.op in ("d", "u"):
-            if c.op == "u" and c.before is None:
-                raise MessageError(c.offset, "op 'u' without 'before' on a source without a primary key "
-                                             "(the old row cannot be found)", source)
-            k = _key(c.before, range(len(c.before)))
-            if counts.get(k, 0) > 0:
-                counts[k] -= 1
-                rows_of.setdefault(k, c.before)
-            elif not lenient:
-                raise MessageError(c.offset, f"op {c.op!r} of a row that is not present", source)
-        if c.op in ("c", "r", "u"):
-            k = _key(c.after, range(len(c.after)))
-            counts[k] = counts.get(k, 0) + 1
-            rows_of.setdefault(k, c.after)
-    rows, weights = [], []
-    for k, n in counts.items():
-        diff = n - start.get(k, 0)
-        if diff:
-            rows.append(rows_of[k])
-            weights.append(diff)
-    return _table(rows, weights, schema)
+        try:
+            if c.op == "t":
+                out.truncate = True
+                pool.clear()
+                taken.clear()
+                continue
+            if c.op in ("d", "u"):
+                if c.op == "u" and c.before is None:
+                    raise MessageError(c.offset, "op 'u' without 'before' on a source without a primary key "
+                                                 "(the old row cannot be found)", source)
+                k = row_key(c.before)  # type: ignore[arg-type]
+                rows_of.setdefault(k, c.before)  # type: ignore[arg-type]
+                if pool.get(k, 0) > 0:
+                    pool[k] -= 1
+                elif out.truncate:  # nothing before the batch is left
+                    if not lenient:
+                        raise MessageError(c.offset, f"op {c.op!r} of a row that is not present", source)
+                else:
+                    taken[k] = taken.get(k, 0) + 1
+                    if not lenient:
+                        out.checks.append(Check(c.before, taken[k], None, c.offset,  # type: ignore[arg-type]
+                                                f"op {c.op!r} of a row that is not present"))
+            if c.op in ("c", "r", "u"):
+                k = row_key(c.after)  # type: ignore[arg-type]
+                rows_of.setdefault(k, c.after)  # type: ignore[arg-type]
+                pool[k] = pool.get(k, 0) + 1
+        except MessageError as exc:
+            out.error = exc
+            break
+    for k, n in pool.items():
+        if n:
+            out.inserts.append(rows_of[k])
+            out.insert_counts.append(n)
+    for k, n in taken.items():
+        out.deletes.append(rows_of[k])
+        out.delete_counts.append(n)
+    return out
 
 
 def _key_text(names: Sequence[str], key: tuple) -> str:
     return ", ".join(f"{n}={v!r}" for n, v in zip(names, key))
-
-
-def _table(rows: list[tuple], weights: list[int], schema: TableSchema) -> pa.Table:
-    arrays = [pa.array([r[i] for r in rows], type=c.type.arrow) for i, c in enumerate(schema.columns)]
-    arrays.append(pa.array(weights, pa.int64()))
-    return pa.Table.from_arrays(arrays, schema=schema.arrow(with_weight=True))
 
 
 # ----------------------------------------------------------------------------------------- writing

@@ -4,7 +4,7 @@ each step's view changes to the sinks, exactly once across crashes.
 One step, in order:
 1. messages polled from each source, replays dropped (``batching.fresh``: at or below the position the
    state holds, or already pending), cut at transaction boundaries (``batching.cut``);
-2. ``flow.tick_debezium`` applies them; inside its transaction, ``before_commit`` stores each source's
+2. ``flow.prepare_debezium`` applies them; inside its transaction (before ``commit``) the runner stores each source's
    last position, writes each sink's payload to the outbox and the emission's sequence number;
 3. after the commit, each sink delivers the emission (idempotently), the outbox file goes, and each
    source acknowledges the applied positions to its broker.
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from freshview.errors import FreshviewError
 from freshview.formats.debezium import MessageError
-from freshview.pipeline import batching, io
+from freshview.pipeline import batching, io, registry
 from freshview.pipeline.outbox import Outbox, recovery
 from freshview.pipeline.spec import SETTINGS, PipelineError, PipelineSpec
 
@@ -135,7 +135,7 @@ class PipelineRunner:
             flow.set_meta("pipeline/initial", {"views": new, "seq": self.emitted + 1})
         flow.register_views([(v.name, v.sql) for v in self.spec.views.values()])
         for sink in self.spec.sinks.values():
-            connector = io.make_sink(sink.name, sink.options, self.state_dir)
+            connector = registry.make_sink(sink.name, sink.options, self.state_dir)
             connector.open(sink.view, flow.view_columns(sink.view), flow.view_plan(sink.view), self.pipeline_id)
             self.sinks[sink.name] = connector
         self._recover()
@@ -152,7 +152,7 @@ class PipelineRunner:
                              for s in self.spec.sinks.values()}
         self.pending: dict[str, _Pending] = {}
         for src in self.spec.sources.values():
-            connector = io.make_source(src.name, src.options, self.state_dir)
+            connector = registry.make_source(src.name, src.options, self.state_dir)
             applied = flow.get_meta(f"pipeline/source/{src.name}")
             connector.open(applied)
             self.sources[src.name] = connector
@@ -229,14 +229,13 @@ class PipelineRunner:
         ts = [batching.ts_ms_of(d) for _, decoded in batches.values() for d in decoded]
         source_ts = max((t for t in ts if t is not None), default=None)
         emission: list[tuple[int, str]] = []
-
-        def before_commit(outputs: dict[str, pa.Table]) -> None:
-            for name, position in positions.items():
-                flow.set_meta(f"pipeline/source/{name}", position)
-            emission.extend(self._prepare(outputs, source_ts))
         try:
-            flow.tick_debezium({name: decoded for name, (_, decoded) in batches.items()},
-                               before_commit=before_commit)
+            step = flow.prepare_debezium({name: decoded for name, (_, decoded) in batches.items()})
+            with step:  # the sinks' payloads and the positions go in with the step, or nothing does
+                for name, position in positions.items():
+                    step.set_meta(f"pipeline/source/{name}", position)
+                emission.extend(self._prepare(step.outputs, source_ts))
+                step.commit()
         except MessageError as exc:
             source = getattr(exc, "source", None) or next(iter(batches))
             msgs = batches.get(source, next(iter(batches.values())))[0]
@@ -253,8 +252,9 @@ class PipelineRunner:
             self.sources[name].acknowledge(position)
 
     def _flush(self) -> None:
-        emission: list[tuple[int, str]] = []
-        self.flow.flush(force=False, before_commit=lambda outputs: emission.extend(self._prepare(outputs, None)))
+        with self.flow.prepare_flush(force=False) as step:
+            emission = self._prepare(step.outputs, None)
+            step.commit()
         self._deliver(emission, None)
 
     def _prepare(self, outputs: dict[str, pa.Table], source_ts: int | None) -> list[tuple[int, str]]:

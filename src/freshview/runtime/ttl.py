@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.algebra.batch import consolidate, negate
+from freshview.circuit import arrangements
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT
 
@@ -134,7 +135,7 @@ def mark_stale(store) -> None:
 def drop_all(store) -> None:
     """Every owner's TTL arrangements and the bookkeeping metadata."""
     for name in store.list_arrangements():
-        if name.endswith("/ttl/last") or name.endswith("/ttl/bucket"):
+        if arrangements.is_ttl_index(name):
             store.drop_arrangement(name)
     store.delete_meta(META)
 
@@ -156,8 +157,8 @@ class TouchIndex:
         self.key_schema = pa.schema([pa.field(f.name, f.type) for f in key_schema])
         self.key = tuple(self.key_schema.names)
         fields = list(self.key_schema) + [pa.field(BUCKET, pa.int64())]
-        self.last = f"{owner}/ttl/last"
-        self.bucket = f"{owner}/ttl/bucket"
+        self.last = arrangements.ttl_last(owner)
+        self.bucket = arrangements.ttl_bucket(owner)
         self._last_layout = Layout(pa.schema(fields), self.key)
         self._bucket_layout = Layout(pa.schema(fields), (BUCKET,))
 

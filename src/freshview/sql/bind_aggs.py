@@ -38,7 +38,7 @@ from sqlglot import exp
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan.expr import AggCall, AggOrder, Case, Cast, Expr, Literal
 from freshview.schema import AVG_MIN_SCALE, SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
@@ -102,12 +102,10 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if order_nodes and func not in _ORDER_FREE + ("string_agg", "array_agg"):
         raise b.unsupported(node, f"ORDER BY inside {name}()", "ORDER")
 
-    from freshview.sql.bind_expr import ExprBinder  # the binder module imports this one
-
-    inner = ExprBinder(b.scope, b.sql, None, "an aggregate's argument", b.dialect)
+    inner = b.nested("an aggregate's argument")
     cond = None
     if where is not None:
-        cond = ExprBinder(b.scope, b.sql, None, "FILTER", b.dialect).bool_operand(where)
+        cond = b.nested("FILTER").bool_operand(where)
 
     def filtered(e: Expr) -> Expr:
         return e if cond is None else Case(e.type, ((cond, e),), None)

@@ -18,9 +18,10 @@ from typing import Callable
 from sqlglot import exp
 
 from freshview.errors import SqlTypeError, UnknownColumnError, UnsupportedSqlError
+from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.schema import SqlType, parse_type
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.collation import kind as collation_kind
 from freshview.sql.dialect import POSTGRES, Dialect, collation_key, unsupported_collation
 from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
@@ -28,6 +29,15 @@ from freshview.sql.functions import FunctionBinding, is_date_part
 from freshview.sql.parse import locate
 
 AGG_BASE = 1_000_000  # placeholder column indices for aggregate results
+
+
+@dataclass
+class FromItem:
+    """A FROM item of the query being built: its alias, plan, and first column's index in the wide row."""
+
+    alias: str
+    node: pn.Node
+    offset: int
 
 
 @dataclass
@@ -87,6 +97,11 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         self.context = context
         self.subquery: Callable[[exp.Subquery], Expr] | None = None  # set by the query builder
         self.mark: Callable[[exp.Expression], Expr] | None = None  # IN/EXISTS (subquery) as a value, too
+
+    def nested(self, context: str) -> "ExprBinder":
+        """A binder of the same scope, SQL and dialect for an inner expression (an aggregate's argument,
+        its FILTER) that may not hold aggregates itself."""
+        return ExprBinder(self.scope, self.sql, None, context, self.dialect)
 
     # ------------------------------------------------------------------ helpers
     def unsupported(self, node: exp.Expression, what: str, keyword: str | None = None) -> UnsupportedSqlError:

@@ -13,7 +13,6 @@ Anything outside the supported subset is refused with its position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from sqlglot import exp
@@ -29,9 +28,10 @@ from freshview.plan.expr import (
 from freshview.sql import ctes, expand
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
-from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, Scope, ScopeColumn
+from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, build_join_tree, join_kinds, resolve_using, starts_group
 from freshview.sql.parse import locate, parse_query
+from freshview.sql.recursive import recursive_ctes
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
 from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, predicate_kind
@@ -44,13 +44,6 @@ class Catalog(Protocol):
 
     def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
         """Columns of a source (False) or view (True) named ``name``, or None."""
-
-
-@dataclass
-class FromItem:
-    alias: str
-    node: pn.Node
-    offset: int  # first column's index in the wide row
 
 
 def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
@@ -91,7 +84,8 @@ class QueryBuilder:
             return self.query(node.this)
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
-            return ctes.with_scope(self, with_, lambda: self._query_body(node))
+            scoped = recursive_ctes if with_.args.get("recursive") else ctes.with_scope
+            return scoped(self, with_, lambda: self._query_body(node))
         return self._query_body(node)
 
     def _query_body(self, node: exp.Expression) -> pn.Node:

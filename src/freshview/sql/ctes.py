@@ -48,11 +48,8 @@ class CteScope:
 
 
 def with_scope(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.Node]) -> pn.Node:
-    """Plan ``body`` with the CTEs of ``with_`` visible."""
-    if with_.args.get("recursive"):
-        from freshview.sql.recursive import recursive_ctes
-
-        return recursive_ctes(qb, with_, body)
+    """Plan ``body`` with the (non-recursive) CTEs of ``with_`` visible; ``WITH RECURSIVE`` is
+    ``recursive.recursive_ctes`` (the builder picks)."""
     saved = qb.cte_scope
     try:
         seen: set[str] = set()

@@ -38,11 +38,11 @@ from __future__ import annotations
 from freshview.collation import GENERAL_CI
 from freshview.plan.expr import Call, Expr, Literal
 from freshview.schema import MAX_DECIMAL_PRECISION, SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 
 
 class Dialect:
-    """PostgreSQL: the rules of ``sql.typing``; text compares by code point."""
+    """PostgreSQL: the rules of ``plan.typing``; text compares by code point."""
 
     name = "postgres"
     sqlglot = "postgres"

@@ -46,7 +46,7 @@ from sqlglot.tokens import TokenType
 from freshview.errors import UnsupportedSqlError
 from freshview.plan.expr import Call, Case, Cast, Expr, Literal
 from freshview.schema import SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.parse import DIALECT, locate
 
 INTERVAL = SqlType("interval")

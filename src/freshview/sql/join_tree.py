@@ -47,7 +47,7 @@ from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
 from freshview.plan.rewrite import mark_join
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
 NO_COLUMNS = ("semi", "anti", "not_in")

@@ -30,7 +30,7 @@ from sqlglot import exp
 from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.ctes import CteScope, check_name, cte_name, rename, table_name
 from freshview.sql.parse import locate
 

@@ -31,7 +31,7 @@ from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Case, ColumnRef, Expr, Literal
 from freshview.schema import SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:

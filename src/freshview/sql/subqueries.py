@@ -45,13 +45,14 @@ from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
 from freshview.plan.rewrite.joins import empty_value, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
-from freshview.sql import ctes, typing as ty
-from freshview.sql.bind_expr import AGG_BASE, ExprBinder, Scope, ScopeColumn
+from freshview.plan import typing as ty
+from freshview.sql import ctes
+from freshview.sql.bind_expr import AGG_BASE, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import FromItem, QueryBuilder
+    from freshview.sql.build import QueryBuilder
 
 
 @dataclass
@@ -142,8 +143,6 @@ class Subqueries:
 
     def _add(self, item: SubqueryItem) -> None:
         """Append the subquery as a FROM item: its columns enter the scope (for binding its ON)."""
-        from freshview.sql.build import FromItem
-
         offset = self.items[-1].offset + len(self.items[-1].node.columns) if self.items else 0
         self.items.append(FromItem(item.alias, item.plan, offset))
         for i, (name, t) in enumerate(item.plan.columns):

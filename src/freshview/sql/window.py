@@ -31,7 +31,7 @@ from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Cast, ColumnRef, Expr, columns_used
 from freshview.schema import SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
 WIN_BASE = 3_000_000  # placeholder column indices for window results (above AGG_BASE and subqueries' POST_AGG_BASE)

@@ -37,7 +37,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.runtime.expressions import arrow as A
+from freshview.plan.expr import Literal
+from freshview.runtime.expressions import arrow_values as A
 from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
 from freshview.schema import interval_array, interval_parts
 
@@ -68,7 +69,7 @@ def _out_f8(values: np.ndarray, valid: np.ndarray, scalar: bool) -> Datum:
 
 
 def _all_scalar(ev, e) -> bool:
-    return all(isinstance(a, A.Literal) for a in e.args)
+    return all(isinstance(a, Literal) for a in e.args)
 
 
 def _rows(ev, e) -> int:

@@ -27,7 +27,7 @@ from freshview.errors import FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.runtime.expressions import pgtext, spark_functions
 from freshview.schema import SqlType
-from freshview.sql.typing import common_type
+from freshview.plan.typing import common_type
 
 DATE_MIN_DAYS, DATE_MAX_DAYS = pgtext.DATE_MIN_DAYS, pgtext.DATE_MAX_DAYS
 

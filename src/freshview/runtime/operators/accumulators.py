@@ -65,11 +65,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra import hashing
 from freshview.algebra.batch import consolidate
+from freshview.runtime.operators.exact import (
+    array as _array, as_integer as _as_integer, div_half_up as _div_half_up,
+    with_scale as _with_scale,
+)
+from freshview.runtime.operators.group_keys import encode_keys, match_keys
 from freshview.schema import WEIGHT
 
-_MAX_DECIMAL256 = 76
 _MORE_FUNCS = ("bool_and", "bool_or", "var_samp", "var_pop", "stddev_samp", "stddev_pop")  # see linear_aggs
 _POSITION = "_fv_position"
 
@@ -154,78 +157,6 @@ class Spelled:
 
     slow: np.ndarray
     probed: pa.Table | None
-
-
-# ---------------------------------------------------------------------- keys
-def null_default(t: pa.DataType) -> pa.Scalar:
-    """The value a NULL group key is stored as (its ``z`` flag says it was NULL)."""
-    if pa.types.is_decimal(t):
-        return pa.scalar(decimal.Decimal(0), t)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return pa.scalar("", t)
-    if pa.types.is_boolean(t):
-        return pa.scalar(False, t)
-    if pa.types.is_timestamp(t):
-        return pa.scalar(0, pa.int64()).cast(t)
-    if pa.types.is_date32(t):
-        return pa.scalar(0, pa.int32()).cast(t)
-    if pa.types.is_list(t):
-        return pa.scalar([], t)
-    if pa.types.is_interval(t):
-        return pa.scalar((0, 0, 0), t)
-    return pa.scalar(0, t)
-
-
-def encode_keys(groups: Sequence[pa.Array | pa.ChunkedArray],
-                types: Sequence[pa.DataType]) -> list[pa.Array | pa.ChunkedArray]:
-    """Null-safe key columns of group columns: the values with NULL replaced (``k*``), then is-NULL flags (``z*``)."""
-    values, flags = [], []
-    for col, t in zip(groups, types):
-        flags.append(pc.is_null(col))
-        values.append(pc.fill_null(col, null_default(t)) if col.null_count else col)
-    return values + flags
-
-
-def match_keys(probe: Sequence[pa.Array | pa.ChunkedArray], stored: Sequence[pa.Array | pa.ChunkedArray],
-               probe_rows: int, stored_rows: int) -> np.ndarray:
-    """For each probe row, the index of the stored row with equal key columns, or -1.
-
-    Keys compare as in GROUP BY (NULL equals NULL, NaN NaN, ``-0.0`` ``0.0``);
-    the columns of both sides must have the same types.  With no key columns
-    every stored row matches.  If several stored rows match, the last wins.
-    """
-    found = np.full(probe_rows, -1, dtype=np.int64)
-    if not probe_rows or not stored_rows:
-        return found
-    if not probe:
-        found[:] = stored_rows - 1
-        return found
-    stored_hash = hashing.hash_rows(stored)
-    order = hashing.argsort(stored_hash)
-    sorted_hash = stored_hash[order]
-    probe_hash = hashing.hash_rows(probe)
-    lo = np.searchsorted(sorted_hash, probe_hash, "left")
-    counts = np.searchsorted(sorted_hash, probe_hash, "right") - lo
-    total = int(counts.sum())
-    if not total:
-        return found
-    which = np.repeat(np.arange(probe_rows), counts)
-    candidates = order[np.arange(total) - (np.cumsum(counts) - counts)[which] + lo[which]]
-    equal = np.ones(total, dtype=bool)
-    for p, s in zip(probe, stored):
-        equal &= hashing.values_equal(_canonical(p), _canonical(s), which, candidates)
-    found[which[equal]] = candidates[equal]  # candidates are in stored order: the last equal row wins
-    return found
-
-
-def _canonical(col: pa.Array | pa.ChunkedArray) -> hashing.Canonical:
-    return hashing.canonical(_array(col))
-
-
-def _array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-    return col
 
 
 # ---------------------------------------------------------------------- merge
@@ -434,57 +365,3 @@ def _rescale_half_up(x, result: pa.DataType):
     shift = x.type.scale - result.scale
     den = _as_integer(pa.array(np.ones(len(x), np.int64)), shift)
     return _with_scale(_div_half_up(_as_integer(x, x.type.scale), den), result.scale).cast(result)
-
-
-def _as_integer(x: pa.Array, scale: int) -> pa.Array:
-    """``x · 10^scale`` as a decimal256 of scale 0: exact for integers and decimals of scale <= ``scale``."""
-    if pa.types.is_decimal(x.type):
-        digits, own = x.type.precision, x.type.scale
-    elif pa.types.is_integer(x.type):
-        digits, own = 19, 0
-    else:
-        raise TypeError(f"not an exact number type: {x.type}")
-    if own > scale:
-        raise ValueError(f"{x.type} has more than {scale} fractional digits")
-    precision = digits - own + scale
-    if precision > _MAX_DECIMAL256:
-        raise NotImplementedError(f"{x.type} scaled by 10^{scale} exceeds decimal256")
-    scaled = _array(x.cast(pa.decimal256(max(precision, 1), scale)))
-    return _retype(scaled, pa.decimal256(max(precision, 1), 0))
-
-
-def _with_scale(q: pa.Array, scale: int) -> pa.Array:
-    """Integer decimal256 ``q`` read as ``q · 10^-scale``."""
-    return _retype(_array(q), pa.decimal256(_MAX_DECIMAL256, scale))
-
-
-def _retype(x: pa.Array, t: pa.DataType) -> pa.Array:
-    """The same 256-bit unscaled integers under another decimal256 type (zero-copy)."""
-    return pa.Array.from_buffers(t, len(x), x.buffers(), x.null_count, x.offset)
-
-
-def _div_half_up(num: pa.Array, den: pa.Array) -> pa.Array:
-    """``num / den`` rounded to an integer, ties away from zero (integer decimal256 in and out; ``den != 0``).
-
-    Arrow's decimal division gives a quotient ``g`` within one of
-    ``floor(|num| / |den|)``; the remainder ``|num| − g·|den|`` corrects it,
-    and decides the rounding exactly.
-    """
-    pn, pd = num.type.precision, den.type.precision
-    if pn + pd + 3 > _MAX_DECIMAL256:  # the widest intermediate, |num| − g·|den|
-        raise NotImplementedError(f"exact division of {pn}-digit by {pd}-digit decimals exceeds decimal256")
-    zero = pa.scalar(decimal.Decimal(0), pa.decimal256(1, 0))
-    one = pa.scalar(decimal.Decimal(1), pa.decimal256(1, 0))
-    negative = pc.xor(pc.less(num, zero), pc.less(den, zero))
-    a, d = pc.abs(num), pc.abs(den)
-    g_type, r_type = pa.decimal256(pn + 1, 0), pa.decimal256(pd + 1, 0)
-    g = pc.divide(a, d).cast(g_type, safe=False)  # truncated or rounded: floor or floor + 1
-    r = pc.subtract(a, pc.multiply(g, d)).cast(r_type)  # in (−|den|, |den|)
-    below = pc.less(r, zero)
-    g = pc.if_else(below, pc.subtract(g, one), g).cast(g_type)
-    r = pc.if_else(below, pc.add(r, d), r).cast(r_type)
-    above = pc.greater_equal(r, d)
-    g = pc.if_else(above, pc.add(g, one), g).cast(g_type)
-    r = pc.if_else(above, pc.subtract(r, d), r).cast(r_type)
-    g = pc.if_else(pc.greater_equal(pc.add(r, r), d), pc.add(g, one), g).cast(g_type)  # 2r >= |den|: round up
-    return pc.if_else(negative, pc.negate(g), g)

@@ -51,9 +51,10 @@ from freshview.algebra.batch import consolidate
 from freshview.plan.expr import AggCall, Call, Case, Cast, Expr, Literal
 from freshview.runtime import ttl
 from freshview.runtime.kernels import Term
-from freshview.runtime.operators import accumulators
+from freshview.runtime.operators import exact
+from freshview.runtime.operators.group_keys import match_keys
 from freshview.schema import WEIGHT, SqlType
-from freshview.sql import typing as ty
+from freshview.plan import typing as ty
 
 VARIANCE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 BOOLS = ("bool_and", "bool_or")
@@ -148,7 +149,7 @@ def finalize(func: str, acc: pa.Table, j: int, result: pa.DataType):
         var = pc.if_else(pc.greater(acc.column(f"x{j}"), 0), math.nan, var)
         out = pc.sqrt(var) if func.startswith("stddev") else var
         return pc.if_else(has, out, pa.scalar(None, pa.float64()))
-    var = _exact_variance(accumulators._array(s), accumulators._array(q), accumulators._array(n), has, sample,
+    var = _exact_variance(exact.array(s), exact.array(q), exact.array(n), has, sample,
                           result.scale)
     if func.startswith("stddev"):
         root = pc.sqrt(var.cast(pa.float64()))
@@ -162,16 +163,16 @@ def _exact_variance(s: pa.Array, q: pa.Array, n: pa.Array, has, sample: bool, sc
     e = 2 * scale_s  # q's scale; s² has the same
     one = pa.scalar(1, n.type)
     n = pc.if_else(has, n, pa.scalar(2, n.type))  # groups without a result divide by something nonzero
-    s_int = _narrow(accumulators._as_integer(s, scale_s))
-    q_int = _narrow(accumulators._as_integer(q, e))
-    n_int = _narrow(accumulators._as_integer(n, 0))
+    s_int = _narrow(exact.as_integer(s, scale_s))
+    q_int = _narrow(exact.as_integer(q, e))
+    n_int = _narrow(exact.as_integer(n, 0))
     num = _narrow(pc.subtract(_narrow(pc.multiply(n_int, q_int)), _narrow(pc.multiply(s_int, s_int))))
     num = pc.if_else(pc.less(num, pa.scalar(decimal.Decimal(0), pa.decimal256(1, 0))),
                      pa.scalar(decimal.Decimal(0), num.type), num)
     num = _narrow(_shift(num, scale - e))
-    den = pc.multiply(n_int, _narrow(accumulators._as_integer(pc.subtract(n, one) if sample else n, 0)))
-    q_out = accumulators._div_half_up(num, _narrow(den))
-    return accumulators._with_scale(q_out, scale)
+    den = pc.multiply(n_int, _narrow(exact.as_integer(pc.subtract(n, one) if sample else n, 0)))
+    q_out = exact.div_half_up(num, _narrow(den))
+    return exact.with_scale(q_out, scale)
 
 
 def _shift(x: pa.Array, digits: int) -> pa.Array:
@@ -184,21 +185,21 @@ def _shift(x: pa.Array, digits: int) -> pa.Array:
 
 def _narrow(x: pa.Array) -> pa.Array:
     """Integer decimal256 ``x`` retyped to the fewest digits its values need (so products fit 76 digits)."""
-    x = accumulators._array(x)
+    x = exact.array(x)
     if x.type.scale != 0:
         raise ValueError("integer decimals only")
     big = pc.max(pc.abs(x)).as_py() if len(x) and x.null_count < len(x) else None
     digits = len(str(int(big))) if big else 1
-    if digits > accumulators._MAX_DECIMAL256:
+    if digits > exact.MAX_DECIMAL256:
         raise NotImplementedError("an exact variance intermediate exceeds 76 digits")
     return x.cast(pa.decimal256(digits, 0))
 
 
 def _float_to_decimal(x, result: pa.DataType) -> pa.Array:
     """float64 ``x`` (finite) as decimal ``result``, rounded at its scale."""
-    x = accumulators._array(x)
+    x = exact.array(x)
     rounded = pc.round(x, result.scale)
-    return rounded.cast(pa.decimal256(accumulators._MAX_DECIMAL256, result.scale), safe=False).cast(result)
+    return rounded.cast(pa.decimal256(exact.MAX_DECIMAL256, result.scale), safe=False).cast(result)
 
 
 # ---------------------------------------------------------------------- DISTINCT
@@ -263,7 +264,7 @@ def _square_values(v, t: pa.DataType):
     """x² in (or exactly castable to) accumulator type ``t``."""
     if pa.types.is_decimal(t):
         scale = v.type.scale if pa.types.is_decimal(v.type) else 0
-        wide = accumulators._array(v.cast(pa.decimal256(38, scale)))
+        wide = exact.array(v.cast(pa.decimal256(38, scale)))
         big = pc.max(pc.abs(wide)).as_py() if len(wide) and wide.null_count < len(wide) else None
         digits = min(max(len(str(int(big))) + scale if big else 1, scale + 1), 37)  # so the product fits 76 digits
         narrow = wide.cast(pa.decimal256(digits, scale))
@@ -285,7 +286,7 @@ def add_to_partial(partial: pa.Table, partial_keys: list, group: pa.Table, key_n
     if group.num_columns == 0:
         at = np.full(partial.num_rows, -1, dtype=np.int64)
     else:
-        at = accumulators.match_keys(partial_keys, [group.column(k) for k in key_names],
+        at = match_keys(partial_keys, [group.column(k) for k in key_names],
                                      partial.num_rows, group.num_rows)
     idx = pa.array(at, pa.int64(), mask=at < 0)
     for suffix, t in parts:

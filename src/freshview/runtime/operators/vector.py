@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.algebra.batch import consolidate, negate
+from freshview.circuit import arrangements
 from freshview.circuit.nodes import VectorState
 from freshview.errors import DeltaError, ExecutionError
 from freshview.plan.vector import VectorSearch
@@ -226,7 +227,7 @@ class VectorTopK:
         self.width = len(node.columns)
         self.doc_key_cols = [col_name(i) for i in node.doc_key]
         self.key_cols = [f"k{i}" for i in range(len(node.doc_key))]
-        self.token_key = f"{states.top}/token"
+        self.token_key = arrangements.vector_token(states.top)
         self._cache: _Cache | None = None
         self._fixed = np.asarray(node.query, np.float32) if node.query is not None else None
 

@@ -4,6 +4,9 @@ Result types follow PostgreSQL: integer arithmetic stays integer (and
 division truncates), integer mixed with numeric is numeric, anything with a
 float is double precision; SUM(int) is bigint, SUM(bigint) and AVG(int) are
 numeric, COUNT is bigint.
+
+In ``plan`` (not ``sql``) because both the front end (binding) and the runtime's evaluators
+(``common_type`` of a comparison; the accumulators' own expressions) use them.
 """
 
 from __future__ import annotations

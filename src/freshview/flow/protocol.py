@@ -1,0 +1,83 @@
+"""``Flow``: the API ``IncrementalFlow`` and ``PartitionedIncrementalFlow`` share (a ``typing.Protocol``).
+
+Code that only defines sources and views, steps them and reads the results (a test harness, a
+benchmark, a pipeline) can take either: one flow in this process, or one whose shards step on Spark
+executors.  What only one of them does stays off the protocol: ``IncrementalFlow``'s two-phase step
+(``prepare``), Debezium input, dedup, TTL and vector sinks; the partitioned flow's partition keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import pyarrow as pa
+
+from freshview.flow.watches import Watch
+from freshview.plan import nodes as pn
+from freshview.schema import TableSchema
+
+__all__ = ["Flow", "StepResult"]
+
+
+class StepResult(Protocol):
+    """What a step did (``StepSummary``, ``PartitionedStep``)."""
+
+    step: int
+    rows_in: int
+    rows_out: int
+    duration_ms: float
+
+
+@runtime_checkable
+class Flow(Protocol):
+    """Sources, SQL views over them, atomic steps, snapshots, watches and checkpoints."""
+
+    @property
+    def sources(self) -> list[str]: ...
+
+    @property
+    def views(self) -> list[str]: ...
+
+    @property
+    def step(self) -> int: ...
+
+    def source_schema(self, name: str) -> TableSchema: ...
+
+    def view_columns(self, name: str) -> pn.Columns: ...
+
+    def readers(self, name: str) -> list[str]:
+        """Views that read the source or view ``name`` directly."""
+
+    def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
+        """The SQL front end's catalog protocol."""
+
+    def register_source(self, name: str, schema: Any, primary_key: Sequence[str] | None = None) -> None: ...
+
+    def register_view(self, name: str, sql: str) -> None: ...
+
+    def register_views(self, views: Sequence[tuple[str, str]]) -> None: ...
+
+    def drop_view(self, name: str) -> None: ...
+
+    def drop_source(self, name: str) -> None: ...
+
+    def tick(self, source: str | Mapping[str, Any], delta: Any = None) -> StepResult:
+        """One atomic step: ``tick("orders", delta)`` or ``tick({"a": d1, "b": d2})``."""
+
+    def snapshot(self, name: str, weighted: bool = False) -> pa.Table: ...
+
+    def watch_output(self, name: str, timeout: float | None = None) -> Watch: ...
+
+    def explain(self, name: str) -> str: ...
+
+    def checkpoint(self, uri: str) -> Any: ...
+
+    def checkpoint_full(self, uri: str) -> Any: ...
+
+    def restore(self, uri: str) -> Any: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
