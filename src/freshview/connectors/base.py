@@ -85,10 +85,34 @@ class Transaction:
                        truncated=frozenset(t for t in self.truncated if t in tables))
 
 
-# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
+@dataclass(frozen=True)
+class TableChange:
+    """One table's change over the transactions of a step, in the table's own column names: the keyed
+    form of ``freshview.flow.SourceChange`` (the core hands it on as one).
+
+    ``rows``: columns + ``_weight`` (the changes whose rows the stream carried).  ``upserts``: whole
+    rows, the row each key has after the step; ``deletes``: the primary key columns of keys that have
+    no row after it; the engine retracts each of their old rows (one lookup per step), so the stream
+    need not carry them.  ``present``: keys (primary key columns) the engine must hold before the step
+    (an UPDATE or DELETE the stream sent without its old row: one freshview never saw is refused).
+    A key is in at most one of ``upserts`` and ``deletes``, and in no row of ``rows``."""
+
+    rows: pa.Table | None = None
+    upserts: pa.Table | None = None
+    deletes: pa.Table | None = None
+    present: pa.Table | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(t is None or not t.num_rows for t in (self.rows, self.upserts, self.deletes, self.present))
+
+
+# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row);
+# asked only for the rare change the engine cannot take by key (PostgreSQL: unchanged TOASTed values
+# sent without their old row)
 LookupOld = Callable[[str, pa.Table], pa.Table]
-# schema-qualified table -> its Arrow delta (columns + _weight), for the transactions given, in order
-Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, pa.Table]]
+# schema-qualified table -> its change, for the transactions given, in order
+Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, TableChange]]
 
 
 class ChangeError(Exception):

@@ -6,10 +6,12 @@ One thread does everything, in this order, forever:
    source transactions as ``batching`` says (never split);
 2. split them into engine steps as ``decide.plan_steps`` says (skip what the
    engine holds, replay without writing what the result tables hold);
-3. inside each step's ``before_commit``, write every view's result changes
+3. each step reads straight down (``_step``): the connector's changes
+   (keyed: old rows are the engine's to look up, once) -> the engine's
+   step, prepared (``TwoPhaseFlow.prepare``) -> every view's result changes
    and the step's position in one database transaction
-   (``ResultSink.commit_step``), then let the engine's state commit, then
-   acknowledge the position to the source; ``decide`` explains why a crash
+   (``ResultSink.commit_step``) -> the engine's step committed -> the
+   position acknowledged to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
    (``requests``), beat the heartbeat, and now and then check that each
@@ -37,16 +39,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from freshview.connectors.base import (
     Attached, ChangeError, Connector, ResultSpec, SourceTable, StepStats, Stream, StreamError,
-    Transaction,
+    TableChange, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
-from freshview.flow import IncrementalFlow
+from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow
 from freshview.plan.shape import result_key
-from freshview.schema import WEIGHT
+from freshview.runtime.operators.source import checks as source_checks
 from freshview.runtime.state.files import probe_space
 from freshview.service import access, batching, decide, following, outage, recovery, requests
 from freshview.service.names import Names
@@ -113,7 +114,7 @@ class Core:
         self.ready = threading.Event()  # set once the stream is followed and requests are served
         self.connector: Connector = None  # type: ignore[assignment]  # set by run()
         self.names: Names = None  # type: ignore[assignment]  # the connector's, set by run()
-        self.flow: IncrementalFlow = None  # type: ignore[assignment]
+        self.flow: TwoPhaseFlow = None  # type: ignore[assignment]  # an IncrementalFlow, set by run()
         self.stream: Stream | None = None
         self.at = decide.Positions()
         self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
@@ -411,30 +412,30 @@ class Core:
             self._step(step)
 
     def _step(self, step: decide.Step) -> None:
+        """One engine step, straight down: the transactions' changes, the engine's step prepared, every
+        view's result changes and the position written in one database transaction, the engine's step
+        committed, the position acknowledged (``decide`` says why this order).  A view or a table that
+        makes the step fail is stopped, and the step is tried again without it."""
         self._check_definitions(step.transactions)
         for _ in range(len(self.flow.views) + len(self.flow.sources) + 1):
             relevant = [following.relevant(t, self.follow_from) for t in step.transactions]
             started = time.perf_counter()
             try:
-                deltas = self._deltas(relevant)
+                changes = self._changes(relevant)
             except ChangeError as exc:
                 if exc.table is None or exc.table not in self.follow_from:
                     raise
                 self._fail_table(exc.table, f"freshview: {exc}")
                 continue
-            if not any(d.num_rows for d in deltas.values()):
+            if all(c.empty for c in changes.values()):
                 self._pending_position = step.position
                 if time.monotonic() - self._last_progress_write >= self.options.progress_every_s:
                     self._record_position()
                 return
-            changes = sum(t.size for t in relevant)
-            lag_from = min(t.commit_time for t in step.transactions)
-            ticked, written = time.perf_counter(), self.timings["write"]
-            self.timings["deltas"] += ticked - started
-            committed_at: list[float] = []
+            prepared_at = time.perf_counter()
+            self.timings["deltas"] += prepared_at - started
             try:
-                summary = self.flow.tick(deltas, before_commit=lambda out: committed_at.append(
-                    self._commit(out, step, changes, lag_from)))
+                prepared = self.flow.prepare(changes)
             except Fault:
                 raise  # the database or the disk, not a view: ridden out by ``run``
             except FreshviewError as exc:
@@ -446,48 +447,54 @@ class Core:
                 else:
                     raise
                 continue
-            self.timings["engine"] += time.perf_counter() - ticked - (self.timings["write"] - written)
+            with prepared:  # leaving it without commit (the write failed): the engine is as before
+                self.timings["engine"] += time.perf_counter() - prepared_at
+                prepared.set_meta("position", step.position.to_text())
+                committed_at = self._write(prepared.outputs, step, sum(t.size for t in relevant),
+                                           min(t.commit_time for t in step.transactions))
+                committing = time.perf_counter()
+                summary = prepared.commit()
+                self.timings["engine"] += time.perf_counter() - committing
             self._after_commit(step)
             if self.metrics is not None:  # metrics hook
-                self.metrics.record_step(summary, committed_at[0] - lag_from if step.write and committed_at else None)
+                lag_from = min(t.commit_time for t in step.transactions)
+                self.metrics.record_step(summary, committed_at - lag_from if step.write else None)
             if step.write:
                 self.steps += 1
-                now = committed_at[0] if committed_at else time.time()
-                self.latencies_ms.extend(max(0.0, now - t.commit_time) * 1000 for t in step.transactions)
-            if log.isEnabledFor(logging.DEBUG):
+                self.latencies_ms.extend(max(0.0, committed_at - t.commit_time) * 1000 for t in step.transactions)
+            if log.isEnabledFor(logging.DEBUG) and summary is not None:
                 per_view = ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped)
                 log.debug("%s (%s)", summary, per_view)
             return
         raise ServiceError("a step kept failing after every failing view was stopped")
 
-    def _deltas(self, group: list[Transaction]) -> dict[str, pa.Table]:
-        """The connector's deltas, with TRUNCATE expanded (every row the engine holds goes)."""
-        flow = self.flow
+    def _changes(self, group: list[Transaction]) -> dict[str, SourceChange]:
+        """The connector's changes as the engine's (engine names; a TRUNCATE: everything the engine
+        holds of the table goes first).  Old rows are the engine's to look up, by key, in its step."""
         truncated = {t for txn in group for t in txn.truncated}
-        schemas = {q: flow.source_schema(self.names.engine(q)) for q in self.follow_from}
+        schemas = {q: self.flow.source_schema(self.names.engine(q)) for q in self.follow_from}
 
         def lookup_old(table: str, keys: pa.Table) -> pa.Table:
+            """Only for a change the engine cannot take by key (PostgreSQL: unchanged TOAST values)."""
             if table in truncated:  # the rows it had are gone; later changes see only new rows
                 return schemas[table].arrow().empty_table()
             started = time.perf_counter()
             try:
-                return flow.source_rows(self.names.engine(table), keys)
+                return self.flow.source_rows(self.names.engine(table), keys)
             finally:
                 self.timings["lookup"] += time.perf_counter() - started
 
-        deltas = self.connector.source.deltas(group, schemas, lookup_old)
-        for table in truncated:
-            current = flow.snapshot(self.names.engine(table), weighted=True)
-            gone = current.set_column(current.num_columns - 1, WEIGHT, pc.negate(current.column(WEIGHT)))
-            after = deltas.get(table)
-            deltas[table] = gone if after is None else pa.concat_tables([gone, after.cast(gone.schema)])
-        return {self.names.engine(t): d for t, d in deltas.items()}
+        changes = self.connector.source.deltas(group, schemas, lookup_old)
+        out = {self.names.engine(t): _source_change(c, t in truncated) for t, c in changes.items()}
+        for table in truncated - changes.keys():
+            out[self.names.engine(table)] = SourceChange(truncate=True)
+        return out
 
-    def _commit(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
-        """Runs inside the engine step: results + position into the database, then the engine commits."""
-        self.flow.set_meta("position", step.position.to_text())
+    def _write(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
+        """Results + position into the database, in one transaction (nothing when replaying what the
+        result tables already hold); the commit time on the server's clock."""
         if not step.write:
-            return time.time()  # replaying what the result tables already hold
+            return time.time()
         stats = StepStats(changes, max(0.0, (time.time() - lag_from) * 1000), self._rate_after(changes))
         started = time.perf_counter()
         try:
@@ -597,6 +604,14 @@ class Core:
     def _set_status(self, status: str) -> None:
         self.status = status
         self._heartbeat()
+
+
+def _source_change(change: TableChange, truncate: bool) -> SourceChange:
+    """A connector's ``TableChange`` as the engine's ``SourceChange`` (``present``: a check that each key
+    is held before the step)."""
+    present = change.present
+    return SourceChange(rows=change.rows, upserts=change.upserts, deletes=change.deletes, truncate=truncate,
+                        checks=None if present is None or not present.num_rows else source_checks(present, 1))
 
 
 def _quietly(what: str, close: Callable[[], Any], level: int = logging.DEBUG) -> None:

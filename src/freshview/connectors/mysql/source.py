@@ -310,9 +310,9 @@ class MySqlSource:
         return BinlogPosition.from_text(text)
 
     def deltas(self, transactions: Sequence[base.Transaction], schemas: Mapping[str, TableSchema],
-               lookup_old: base.LookupOld) -> dict[str, pa.Table]:
-        """``deltas.to_deltas`` over the tables each transaction is restricted to; no old row is looked
-        up (the binlog has whole old rows)."""
+               lookup_old: base.LookupOld) -> dict[str, base.TableChange]:
+        """``deltas.to_deltas`` over the tables each transaction is restricted to, as weighted rows: no
+        old row is looked up (the binlog has whole old rows)."""
         raw = [dataclasses.replace(t.payload, changes={n: runs for n, runs in t.payload.changes.items()
                                                         if str(n) in t.rows})
                for t in transactions if t.payload is not None]  # None: only the position moved
@@ -322,7 +322,7 @@ class MySqlSource:
             out = mysql_deltas.to_deltas(raw, sources)
         except mysql_deltas.ChangeError as exc:
             raise base.ChangeError(str(exc), str(exc.table) if exc.table else None) from None
-        return {str(n): d for n, d in out.items()}
+        return {str(n): base.TableChange(d) for n, d in out.items()}
 
     def close(self) -> None:
         if self._stream is not None:
