@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 
 class FreshviewError(Exception):
-    """Base class of every error freshview raises deliberately."""
+    """Base class of every error freshview raises deliberately.
+
+    ``view`` and ``source`` name what a failed step blames, when one is to blame: the view whose
+    operator raised it, or the source whose change was refused (set by the engine, ``runtime.engine``;
+    the service stops that view, or the views reading that source)."""
+
+    view: str | None = None
+    source: str | None = None
 
 
 class SchemaError(FreshviewError):

@@ -377,7 +377,7 @@ class Engine:
                 try:
                     delta, late = self.sources[name].apply(self.store, change, tick, self._touch_index(name, tick))
                 except FreshviewError as exc:
-                    exc.source = name  # type: ignore[attr-defined]
+                    exc.source = name
                     raise
                 summary.late_deletes += late
                 sources[name] = delta
@@ -411,7 +411,7 @@ class Engine:
             try:
                 out = view.runner.step(changed.get, self.kernels(choice.executor), tick=tick)
             except FreshviewError as exc:
-                exc.view = view.name  # type: ignore[attr-defined]
+                exc.view = view.name
                 raise
             if tick is not None:
                 out = self._replace_recreated(view, out)

@@ -22,15 +22,15 @@ state disk full) ends the pass: ``outage`` decides what to close, what to
 say and how long to wait, and the service attaches again from the stored
 positions (``_resume``); ``run`` raises only what a restart cannot fix.
 
-Following new tables is ``following`` (decisions) plus ``Core.follow`` (the
-snapshot); repairs are ``recovery``.  Everything database-specific is behind
-``connectors.base``.
+What the views are (created, dropped, reconciled, their followed tables, DDL on
+those, failures) is the ``ViewCatalog``'s (``catalog``, made at every attach);
+``Core`` keeps the loop and the positions.  Repairs are ``recovery``.
+Everything database-specific is behind ``connectors.base``.
 """
 
 from __future__ import annotations
 
 import collections
-import inspect
 import logging
 import threading
 import time
@@ -41,15 +41,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, ResultSpec, SourceTable, StepStats, Stream, StreamError,
-    TableChange, Transaction,
+    Attached, ChangeError, Connector, StepStats, Stream, StreamError, TableChange, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
 from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow
-from freshview.plan.shape import result_key
 from freshview.runtime.operators.source import checks as source_checks
 from freshview.runtime.state.files import probe_space
-from freshview.service import access, batching, decide, following, outage, recovery, requests
+from freshview.service import batching, decide, following, outage, recovery, requests
+from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
@@ -57,9 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshview.service")
 FILE_ONLY = {"file_only": True}  # a log record the CLI writes to its log file, not to the terminal (cli/logs.py)
-
-# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
-SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
 class ServiceError(FreshviewError):
@@ -116,8 +112,8 @@ class Core:
         self.names: Names = None  # type: ignore[assignment]  # the connector's, set by run()
         self.flow: TwoPhaseFlow = None  # type: ignore[assignment]  # an IncrementalFlow, set by run()
         self.stream: Stream | None = None
+        self.views: ViewCatalog = None  # type: ignore[assignment]  # set by each attach
         self.at = decide.Positions()
-        self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
         self.status = "starting"
         self.health = outage.Health()  # connected, reconnecting, unreachable, paused for a full disk
         self._attached = False  # attached once in this process (later attaches follow a fault)
@@ -168,13 +164,13 @@ class Core:
             self._follow_stream()
             now = time.monotonic()
             if now >= next_poll:
-                requests.serve(self)
+                requests.serve(self.views, self.at.engine, self.stopping)
                 next_poll = now + self.options.poll_s
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
-                following.check_catalog(self)
+                self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
             if now >= next_access:
-                self._recheck_access()
+                self.views.recheck_access()
                 next_access = now + self.options.access_check_s
             if now >= next_beat:
                 self._heartbeat()
@@ -237,8 +233,6 @@ class Core:
         self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
                                    self.connector.results.stored_position())
-        self.follow_from = {t: source.position_from_text(str(v))
-                            for t, v in self.flow.get_meta("follow_from", {}).items()}
         self._close_stream()
         try:
             attached: Attached = source.attach(self.at.engine, bool(self.flow.sources))
@@ -251,7 +245,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
-        following.check_catalog(self)  # DDL while the service was stopped
+        self.views.check_catalog(self.at.engine)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         self._set_status("running")
@@ -315,15 +309,11 @@ class Core:
             _quietly("the engine's state", self.flow.close, logging.WARNING)
 
     def _new_flow(self) -> IncrementalFlow:
-        """The engine, with the execution mode asked for when this engine has execution modes."""
+        """The engine on the state directory, in the execution mode asked for."""
         kwargs: dict[str, Any] = {}
-        if "execution" in inspect.signature(IncrementalFlow).parameters:
-            kwargs["execution"] = self.options.execution
-        elif self.options.execution != "auto":
-            log.warning("this engine has no execution modes: execution %r is ignored", self.options.execution)
         if self.connector is not None:
             kwargs.update(dialect=self.connector.dialect, default_schema=self.connector.default_schema)
-        return IncrementalFlow(self.spark, self.state_dir, **kwargs)
+        return IncrementalFlow(self.spark, self.state_dir, execution=self.options.execution, **kwargs)
 
     def _open_flow(self) -> IncrementalFlow:
         """The engine on the state directory; state it cannot read (another format, damage) is set
@@ -341,33 +331,28 @@ class Core:
 
     # ------------------------------------------------------------------ reconciliation
     def _reconcile(self, rebuild: str | None) -> None:
-        """Make engine state and result tables agree after a crash, a lost position or a lost state dir."""
-        control = self.connector.control
-        wanted = recovery.wanted_views(control.views())
+        """Make engine state and result tables agree after a crash, a lost position or a lost state dir:
+        (a rebuild: every view marked rebuilding, the engine's state wiped) the catalog of views made
+        on the engine, then reconciled with the database's (``ViewCatalog.reconcile``)."""
         if rebuild:
-            control.mark_rebuilding(rebuild)
+            self.connector.control.mark_rebuilding(rebuild)
             self.flow.close()
             recovery.wipe_state(self.state_dir)
             self.flow = self._new_flow()
             self.at = decide.Positions(None, self.at.results)
-            self.follow_from = {}
-        for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
-            self.flow.drop_view(view)
-        for name, view_sql in wanted.items():
-            if self.names.engine(name) in self.flow.views:
-                self.connector.results.attach(self.result_spec(name))
-            else:
-                try:
-                    requests.create(self, name, view_sql, replace=True)
-                except Fault:
-                    raise
-                except (FreshviewError, ChangeError, *self.connector.errors) as exc:
-                    self._mark_failed([name], str(exc))
-        self.drop_unused_sources()
+        self.views = ViewCatalog(self.flow, self.connector, self.names, chunk_rows=self.options.snapshot_chunk_rows,
+                                 snapshot_progress=self.snapshot_progress, metrics=self.metrics,
+                                 keepalive=self._keepalive)
+        self.views.reconcile(self.at.engine)
 
-    def result_spec(self, name: str) -> ResultSpec:
-        plan = self.flow.view_plan(self.names.engine(name))
-        return ResultSpec(name, tuple(plan.columns), result_key(plan))
+    def _keepalive(self) -> None:
+        if self.stream is not None:
+            self.stream.keepalive()
+
+    @property
+    def follow_from(self) -> dict[str, Any]:
+        """Followed table -> the position of its snapshot (the catalog's)."""
+        return {} if self.views is None else self.views.follow_from
 
     # ------------------------------------------------------------------ the stream
     def _follow_stream(self) -> None:
@@ -416,7 +401,7 @@ class Core:
         view's result changes and the position written in one database transaction, the engine's step
         committed, the position acknowledged (``decide`` says why this order).  A view or a table that
         makes the step fail is stopped, and the step is tried again without it."""
-        self._check_definitions(step.transactions)
+        self.views.check_ddl(step.transactions, self.at.engine)  # keeps the views right or fails them
         for _ in range(len(self.flow.views) + len(self.flow.sources) + 1):
             relevant = [following.relevant(t, self.follow_from) for t in step.transactions]
             started = time.perf_counter()
@@ -425,7 +410,7 @@ class Core:
             except ChangeError as exc:
                 if exc.table is None or exc.table not in self.follow_from:
                     raise
-                self._fail_table(exc.table, f"freshview: {exc}")
+                self.views.fail_table(exc.table, f"freshview: {exc}")
                 continue
             if all(c.empty for c in changes.values()):
                 self._pending_position = step.position
@@ -439,12 +424,7 @@ class Core:
             except Fault:
                 raise  # the database or the disk, not a view: ridden out by ``run``
             except FreshviewError as exc:
-                view, source = getattr(exc, "view", None), getattr(exc, "source", None)
-                if view is not None:
-                    self._mark_failed([self.names.qualified(view)], f"freshview: {exc}")
-                elif source is not None:
-                    self._fail_table(self.names.qualified(source), f"freshview: {exc}")
-                else:
+                if not self.views.fail_step(exc):  # the view (or the table) it names stops, the step goes on
                     raise
                 continue
             with prepared:  # leaving it without commit (the write failed): the engine is as before
@@ -531,64 +511,6 @@ class Core:
         self._last_progress_write = time.monotonic()
         if self.stream is not None:
             self.stream.acknowledge(position)
-
-    def _check_definitions(self, group: tuple[Transaction, ...]) -> None:
-        """DDL on a followed table keeps its views right or fails them (not the service): ``following``."""
-        following.check_ddl(self, group)
-
-    # ------------------------------------------------------------------ following base tables
-    def follow(self, tables: dict[str, SourceTable]) -> None:
-        following.follow(self, tables)
-
-    def save_follow_from(self) -> None:
-        self.flow.set_meta("follow_from", {t: p.to_text() for t, p in self.follow_from.items()})
-
-    def drop_unused_sources(self) -> None:
-        changed = False
-        for source in list(self.flow.sources):
-            if not self.flow.readers(source):
-                self.flow.drop_source(source)
-                self.follow_from.pop(self.names.qualified(source), None)
-                changed = True
-        if changed:
-            self.save_follow_from()
-            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
-
-    # ------------------------------------------------------------------ failures
-    def _fail_table(self, table: str, error: str) -> None:
-        """Stop every view that reads ``table`` and forget the table."""
-        readers = self.flow.readers(self.names.engine(table))
-        self._mark_failed([self.names.qualified(v) for v in readers], error)
-        self.drop_unused_sources()
-
-    def _mark_failed(self, names: list[str], error: str) -> None:
-        """Views (and the views reading them) go to status failed; their tables stay as they were."""
-        doomed: list[str] = []
-        todo = [self.names.engine(n) for n in names]
-        while todo:
-            view = todo.pop()
-            if view in doomed:
-                continue
-            doomed.append(view)
-            if view in self.flow.views:
-                todo.extend(self.flow.readers(view))
-        for view in reversed(list(self.flow.views)):
-            if view in doomed:
-                self.flow.drop_view(view)
-        primary = {self.names.engine(n) for n in names}
-        for view in doomed:
-            name = self.names.qualified(view)
-            self.connector.results.forget(name)
-            message = error if view in primary else f"freshview: a view it reads failed: {error}"
-            log.error("view %s failed: %s", name, message)
-            self.connector.control.mark_failed(name, message)
-
-    def _recheck_access(self) -> None:
-        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
-        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
-        for found in access.recheck(self.connector, plans, self.names):
-            self._mark_failed([found.name], found.reason)
-            self.connector.results.revoke_reader(found.name, found.requester)
 
     # ------------------------------------------------------------------ status
     def _record_source_metrics(self) -> None:
