@@ -45,6 +45,32 @@ class ExecutorEnvironmentError(FreshviewError):
     """A cluster's executors cannot run freshview's code: a package missing or too old on the worker nodes."""
 
 
+# ---------------------------------------------------------------------- connectors
+# What a connector (``freshview.connectors``) says about its database's changes and stream.
+
+
+class ChangeError(FreshviewError):
+    """A change freshview cannot turn into a correct delta (a missing old row, an unknown table, a column
+    gone ...); ``table``: the source table (schema-qualified) whose changes are unusable, when one is."""
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class StreamError(FreshviewError):
+    """The change stream broke (connection lost ...): reconnect from the position acknowledged."""
+
+
+class PositionLost(StreamError):
+    """The source can no longer deliver changes from the stored position (PostgreSQL: the slot is
+    invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
+
+
+class UnsupportedTypeError(CatalogError):
+    """A source column whose type freshview does not maintain."""
+
+
 # ---------------------------------------------------------------------- faults
 # Failures of what freshview runs on (the database, the network, the disk), not of its input.
 # Connectors and the state store raise these, mapping their drivers' and the OS's errors (the

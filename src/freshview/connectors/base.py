@@ -21,7 +21,9 @@ or PyMySQL; a connector knows nothing of the engine.  What passes between them:
 * ``Grants``: what a view's requester may read (``service.access`` decides
   from it whether a view may run with that requester's rights).
 
-Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
+Connectors may import ``algebra``, ``schema``, ``errors`` and ``plan.shape`` only.  Their errors are
+``freshview.errors``' (``ChangeError``, ``StreamError``, ``PositionLost``, ``UnsupportedTypeError``;
+faults: ``Fault``), named here too for connectors.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Callable, Collection, ContextManager, Iterator, Mapping,
 
 import pyarrow as pa
 
+from freshview.errors import ChangeError, PositionLost, StreamError  # noqa: F401  (the connectors' errors)
 from freshview.plan.shape import ResultKey
 from freshview.schema import SqlType, TableSchema
 
@@ -113,23 +116,6 @@ class TableChange:
 LookupOld = Callable[[str, pa.Table], pa.Table]
 # schema-qualified table -> its change, for the transactions given, in order
 Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, TableChange]]
-
-
-class ChangeError(Exception):
-    """A change freshview cannot turn into a correct delta (missing old row, unknown table ...)."""
-
-    def __init__(self, message: str, table: str | None = None) -> None:
-        super().__init__(message)
-        self.table = table  # the source table whose changes are unusable, when one is to blame
-
-
-class StreamError(Exception):
-    """The change stream broke (connection lost ...): reconnect from the position acknowledged."""
-
-
-class PositionLost(StreamError):
-    """The source can no longer deliver changes from the stored position (PostgreSQL: the slot is
-    invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,7 @@ from freshview.connectors.base import (
     Attached, ChangeError, Connector, StepStats, Stream, StreamError, TableChange, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
-from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow
-from freshview.runtime.operators.source import checks as source_checks
+from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow, source_checks
 from freshview.runtime.state.files import probe_space
 from freshview.service import batching, decide, following, outage, recovery, requests
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
@@ -200,7 +199,7 @@ class Core:
     def _connect(self) -> None:
         try:
             connector = self.connect()
-        except Fault:
+        except (Fault, StreamError):  # ridden out by ``run``
             raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
@@ -236,7 +235,7 @@ class Core:
         self._close_stream()
         try:
             attached: Attached = source.attach(self.at.engine, bool(self.flow.sources))
-        except Fault:
+        except (Fault, StreamError):  # ridden out by ``run``
             raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None

@@ -129,8 +129,6 @@ class MySqlStream:
         started = time.perf_counter()
         try:
             txn = self.reader.read(timeout)
-        except binlog.PositionLost as exc:
-            raise base.PositionLost(str(exc)) from None
         except pymysql.err.MySQLError as exc:
             raise base.StreamError(f"binlog stream: {exc}") from None
         now = time.monotonic()
@@ -318,10 +316,7 @@ class MySqlSource:
                for t in transactions if t.payload is not None]  # None: only the position moved
         changed = {str(n) for txn in raw for n in txn.changes}
         sources = {parse_table_name(n): self.mysql_table(n, schemas[n]) for n in changed}
-        try:
-            out = mysql_deltas.to_deltas(raw, sources)
-        except mysql_deltas.ChangeError as exc:
-            raise base.ChangeError(str(exc), str(exc.table) if exc.table else None) from None
+        out = mysql_deltas.to_deltas(raw, sources)  # (a ChangeError names its table, schema-qualified)
         return {str(n): base.TableChange(d) for n, d in out.items()}
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.errors import UnsupportedTypeError
 from freshview.schema import SqlType
 
 # pg_type OIDs of the built-in types freshview maintains.
@@ -30,10 +31,6 @@ OID_NAMES: dict[int, str] = {
     701: "double precision", 1042: "character", 1043: "character varying", 1082: "date",
     1114: "timestamp", 1184: "timestamptz", 1700: "numeric", 19: "name",
 }
-
-
-class UnsupportedTypeError(ValueError):
-    pass
 
 
 def sql_type(oid: int, type_modifier: int = -1, type_name: str | None = None) -> SqlType:
