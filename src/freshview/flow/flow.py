@@ -410,7 +410,8 @@ class IncrementalFlow:
             return self.store.get_meta(f"app/{key}", default)
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Store a JSON value; inside a prepared step (``before_commit``) it commits with the step, else at once."""
+        """Store a JSON value; inside a prepared step (``before_commit``) it commits with the step, else at once
+        (a prepared step's own: ``FlowStep.set_meta``)."""
         with self._lock:
             if self.store.in_transaction:
                 self.store.set_meta(f"app/{key}", value)
@@ -460,7 +461,7 @@ class IncrementalFlow:
         """Apply one atomic step: ``tick("orders", delta)`` or ``tick({"a": d1, "b": d2})`` — ``prepare``
         then ``commit``.
 
-        ``before_commit(outputs)`` (kept until every caller uses ``prepare``) runs between the two with
+        ``before_commit(outputs)`` (a shorthand for ``prepare`` → write → ``commit``) runs between the two with
         each changed view's delta (named columns + ``_weight``); if it raises, the step is rolled back.
         """
         with self._lock:
@@ -641,8 +642,9 @@ class IncrementalFlow:
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).
 
-        Kept for callers that still resolve REPLICA IDENTITY DEFAULT changes themselves; a change given
-        by key (``SourceChange(upserts=..., deletes=...)``) has its old rows looked up by the engine.
+        For a caller that needs old rows' values itself (the service: PostgreSQL's unchanged TOAST
+        values); a change given by key (``SourceChange(upserts=..., deletes=...)``) has its old rows
+        looked up by the engine, once, inside its step.
         """
         with self._lock:
             self.source_schema(name)
