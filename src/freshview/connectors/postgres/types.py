@@ -24,11 +24,18 @@ OID_TYPES: dict[int, str] = {
     16: "bool", 20: "int8", 21: "int2", 23: "int4", 25: "text", 700: "float4", 701: "float8",
     1042: "text", 1043: "text", 1082: "date", 1114: "timestamp", 1184: "timestamptz", 1700: "numeric",
     19: "text",  # name
+    114: "json", 3802: "jsonb", 2950: "uuid", 869: "inet",
 }
 OID_NAMES: dict[int, str] = {
     16: "boolean", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
     701: "double precision", 1042: "character", 1043: "character varying", 1082: "date",
     1114: "timestamp", 1184: "timestamptz", 1700: "numeric", 19: "name",
+    114: "json", 3802: "jsonb", 2950: "uuid", 869: "inet",
+}
+# pg_type OIDs of the built-in one-dimensional arrays of those types -> their element's OID.
+ARRAY_OIDS: dict[int, int] = {
+    1000: 16, 1016: 20, 1005: 21, 1007: 23, 1009: 25, 1021: 700, 1022: 701, 1014: 1042, 1015: 1043,
+    1182: 1082, 1115: 1114, 1185: 1184, 1231: 1700, 199: 114, 3807: 3802, 2951: 2950, 1041: 869,
 }
 
 
@@ -38,6 +45,8 @@ class UnsupportedTypeError(ValueError):
 
 def sql_type(oid: int, type_modifier: int = -1, type_name: str | None = None) -> SqlType:
     """The freshview type of a column from its type OID and modifier (atttypmod)."""
+    if oid in ARRAY_OIDS:  # an array's typmod is its element's
+        return SqlType.array(sql_type(ARRAY_OIDS[oid], type_modifier, type_name))
     kind = OID_TYPES.get(oid)
     if kind is None:
         raise UnsupportedTypeError(f"column type {type_name or oid} is not supported")
@@ -121,9 +130,59 @@ def to_arrow(values: list | pa.Array, t: SqlType) -> pa.Array:
         return pa.array(_dates(values), pa.date32())
     if kind in ("timestamp", "timestamptz"):
         return pa.array(_timestamps(values, kind == "timestamptz"), t.arrow)
-    if kind == "text":
+    if t.is_textual:  # PostgreSQL's output of json, jsonb, uuid, inet, an enum is their canonical text
         return pa.array(values, pa.string())
+    if kind == "array":
+        return _arrays(values, t)
     raise UnsupportedTypeError(f"no conversion for {t}")
+
+
+def parse_array(text: str) -> list:
+    """A one-dimensional PostgreSQL array literal (``{1,NULL,"a b","x\\"y"}``) as its elements' texts
+    (None for NULL); a multi-dimensional array or a lower bound (``[0:1]={...}``) raises ``ValueError``."""
+    if not text.startswith("{") or not text.endswith("}"):
+        raise ValueError(f"array value {text!r}: freshview holds one-dimensional arrays with lower bound 1")
+    out: list = []
+    i, n = 1, len(text) - 1
+    if n == 1:
+        return out
+    while i <= n:
+        if text[i] == "{":
+            raise ValueError(f"array value {text[:40]!r}: multi-dimensional arrays are not supported")
+        if text[i] == '"':
+            i += 1
+            chars = []
+            while text[i] != '"':
+                if text[i] == "\\":
+                    i += 1
+                chars.append(text[i])
+                i += 1
+            out.append("".join(chars))
+            i += 1
+        else:
+            j = i
+            while i < n and text[i] != ",":
+                i += 1
+            word = text[j:i].strip()
+            out.append(None if word.upper() == "NULL" else word)
+        i += 1  # the comma (or the closing brace)
+    return out
+
+
+def _arrays(values: list, t: SqlType) -> pa.Array:
+    """Array literals to an Arrow list column: the elements converted a column at a time by their type."""
+    elements: list = []
+    offsets = [0]
+    valid = []
+    for v in values:
+        if v is not None:
+            elements.extend(parse_array(v))
+        offsets.append(len(elements))
+        valid.append(v is not None)
+    assert t.element is not None
+    flat = to_arrow(elements, t.element)
+    mask = pa.array([not x for x in valid], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat, type=t.arrow, mask=mask)
 
 
 
@@ -131,7 +190,7 @@ def _parse_column(strings: pa.Array | pa.ChunkedArray, t: SqlType) -> pa.Array:
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     kind = t.kind
-    if kind == "text":
+    if t.is_textual:
         return strings.cast(pa.string())
     if kind == "bool":
         return pc.equal(strings, "t")
