@@ -64,7 +64,7 @@ class SqlType:
         "json", "jsonb", "uuid", "inet", "enum",
     )
     ELEMENT_KINDS = ("int2", "int4", "int8", "numeric", "float4", "float8", "text", "bool", "date",
-                     "timestamp", "timestamptz", "json", "jsonb", "uuid", "inet")
+                     "timestamp", "timestamptz", "json", "jsonb", "uuid", "inet", "enum")
     # Kinds held as their PostgreSQL text (Arrow string, Spark string): json keeps its text, jsonb is
     # PostgreSQL's canonical output (keys ordered and unique, ", " and ": "), uuid and inet their
     # canonical output, an enum its label.
@@ -458,6 +458,38 @@ def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:
     pk = tuple(primary_key) if primary_key else tuple(keys)
     cols = tuple(Column(n, t, n not in not_null and n not in pk) for n, t in columns)
     return TableSchema(cols, pk)
+
+
+def parse_array_literal(text: str) -> list:
+    """A one-dimensional PostgreSQL array literal (``{1,NULL,"a b","x\\"y"}``) as its elements' texts
+    (None for NULL); a multi-dimensional array or a lower bound (``[0:1]={...}``) raises ``ValueError``."""
+    if not text.startswith("{") or not text.endswith("}"):
+        raise ValueError(f"array value {text!r}: freshview holds one-dimensional arrays with lower bound 1")
+    out: list = []
+    i, n = 1, len(text) - 1
+    if n == 1:
+        return out
+    while i <= n:
+        if text[i] == "{":
+            raise ValueError(f"array value {text[:40]!r}: multi-dimensional arrays are not supported")
+        if text[i] == '"':
+            i += 1
+            chars = []
+            while text[i] != '"':
+                if text[i] == "\\":
+                    i += 1
+                chars.append(text[i])
+                i += 1
+            out.append("".join(chars))
+            i += 1
+        else:
+            j = i
+            while i < n and text[i] != ",":
+                i += 1
+            word = text[j:i].strip()
+            out.append(None if word.upper() == "NULL" else word)
+        i += 1  # the comma (or the closing brace)
+    return out
 
 
 def array_length_mismatch(table: pa.Table, schema: TableSchema, names: Sequence[str] | None = None

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.schema import SqlType
+from freshview.schema import SqlType, parse_array_literal
 
 # pg_type OIDs of the built-in types freshview maintains.
 OID_TYPES: dict[int, str] = {
@@ -137,38 +137,6 @@ def to_arrow(values: list | pa.Array, t: SqlType) -> pa.Array:
     raise UnsupportedTypeError(f"no conversion for {t}")
 
 
-def parse_array(text: str) -> list:
-    """A one-dimensional PostgreSQL array literal (``{1,NULL,"a b","x\\"y"}``) as its elements' texts
-    (None for NULL); a multi-dimensional array or a lower bound (``[0:1]={...}``) raises ``ValueError``."""
-    if not text.startswith("{") or not text.endswith("}"):
-        raise ValueError(f"array value {text!r}: freshview holds one-dimensional arrays with lower bound 1")
-    out: list = []
-    i, n = 1, len(text) - 1
-    if n == 1:
-        return out
-    while i <= n:
-        if text[i] == "{":
-            raise ValueError(f"array value {text[:40]!r}: multi-dimensional arrays are not supported")
-        if text[i] == '"':
-            i += 1
-            chars = []
-            while text[i] != '"':
-                if text[i] == "\\":
-                    i += 1
-                chars.append(text[i])
-                i += 1
-            out.append("".join(chars))
-            i += 1
-        else:
-            j = i
-            while i < n and text[i] != ",":
-                i += 1
-            word = text[j:i].strip()
-            out.append(None if word.upper() == "NULL" else word)
-        i += 1  # the comma (or the closing brace)
-    return out
-
-
 def _arrays(values: list, t: SqlType) -> pa.Array:
     """Array literals to an Arrow list column: the elements converted a column at a time by their type."""
     elements: list = []
@@ -176,7 +144,7 @@ def _arrays(values: list, t: SqlType) -> pa.Array:
     valid = []
     for v in values:
         if v is not None:
-            elements.extend(parse_array(v))
+            elements.extend(parse_array_literal(v))
         offsets.append(len(elements))
         valid.append(v is not None)
     assert t.element is not None

@@ -1,6 +1,6 @@
 """PostgreSQL's json and jsonb on their text, value by value: parsing, output, operators.  Standard library only.
 
-Both executors run these functions (the in-process one per row in ``arrow_json``, Spark in a Python UDF in
+The SQL front end canonicalizes jsonb literals with them, and both executors run them (the in-process one per row in ``arrow_json``, Spark in a Python UDF in
 ``spark_json``, which ships this module by value), so the two agree by construction.
 
 * ``json`` keeps its text: ``->`` of a json value gives the sub-value's text exactly as written (spaces,
@@ -214,9 +214,10 @@ def _as_text(text: str, node: Node, binary: bool) -> str | None:
 
 # ---------------------------------------------------------------------------- operators
 def _step(node: Node, key: Any, binary: bool) -> Node | None:
-    del binary  # json and jsonb step alike
     kind, payload = node[0], node[1]
     if isinstance(key, int) and not isinstance(key, bool):
+        if binary and kind not in ("arr", "obj"):  # jsonb subscripts a scalar as a one-element array
+            kind, payload = "arr", [node]
         if kind != "arr":
             return None
         index = key + len(payload) if key < 0 else key
