@@ -160,7 +160,7 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
                            locate(order_nodes[0], b.sql), b.sql)
     else:  # min / max
         result = arg.type if arg.type.kind != "null" else ty.TEXT
-        if arg.type.kind in ("bool", "json", "jsonb", "inet"):  # (jsonb and inet: PostgreSQL's order is not kept)
+        if arg.type.kind in ("bool", "json", "jsonb", "inet", "uuid"):  # (as PostgreSQL; jsonb, inet: order not kept)
             result = None
         if arg.type.kind == "enum":  # by declared order: the extreme rank, mapped back to its label
             from freshview.sql.bind_types import enum_label, enum_rank

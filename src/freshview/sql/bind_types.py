@@ -132,6 +132,12 @@ class TypeBinding:
             return arg
         if isinstance(arg, Literal) and arg.type.kind in ("text", "null") and target.kind != "text":
             return self.textual_literal(node, arg.value, target)
+        if target.kind == "text" and arg.type.kind == "inet":  # text(inet) shows the prefix length always
+            text = Call(ty.TEXT, "as_text", (arg,))
+            has = lambda c: Call(ty.BOOL, ">", (Call(INT4, "strpos", (text, Literal(ty.TEXT, c))),  # noqa: E731
+                                                Literal(INT4, 0)))
+            return Case(ty.TEXT, ((has("/"), text), (has(":"), Call(ty.TEXT, "||", (text, Literal(ty.TEXT, "/128"))))),
+                        Call(ty.TEXT, "||", (text, Literal(ty.TEXT, "/32"))))
         if target.kind == "text":
             return Call(ty.TEXT, "as_text", (arg,))
         if target.is_json and arg.type.kind in ("text", "json", "jsonb"):
