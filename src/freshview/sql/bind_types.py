@@ -278,9 +278,7 @@ class TypeBinding:
     def fn_jsonb_build_object(self, node, args): return self._build_object(node, args, True)  # noqa: E704
 
     def _json_agg(self, node: exp.Expression, arg_node: exp.Expression, binary: bool) -> Expr:
-        from freshview.sql.bind_aggs import bind_aggregate
-
-        array = bind_aggregate(self, exp.ArrayAgg(this=arg_node), "array_agg")
+        array = self._agg(exp.ArrayAgg(this=arg_node), "array_agg")  # (ExprBinder's: sql.bind_aggs)
         element = array.type.element
         assert element is not None
         if element.kind in ("timestamptz", "interval"):
