@@ -357,3 +357,69 @@ def agg(values: list | None, kind: str, binary: bool) -> str | None:
     if binary:
         return canonical(("arr", [parse(to_json(v, kind)) for v in values], 0, 0))
     return "[" + ", ".join(to_json(v, kind) for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------- MariaDB's JSON functions
+def _maria(text: str, node: Node) -> str:
+    """MariaDB's text of a value found in ``text``: objects and arrays re-spaced (``", "``, ``": "``, keys in
+    written order, duplicates kept), scalars as written."""
+    kind, payload = node[0], node[1]
+    if kind == "obj":
+        return "{" + ", ".join(f"{quote(k)}: {_maria(text, v)}" for k, v in payload) + "}"
+    if kind == "arr":
+        return "[" + ", ".join(_maria(text, v) for v in payload) + "]"
+    return text[node[2]: node[3]]
+
+
+def mariadb_extract(text: str, path: list) -> str | None:
+    """``JSON_EXTRACT(text, path)`` of a path of keys (str: the first such key) and array indexes (int)."""
+    node: Node | None = parse(text)
+    for key in path:
+        if node is None:
+            return None
+        if isinstance(key, int):
+            node = node[1][key] if node[0] == "arr" and 0 <= key < len(node[1]) else None
+        else:
+            node = next((v for k, v in node[1] if k == key), None) if node[0] == "obj" else None
+    return None if node is None else _maria(text, node)
+
+
+def mariadb_unquote(text: str) -> str:
+    """``JSON_UNQUOTE``: a JSON string's value; any other text as it is."""
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        try:
+            node, end = _string(text, 0)
+        except (ValueError, IndexError):
+            return text
+        if end == len(text):
+            return node[1]
+    return text
+
+
+def _maria_value(value: Any, kind: str) -> str:
+    if value is None:
+        return "null"
+    if kind in ("json", "jsonb"):
+        return value
+    if kind in ("int2", "int4", "int8"):
+        return str(int(value))
+    if kind == "numeric":
+        return format(value, "f")
+    if kind == "text":
+        return quote(value)
+    raise ValueError(f"a {kind} value in a MariaDB JSON function is not supported")
+
+
+def mariadb_object(keys: list, values: list, kinds: list) -> str:
+    """``JSON_OBJECT(k1, v1, ...)`` as MariaDB writes it."""
+    for k in keys:
+        if k is None:
+            raise ValueError("JSON documents may not contain NULL member names")
+    return "{" + ", ".join(f"{quote(k)}: {_maria_value(v, kind)}" for k, v, kind in zip(keys, values, kinds)) + "}"
+
+
+def mariadb_arrayagg(values: list | None, kind: str) -> str | None:
+    """``JSON_ARRAYAGG`` of a group's values (in order): no spaces between elements."""
+    if values is None:
+        return None
+    return "[" + ",".join(_maria_value(v, kind) for v in values) + "]"

@@ -19,6 +19,7 @@ output; an enum as its label.  What this module decides:
 * enums compare by label for ``=``/``<>`` and by declared order for ``<``, ``<=``, ``>``, ``>=``, MIN and MAX
   (the label's rank, a CASE, is compared; MIN/MAX aggregate the rank and map it back to its label); a string
   compared with an enum must be one of its labels.
+* MySQL dialect: MariaDB's JSON functions, ``sql.bind_mysql_json``.
 * uuid literals are canonicalized (lower case, hyphenated), so uuid order is text order; inet literals too,
   and inet is refused under ordering operators (PostgreSQL orders by family, prefix length, then address).
 """
@@ -34,6 +35,7 @@ from freshview import jsontext
 from freshview.plan import typing as ty
 from freshview.plan.expr import Call, Case, Expr, Literal
 from freshview.schema import SqlType, parse_array_literal
+from freshview.sql.bind_mysql_json import MySqlJsonBinding
 
 INT4 = ty.INT4
 _ORDERING = ("<", "<=", ">", ">=")
@@ -81,7 +83,7 @@ def enum_label(rank: Expr, t: SqlType) -> Expr:
                          for i, label in enumerate(t.enum.labels)), None)
 
 
-class TypeBinding:
+class TypeBinding(MySqlJsonBinding):
     """Mixin of ``ExprBinder``: json/jsonb, arrays, enums, uuid, inet (see the module docstring)."""
 
     # ------------------------------------------------------------------ comparisons and casts
@@ -196,11 +198,15 @@ class TypeBinding:
         return Call(ty.TEXT if as_text else j.type, "json_path_text" if as_text else "json_path", (j, *path))
 
     def visit_JSONExtract(self, node: exp.JSONExtract) -> Expr:
+        if self.dialect.name == "mysql":  # JSON_EXTRACT, ->: MariaDB's (sql.bind_mysql_json)
+            return self.mysql_extract(node, False)
         if isinstance(node.expression, exp.JSONPath) and len(node.expression.expressions) > 2:
             return self._get_path(node, self._json_arg(node, node.this, "#>"), self._path(node, node.expression), False)
         return self._get(node, False)
 
     def visit_JSONExtractScalar(self, node: exp.JSONExtractScalar) -> Expr:
+        if self.dialect.name == "mysql":  # ->>
+            return self.mysql_extract(node, True)
         if node.args.get("only_json_types") is False or (
                 isinstance(node.expression, exp.JSONPath) and len(node.expression.expressions) > 2):
             # json_extract_path_text(j, 'a', 'b'), sqlglot's spelling of it

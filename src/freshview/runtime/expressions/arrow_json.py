@@ -105,6 +105,33 @@ def op_as_text(ev, e) -> Datum:
     return x.cast(pa.string())
 
 
+# ---------------------------------------------------------------------------- MariaDB's JSON functions (MySQL dialect)
+def op_mariadb_extract(ev, e) -> Datum:
+    steps = [a.value for a in e.args[1:]]  # constant keys and indexes (sql.bind_mysql_json)
+    (doc,) = ev.strict_args(e.args[:1])
+    return _per_row(ev, [doc], lambda j: jsontext.mariadb_extract(j, steps), pa.string())
+
+
+def op_json_unquote(ev, e) -> Datum:
+    return _per_row(ev, ev.strict_args(e.args), jsontext.mariadb_unquote, pa.string())
+
+
+def op_mariadb_object(ev, e) -> Datum:
+    kinds = [a.type.kind for a in e.args[1::2]]
+    values = [ev.visit(a) for a in e.args]
+    if not values:
+        return pa.scalar("{}", pa.string())
+    return _per_row(ev, values, lambda *row: jsontext.mariadb_object(list(row[0::2]), list(row[1::2]), kinds),
+                    pa.string(), strict=False)
+
+
+def op_mariadb_arrayagg_finish(ev, e) -> Datum:
+    element = e.args[0].type.element
+    kind = element.kind if element is not None else "text"
+    (arr,) = ev.strict_args(e.args)
+    return _per_row(ev, [arr], lambda values: jsontext.mariadb_arrayagg(values, kind), pa.string())
+
+
 # ---------------------------------------------------------------------------- arrays
 def op_array_length(ev, e) -> Datum:
     (arr,) = ev.strict_args(e.args)
@@ -157,9 +184,11 @@ OPS: dict[str, Callable[..., Datum]] = {
     "json_in": op_json_in, "json_build_object": op_json_build_object, "json_agg_finish": op_json_agg_finish,
     "as_text": op_as_text, "array_length": op_array_length, "cardinality": op_cardinality,
     "array_element": op_array_element, "array_any_eq": op_array_any_eq,
+    "mariadb_extract": op_mariadb_extract, "json_unquote": op_json_unquote, "mariadb_object": op_mariadb_object,
+    "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish,
 }
 # Ops that never raise: evaluated eagerly under CASE/COALESCE/AND/OR (json_in and the jsonb operators can:
 # a text that is not JSON).
 SAFE_OPS = frozenset({"as_text", "array_length", "cardinality", "array_element", "array_any_eq", "json_get",
                       "json_get_text", "json_path", "json_path_text", "json_agg_finish", "jsonb_exists",
-                      "jsonb_contains"})
+                      "jsonb_contains", "mariadb_extract", "json_unquote", "mariadb_arrayagg_finish"})

@@ -92,6 +92,29 @@ def as_text(e: Call, a: list[Column], param: str) -> Column:
     return a[0].cast("string")
 
 
+# ---------------------------------------------------------------------------- MariaDB's JSON functions (MySQL dialect)
+def mariadb_extract(e: Call, a: list[Column], param: str) -> Column:
+    steps = [x.value for x in e.args[1:]]  # constant keys and indexes (sql.bind_mysql_json)
+    return _udf(lambda j: None if j is None else jsontext.mariadb_extract(j, steps), st.StringType())(a[0])
+
+
+def json_unquote(e: Call, a: list[Column], param: str) -> Column:
+    return _udf(lambda t: None if t is None else jsontext.mariadb_unquote(t), st.StringType())(*a)
+
+
+def mariadb_object(e: Call, a: list[Column], param: str) -> Column:
+    kinds = [x.type.kind for x in e.args[1::2]]
+    if not a:
+        return F.lit("{}")
+    return _udf(lambda *row: jsontext.mariadb_object(list(row[0::2]), list(row[1::2]), kinds), st.StringType())(*a)
+
+
+def mariadb_arrayagg_finish(e: Call, a: list[Column], param: str) -> Column:
+    element = e.args[0].type.element
+    kind = element.kind if element is not None else "text"
+    return _udf(lambda values: jsontext.mariadb_arrayagg(values, kind), st.StringType())(*a)
+
+
 # ---------------------------------------------------------------------------- arrays
 def array_length(e: Call, a: list[Column], param: str) -> Column:
     n = F.size(a[0])
@@ -123,5 +146,6 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "jsonb_contains": jsonb_contains, "jsonb_exists": jsonb_exists, "json_in": json_in,
     "json_build_object": json_build_object, "json_agg_finish": json_agg_finish, "as_text": as_text,
     "array_length": array_length, "cardinality": cardinality, "array_element": array_element,
-    "array_any_eq": array_any_eq,
+    "array_any_eq": array_any_eq, "mariadb_extract": mariadb_extract, "json_unquote": json_unquote,
+    "mariadb_object": mariadb_object, "mariadb_arrayagg_finish": mariadb_arrayagg_finish,
 }
