@@ -73,7 +73,8 @@ def enum_rank(e: Expr) -> Expr:
     """An enum value's position in its declared order (int4; NULL for NULL)."""
     assert e.type.enum is not None
     return Case(INT4, tuple((Call(ty.BOOL, "=", (e, Literal(e.type, label))), Literal(INT4, i))
-                            for i, label in enumerate(e.type.enum.labels)), None)
+                            for i, label in enumerate(e.type.enum.labels)),
+                Call(INT4, "enum_unknown", (e,)))  # a label added since (ALTER TYPE ... ADD VALUE): an error
 
 
 def enum_label(rank: Expr, t: SqlType) -> Expr:

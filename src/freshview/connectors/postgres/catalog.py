@@ -83,7 +83,9 @@ FROM d JOIN pg_class c ON c.oid = d.oid JOIN pg_namespace n ON n.oid = c.relname
 # changed since the last look (the periodic check costs one query while nothing changes).
 _SIGNATURE = """
 SELECT c.oid, md5(concat_ws('|', n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
-  (SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod), ',' ORDER BY a.attnum)
+  (SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod,
+                               (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder) FROM pg_enum e
+                                WHERE e.enumtypid = a.atttypid)), ',' ORDER BY a.attnum)
    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
   (SELECT string_agg(concat_ws(':', i.indexrelid, i.indkey::text, i.indisprimary, i.indisreplident, i.indisvalid), ','
                      ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid),

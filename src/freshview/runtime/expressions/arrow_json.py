@@ -132,6 +132,21 @@ def op_mariadb_arrayagg_finish(ev, e) -> Datum:
     return _per_row(ev, [arr], lambda values: jsontext.mariadb_arrayagg(values, kind), pa.string())
 
 
+def op_enum_unknown(ev, e) -> Datum:
+    """The ELSE of an enum's rank: NULL for NULL; a label the view's enum type does not have is an error (a
+    label added by ALTER TYPE ... ADD VALUE after the view was created), never a silently wrong order."""
+    (x,) = ev.strict_args(e.args)
+    found = [v for v in (A._broadcast(x, 1).to_pylist() if A._is_scalar(x) else x.to_pylist()) if v is not None]
+    if found:
+        raise ExecutionError(_unknown_label(e, found[0]))
+    return A._null(pa.int32()) if A._is_scalar(x) else pa.nulls(len(x), pa.int32())
+
+
+def _unknown_label(e, label: str) -> str:
+    return (f'enum {e.args[0].type} has no label "{label}" in the view\'s definition (added by ALTER TYPE ... ADD '
+            "VALUE since): create the view again")
+
+
 # ---------------------------------------------------------------------------- arrays
 def op_array_length(ev, e) -> Datum:
     (arr,) = ev.strict_args(e.args)
@@ -185,7 +200,7 @@ OPS: dict[str, Callable[..., Datum]] = {
     "as_text": op_as_text, "array_length": op_array_length, "cardinality": op_cardinality,
     "array_element": op_array_element, "array_any_eq": op_array_any_eq,
     "mariadb_extract": op_mariadb_extract, "json_unquote": op_json_unquote, "mariadb_object": op_mariadb_object,
-    "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish,
+    "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish, "enum_unknown": op_enum_unknown,
 }
 # Ops that never raise: evaluated eagerly under CASE/COALESCE/AND/OR (json_in and the jsonb operators can:
 # a text that is not JSON).

@@ -115,6 +115,12 @@ def mariadb_arrayagg_finish(e: Call, a: list[Column], param: str) -> Column:
     return _udf(lambda values: jsontext.mariadb_arrayagg(values, kind), st.StringType())(*a)
 
 
+def enum_unknown(e: Call, a: list[Column], param: str) -> Column:
+    message = F.concat(F.lit(f'enum {e.args[0].type} has no label "'), a[0], F.lit(
+        "\" in the view's definition (added by ALTER TYPE ... ADD VALUE since): create the view again"))
+    return F.when(a[0].isNull(), F.lit(None).cast("int")).otherwise(F.raise_error(message).cast("int"))
+
+
 # ---------------------------------------------------------------------------- arrays
 def array_length(e: Call, a: list[Column], param: str) -> Column:
     n = F.size(a[0])
@@ -148,4 +154,5 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "array_length": array_length, "cardinality": cardinality, "array_element": array_element,
     "array_any_eq": array_any_eq, "mariadb_extract": mariadb_extract, "json_unquote": json_unquote,
     "mariadb_object": mariadb_object, "mariadb_arrayagg_finish": mariadb_arrayagg_finish,
+    "enum_unknown": enum_unknown,
 }
