@@ -108,3 +108,19 @@ def test_reconciliation_keeps_active_and_rebuilding_views_and_drops_readers_firs
             ("public.c", "SELECT 3", "rebuilding")]
     assert recovery.wanted_views(rows) == {"public.a": "SELECT 1", "public.c": "SELECT 3"}
     assert recovery.views_to_drop(["a", "b", "b_reader", "c"], {"a", "c"}) == ["b_reader", "b"]
+
+
+def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
+    """MySQL's binlog names the DDL: a failure read off the catalog first waits until the stream has passed
+    the server's position at that read (then the stream's statement names it), at most its patience."""
+    from freshview.service.following import Fail, Refollow, awaits_statement
+
+    fail = Fail("freshview: t no longer exists")
+    assert awaits_statement(fail, None, settles_at=10, position=5, waited_s=0.0)
+    assert awaits_statement(fail, None, settles_at=10, position=None, waited_s=1.0)
+    assert not awaits_statement(fail, None, settles_at=10, position=10, waited_s=0.0)  # the stream passed it
+    assert not awaits_statement(fail, None, settles_at=10, position=5, waited_s=31.0)  # patience spent
+    assert not awaits_statement(fail, "RENAME TABLE t TO u", settles_at=10, position=5, waited_s=0.0)
+    assert not awaits_statement(fail, None, settles_at=None, position=5, waited_s=0.0)  # PostgreSQL: no statements
+    assert not awaits_statement(Refollow("x"), None, settles_at=10, position=5, waited_s=0.0)
+    assert not awaits_statement(None, None, settles_at=10, position=5, waited_s=0.0)

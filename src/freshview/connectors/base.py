@@ -138,6 +138,10 @@ class Recheck:
     columns: Mapping[str, SqlType | None] = field(default_factory=dict)  # as ``Transaction.definitions``
     identity: tuple[tuple[str, str], ...] = ()  # as ``SourceTable.identity``
     refusal: str | None = None  # why it can no longer be followed (and how to fix it), if it cannot
+    # Where the stream will have carried the DDL behind what was found, when the stream carries DDL
+    # statements (MySQL's binlog): the server's position when the catalog was read.  A view is failed for
+    # what the catalog shows only once the stream has passed it, so the failure names the statement.
+    settles_at: "Position | None" = None
 
 
 @dataclass(frozen=True)

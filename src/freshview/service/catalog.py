@@ -25,7 +25,7 @@ from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
 from freshview.service import access, recovery
-from freshview.service.following import Fail, Refollow, ddl_effect, differs
+from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs
 from freshview.service.names import Names
 from freshview.sql import compile_view
 
@@ -59,6 +59,8 @@ class ViewCatalog:
         self.follow_from: dict[str, Any] = {t: source.position_from_text(str(v))
                                             for t, v in flow.get_meta(FOLLOW_FROM_KEY, {}).items()}
         self.errors: tuple[type[BaseException], ...] = (FreshviewError, ChangeError, *connector.errors)
+        # table -> (where the stream settles what the catalog showed, when first seen): ``awaits_statement``
+        self._awaiting: dict[str, tuple[Any, float]] = {}
 
     # ------------------------------------------------------------------ views
     def result_spec(self, name: str) -> ResultSpec:
@@ -258,6 +260,10 @@ class ViewCatalog:
             log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
             effect = ddl_effect(table, schema, self._columns_read(table), now, _pairs(identities.get(table)),
                                 statement)
+            settles_at, first_seen = self._awaiting.setdefault(table, (now.settles_at, time.monotonic()))
+            if awaits_statement(effect, statement, settles_at, position, time.monotonic() - first_seen):
+                continue  # the stream's statement is still to come: the failure will name it
+            self._awaiting.pop(table, None)
             if isinstance(effect, Fail):
                 self.fail_table(table, effect.error)
             elif isinstance(effect, Refollow):

@@ -105,6 +105,20 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     return Refollow("; ".join(unread) + by) if unread else None
 
 
+STATEMENT_PATIENCE_S = 30.0  # how long a failure the catalog shows waits for the stream's statement at most
+
+
+def awaits_statement(effect: Fail | Refollow | None, statement: str | None, settles_at: Any, position: Any,
+                     waited_s: float, patience_s: float = STATEMENT_PATIENCE_S) -> bool:
+    """Whether a failure the catalog shows (``effect``, found without the stream's ``statement``) waits: the
+    stream carries DDL statements and has not yet passed ``settles_at`` (the server's position when the
+    catalog was read; ``position`` is the engine's), so the statement is still to come and the failure is
+    better named with it.  It waits ``patience_s`` at most (a stream that stopped moving)."""
+    if not isinstance(effect, Fail) or statement is not None or settles_at is None:
+        return False
+    return waited_s < patience_s and (position is None or position < settles_at)
+
+
 def _short(statement: str, limit: int = 200) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."

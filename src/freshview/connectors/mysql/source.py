@@ -246,18 +246,21 @@ class MySqlSource:
     def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, base.Recheck]:
         """By name (a renamed table is gone from its old name: the binlog's statement says where)."""
         out = {}
+        settles_at = current_position(self.conn) if tables else None  # read before the catalog (see Recheck)
         for table in tables:
             name = parse_table_name(table)
             try:
                 found = describe_table(self.conn, name)
             except CatalogError as exc:
                 if "does not exist" in str(exc):
-                    out[table] = base.Recheck(None)
+                    out[table] = base.Recheck(None, settles_at=settles_at)
                 else:
-                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc))
+                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc),
+                                              settles_at=settles_at)
                 continue
             self.described[table] = found
-            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema))
+            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema),
+                                      settles_at=settles_at)
         return out
 
     def retain(self, tables: Collection[str]) -> None:
