@@ -7,24 +7,13 @@ executors, random streams with NULLs and duplicates.
 
 from __future__ import annotations
 
-import pytest
-
+from tests.differential.test_mysql_dialect import maria  # noqa: F401  (the MariaDB oracle fixture)
 from tests.support.differential import run_differential
-from tests.support.mysql_oracle import MariaDBOracle
 
 DOCS = ['{"a": 1, "s": "x"}', '{"s":"y\\\\n z",  "a":[1, 2,{"k":  "v"}]}', '{"a": {"b": 1.50, "c": null}}',
         '{"a": 2, "a": 3}', '[1, "two", null]', '"str"', '{}', None]
 J = ("d_id INT, g INT, j JSON, k TEXT, n NUMERIC(6,2)", ["d_id"],
      {"j": DOCS, "g": [1, 2, None], "k": ["a", "b", 'q"uote', None]})
-
-
-@pytest.fixture
-def maria(mysql_database):
-    ora = MariaDBOracle(mysql_database)
-    try:
-        yield ora
-    finally:
-        ora.close()
 
 
 def test_mariadb_json_functions(make_flow, maria):
