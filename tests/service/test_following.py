@@ -124,3 +124,9 @@ def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
     assert not awaits_statement(fail, None, settles_at=None, position=5, waited_s=0.0)  # PostgreSQL: no statements
     assert not awaits_statement(Refollow("x"), None, settles_at=10, position=5, waited_s=0.0)
     assert not awaits_statement(None, None, settles_at=10, position=5, waited_s=0.0)
+
+
+def test_a_change_to_a_row_the_engine_does_not_hold_says_how_to_fix_it():
+    message = following.missing_row("public.t", {"id": 5, "k": "a"})
+    assert message.startswith("public.t: no old row for key (id=5, k='a')")
+    assert "REPLICA IDENTITY FULL" in message

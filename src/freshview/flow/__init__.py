@@ -9,10 +9,11 @@ runtime; connectors and the service build on it, never the reverse.
 """
 
 from freshview.flow.flow import IncrementalFlow, SourceChange, StepSummary, ViewStep, Watch, source_checks
+from freshview.runtime.operators.source import ChangeRefused
 from freshview.flow.partitioned import PartitionedIncrementalFlow, PartitionedStep
 from freshview.flow.partitioning import PartitionError
 from freshview.flow.protocol import Flow, PreparedChange, TwoPhaseFlow
 from freshview.flow.step import FlowStep
 
-__all__ = ["Flow", "FlowStep", "IncrementalFlow", "PartitionedIncrementalFlow", "PartitionedStep", "PartitionError",
+__all__ = ["ChangeRefused", "Flow", "FlowStep", "IncrementalFlow", "PartitionedIncrementalFlow", "PartitionedStep", "PartitionError",
            "PreparedChange", "SourceChange", "StepSummary", "TwoPhaseFlow", "ViewStep", "Watch", "source_checks"]

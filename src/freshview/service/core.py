@@ -44,7 +44,7 @@ from freshview.connectors.base import (
     Attached, ChangeError, Connector, StepStats, Stream, StreamError, TableChange, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
-from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow, source_checks
+from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow, source_checks
 from freshview.runtime.state.files import probe_space
 from freshview.service import batching, decide, following, outage, recovery, requests
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
@@ -423,6 +423,10 @@ class Core:
             except Fault:
                 raise  # the database or the disk, not a view: ridden out by ``run``
             except FreshviewError as exc:
+                if isinstance(exc, ChangeRefused) and exc.found == 0 and exc.source is not None:
+                    source = exc.source  # a keyed change to a row the engine does not hold
+                    exc = ChangeError(following.missing_row(self.names.qualified(source), exc.key))
+                    exc.source = source
                 if not self.views.fail_step(exc):  # the view (or the table) it names stops, the step goes on
                     raise
                 continue

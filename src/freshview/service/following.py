@@ -105,6 +105,14 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     return Refollow("; ".join(unread) + by) if unread else None
 
 
+def missing_row(table: str, key: Mapping[str, Any]) -> str:
+    """The error of a change to a row of ``table`` the engine does not hold (an UPDATE or DELETE whose old
+    row the stream did not carry, for a row whose insert freshview never saw)."""
+    text = ", ".join(f"{k}={v!r}" for k, v in key.items())
+    return (f"{table}: no old row for key ({text}); set REPLICA IDENTITY FULL on {table} or make sure "
+            "freshview saw the row's insert")
+
+
 STATEMENT_PATIENCE_S = 30.0  # how long a failure the catalog shows waits for the stream's statement at most
 
 
