@@ -17,7 +17,6 @@ from tests.support.worker_python import worker_python
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
 def test_a_partitioned_flow_ships_freshview_to_workers_without_it_and_equals_postgres(pg, tmp_path):
     worker = worker_python(tmp_path / "worker", shipped_only=("freshview", "sqlglot"))
     with standalone_cluster(workers=2, cores=1) as master:
