@@ -80,6 +80,20 @@ def as_psycopg(exc: BaseException) -> psycopg.Error:
     return error
 
 
+def stream_error(exc: BaseException) -> psycopg.Error:
+    """A failure while the COPY's rows were read (Arrow passes on libpq's message, no SQLSTATE): the session
+    ended (FATAL, the connection closed) is a lost connection, as psycopg's own errors without a state are;
+    anything else is the statement's error."""
+    message = str(exc)
+    if "FATAL:" in message or any(lost in message for lost in _LOST_TEXTS):
+        return psycopg.OperationalError(message)
+    return psycopg.DatabaseError(message)
+
+
+_LOST_TEXTS = ("server closed the connection", "connection to server", "no connection to the server",
+               "could not receive data", "could not send data", "SSL SYSCALL error", "terminating connection")
+
+
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
     try:
@@ -121,6 +135,8 @@ class Session:
                     batch = reader.read_next_batch()
                 except StopIteration:
                     return
+                except OSError as exc:  # the stream's errors reach Arrow as text only, without the SQLSTATE
+                    raise stream_error(exc) from exc
                 yield batch
 
     def close(self) -> None:
