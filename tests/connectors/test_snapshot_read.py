@@ -22,9 +22,9 @@ import pytest
 
 from freshview.connectors import postgres
 from freshview.connectors.postgres.replication import ReplicationConnection
-from freshview.connectors.postgres.snapshot import projected, read_table
+from freshview.connectors.postgres.snapshot import read_table
 from freshview.errors import ConnectionLost
-from freshview.schema import schema_from_ddl
+from freshview.schema import SchemaError, schema_from_ddl
 
 TABLE = "public.fv_proj"
 SCHEMA = schema_from_ddl("id INT, k INT, v NUMERIC(12,2), t TEXT, d DATE", ["id", "k"])
@@ -62,7 +62,7 @@ def test_columns_are_projected_in_the_query(table, binary, workers):
         for columns, key in [(["d", "id", "k"], ("id", "k")), (["v", "t"], ()), (["id", "v"], ())]:
             chunks = list(read_table(table, name, TABLE, SCHEMA, 5000, columns=columns, workers=workers,
                                      parallel_min_pages=10, binary=binary))
-            expected = projected(SCHEMA, columns)
+            expected = SCHEMA.projected(columns)
             assert expected.names == [n for n in SCHEMA.names if n in columns] and expected.primary_key == key
             assert all(c.schema == expected.arrow(with_weight=True) for c in chunks)
             assert all(0 < c.num_rows <= 5000 for c in chunks)
@@ -70,7 +70,7 @@ def test_columns_are_projected_in_the_query(table, binary, workers):
         counted = list(read_table(table, name, TABLE, SCHEMA, columns=[], workers=workers,
                                   parallel_min_pages=10, binary=binary))
         assert sum(c.num_rows for c in counted) == ROWS and all(c.column_names == ["_weight"] for c in counted)
-        with pytest.raises(ValueError, match="no column nope"):
+        with pytest.raises(SchemaError, match="no column nope"):
             list(read_table(table, name, TABLE, SCHEMA, columns=["id", "nope"], binary=binary))
 
 

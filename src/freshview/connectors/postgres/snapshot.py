@@ -77,7 +77,7 @@ def read_table(dsn: str, snapshot_name: str, table: str, schema: TableSchema,
     COPY through ADBC (``binary_copy``; the default where the driver is installed) or CSV text."""
     name = parse(table)
     schema_name, table_name = name.schema, name.table
-    out = projected(schema, columns)
+    out = schema.projected(columns)
     binary = binary_copy.AVAILABLE if binary is None else binary
     items = (binary_copy.select_list(out.columns) if binary
              else sql.SQL(", ").join(sql.Identifier(n) for n in out.names))
@@ -99,18 +99,6 @@ def read_table(dsn: str, snapshot_name: str, table: str, schema: TableSchema,
             yield chunk
             if progress:
                 progress(done)
-
-
-def projected(schema: TableSchema, columns: Sequence[str] | None) -> TableSchema:
-    """``schema`` with only ``columns`` (in its order), its key kept if every key column is."""
-    if columns is None:
-        return schema
-    unknown = set(columns) - set(schema.names)
-    if unknown:
-        raise ValueError(f"freshview: no column {', '.join(sorted(unknown))} in the table read")
-    kept = tuple(c for c in schema.columns if c.name in set(columns))
-    key = schema.primary_key if set(schema.primary_key) <= set(columns) else ()
-    return TableSchema(kept, key)
 
 
 def _heap_pages(dsn: str, schema_name: str, table_name: str) -> int:
