@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -117,6 +117,8 @@ class Core:
         self.stream: Stream | None = None
         self.at = decide.Positions()
         self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
+        # table -> columns its next snapshot reads besides what the view being created reads (following.widen)
+        self.wanted_columns: dict[str, set[str]] = {}
         self.status = "starting"
         self.health = outage.Health()  # connected, reconnecting, unreachable, paused for a full disk
         self._attached = False  # attached once in this process (later attaches follow a fault)
@@ -530,8 +532,14 @@ class Core:
         following.check_ddl(self, group)
 
     # ------------------------------------------------------------------ following base tables
-    def follow(self, tables: dict[str, SourceTable]) -> None:
-        following.follow(self, tables)
+    def follow(self, tables: dict[str, SourceTable], columns: Mapping[str, Collection[str]] | None = None) -> None:
+        following.follow(self, tables, columns)
+
+    def widen(self, read: Mapping[str, Collection[str]]) -> None:
+        """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are read
+        again with them (``following.widen``)."""
+        for table, missing in following.lacking(self, read).items():
+            following.widen(self, table, missing)
 
     def save_follow_from(self) -> None:
         self.flow.set_meta("follow_from", {t: p.to_text() for t, p in self.follow_from.items()})

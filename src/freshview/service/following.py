@@ -178,9 +178,39 @@ def _pairs(stored: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in stored or ())
 
 
-def refollow(core: "Core", table: str, reason: str) -> None:
+def lacking(core: "Core", read: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+    """Of followed tables a new view reads (``read``: table -> columns), the columns the engine's copy lacks."""
+    missing = {}
+    for table, columns in read.items():
+        if table in core.follow_from:
+            kept = set(core.flow.source_schema(core.names.engine(table)).names)
+            if set(columns) - kept:
+                missing[table] = set(columns) - kept
+    return missing
+
+
+def widen(core: "Core", table: str, columns: Collection[str]) -> None:
+    """The engine's copy of followed ``table`` lacks ``columns`` a new view reads: the table is followed
+    anew from a new snapshot reading them too (``refollow``: its views recomputed); its views' columns are
+    kept (``refollow`` adds them)."""
+    refollow(core, table, f"a new view reads its columns {', '.join(sorted(columns))}, which were not read",
+             level=logging.INFO, extra=columns)
+
+
+def refollow(core: "Core", table: str, reason: str, level: int = logging.WARNING,
+             extra: Collection[str] = ()) -> None:
     """Follow ``table`` anew from a new snapshot: its views (and the views reading them) are dropped from the
-    engine and created again from their SQL, their result tables replaced; one that cannot be fails."""
+    engine and created again from their SQL, their result tables replaced; one that cannot be fails.  The
+    new snapshot reads every column the views read and ``extra`` (``core.wanted_columns``), whichever view
+    is created first."""
+    core.wanted_columns[table] = columns_read_of(core, table) | set(extra)
+    try:
+        _refollow(core, table, reason, level)
+    finally:
+        core.wanted_columns.pop(table, None)
+
+
+def _refollow(core: "Core", table: str, reason: str, level: int) -> None:
     engine_views = list(core.flow.views)
     doomed: set[str] = set()
     todo = list(core.flow.readers(core.names.engine(table)))
@@ -191,8 +221,8 @@ def refollow(core: "Core", table: str, reason: str) -> None:
             todo.extend(core.flow.readers(view))
     ordered = [v for v in engine_views if v in doomed]  # registration order: a view before its readers
     definitions = {name: sql for name, sql, _ in core.connector.control.views()}
-    log.warning("%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
-                ", ".join(core.names.qualified(v) for v in ordered))
+    log.log(level, "%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
+            ", ".join(core.names.qualified(v) for v in ordered))
     for view in reversed(ordered):
         core.flow.drop_view(view)
     core.drop_unused_sources()
@@ -212,9 +242,24 @@ def refollow(core: "Core", table: str, reason: str) -> None:
                     log.warning("following %s anew for %s failed (%s); trying again", table, name, exc)
 
 
-def follow(core: "Core", tables: Mapping[str, SourceTable]) -> None:
+def kept_columns(schema: TableSchema, read: Collection[str] | None) -> TableSchema:
+    """What the engine keeps of a table its views read ``read`` of (None: every column): those columns and
+    the key's (old rows are found by key); a table without a key of which nothing is read keeps its first
+    column (its rows still count)."""
+    if read is None:
+        return schema
+    names = (set(read) & set(schema.names)) | set(schema.primary_key)  # (a column gone: its view fails itself)
+    if not names and schema.columns:
+        names = {schema.columns[0].name}
+    return schema.projected(names)
+
+
+def follow(core: "Core", tables: Mapping[str, SourceTable],
+           columns: Mapping[str, Collection[str]] | None = None) -> None:
     """Start following base tables: make their changes streamed, then load them from one new snapshot
-    and remember its position for each (saved with the engine's state)."""
+    and remember its position for each (saved with the engine's state).  ``columns``: what the views read
+    of each (``plan.rewrite.prune.columns_read``; missing: every column); the engine keeps only those
+    (``kept_columns``, with the columns ``widen`` asked for) and the snapshot reads only those."""
     if not tables:
         return
     source, flow = core.connector.source, core.flow
@@ -222,7 +267,10 @@ def follow(core: "Core", tables: Mapping[str, SourceTable]) -> None:
     with source.snapshot() as snap:
         for table, described in tables.items():
             name = core.names.engine(table)
-            flow.register_source(name, described.schema)
+            read = None if columns is None or table not in columns else \
+                set(columns[table]) | core.wanted_columns.get(table, set())
+            kept = kept_columns(described.schema, read)
+            flow.register_source(name, kept)
             estimate = snap.estimate(table)
 
             def progress(done: int, table: str = table, finished: bool = False) -> None:
@@ -233,7 +281,7 @@ def follow(core: "Core", tables: Mapping[str, SourceTable]) -> None:
 
             progress(0)
             loaded = 0
-            for chunk in snap.read(described, core.options.snapshot_chunk_rows, progress):
+            for chunk in snap.read(described, core.options.snapshot_chunk_rows, progress, kept.names):
                 flow.tick(name, chunk)
                 loaded += chunk.num_rows
             progress(loaded, finished=True)

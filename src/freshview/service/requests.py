@@ -26,6 +26,7 @@ import pyarrow as pa
 from freshview.connectors.base import ChangeError, ControlSchema, Request, SourceTable
 from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import IncrementalFlow
+from freshview.plan.rewrite.prune import columns_read
 from freshview.service import access
 from freshview.service.names import Names
 from freshview.sql import compile_view
@@ -136,7 +137,12 @@ def create(core: "Core", name: str, view_sql: str, *, replace: bool = False, req
         if view in flow.views:
             flow.drop_view(view)
         started = time.perf_counter()
-        core.follow({q: t for q, t in probe.tables.items() if q not in core.follow_from})
+        # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
+        # that lacks columns this view reads is read again, widened, its views recomputed).
+        reads = columns_read(plan)
+        read = {q: reads.get(core.names.engine(q), frozenset()) for q in probe.tables}
+        core.widen(read)
+        core.follow({q: t for q, t in probe.tables.items() if q not in core.follow_from}, read)
         read = time.perf_counter()
         flow.register_view(view, engine_sql)
         registered = True
@@ -211,7 +217,8 @@ class TableProbe:
         return self.expansions[qualified]
 
     def relation_columns(self, name: str):
-        found = self.flow.relation_columns(name)
+        # A followed table as the database has it: the engine keeps only the columns its views read.
+        found = self.flow.relation_columns(name) if name not in self.flow.sources else None
         if found is not None:
             return found
         qualified = self.names.qualified(name)  # the front end names tables as the engine does
