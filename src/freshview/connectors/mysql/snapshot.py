@@ -101,7 +101,8 @@ class Snapshot:
         """The table's rows under the snapshot as inserts (``_weight`` +1), in batches of ``batch_rows``;
         ``columns``: only these (in the table's order, ``TableSchema.projected``), selected by the query."""
         arrow = table.schema.projected(columns).arrow(with_weight=True)
-        read = [c for c in table.columns if columns is None or c.name in set(columns)]
+        read = [c for c, named in zip(table.columns, table.schema.columns)  # (schema names may be folded)
+                if columns is None or named.name in set(columns)]
         names = ", ".join(quote(c.name) for c in read) or "NULL"  # no column: count the rows
         done = 0
         cur = self.connection.cursor(pymysql.cursors.SSCursor)
