@@ -108,3 +108,15 @@ def test_reconciliation_keeps_active_and_rebuilding_views_and_drops_readers_firs
             ("public.c", "SELECT 3", "rebuilding")]
     assert recovery.wanted_views(rows) == {"public.a": "SELECT 1", "public.c": "SELECT 3"}
     assert recovery.views_to_drop(["a", "b", "b_reader", "c"], {"a", "c"}) == ["b_reader", "b"]
+
+
+def test_a_table_keeps_the_columns_read_and_its_key():
+    wide = TableSchema((Column("id", INT, False), Column("a", TEXT), Column("b", INT), Column("c", TEXT)), ("id",))
+    assert following.kept_columns(wide, None) == wide
+    assert following.kept_columns(wide, {"c", "a"}).names == ["id", "a", "c"]
+    assert following.kept_columns(wide, {"c"}).primary_key == ("id",)
+    assert following.kept_columns(wide, set()).names == ["id"]  # only rows counted: the key stays
+    keyless = TableSchema(wide.columns)
+    assert following.kept_columns(keyless, set()).names == ["id"]  # no key: one column carries the rows
+    assert following.kept_columns(keyless, {"b"}).names == ["b"]
+    assert following.kept_columns(wide, {"a", "gone"}).names == ["id", "a"]  # a view of a dropped column fails itself
