@@ -7,8 +7,11 @@ consistent point, no matter what commits meanwhile.  ``progress(rows_done)``
 is called after every chunk so a caller can show a progress bar on large
 tables.
 
-Rows travel as ``COPY (SELECT ...) TO STDOUT WITH (FORMAT csv)`` and never
-become Python values: the COPY's rows (one per CopyData message, so counting
+Only the columns asked for are selected (``columns=``, ``TableSchema.projected``).
+Rows travel as binary COPY straight into Arrow where ADBC's PostgreSQL driver
+is installed (``binary_copy``: the default, same values as below), else as
+``COPY (SELECT ...) TO STDOUT WITH (FORMAT csv)``, and never become Python
+values: the COPY's rows (one per CopyData message, so counting
 messages counts rows) are joined into one CSV text per chunk, Arrow's CSV
 reader splits that into string columns (PostgreSQL's CSV writes NULL as an
 unquoted empty field and the empty string as ``""``, doubles quotes and
