@@ -16,11 +16,16 @@ MariaDB (``--mariadb``): the same two tables through ``mysql.snapshot`` (one
 connection: PyMySQL decodes in Python under the GIL, so more connections in
 threads would not help), every column against the projection.
 
+``--tpch SF``: TPC-H's customer, orders and lineitem (``tpchgen-cli``, cached
+in benchmarks/data) loaded into PostgreSQL with their keys, each read whole by
+the old reader and, by the new one, for the columns a view joining the three
+reads (``TPCH_VIEW_COLUMNS``), two connections each (the service's default).
+
 For each, the best of ``--repeat`` runs (the readers taking turns) is printed
 as a Markdown row: wall-clock rows/s and this process's CPU seconds.  The
 load average (``uptime``) is printed first: the machine may be shared.
 
-    python3 -m benchmarks.snapshot_read [--rows 2000000] [--repeat 2] [--mariadb]
+    python3 -m benchmarks.snapshot_read [--rows 2000000] [--repeat 2] [--mariadb] [--tpch 1]
 """
 
 from __future__ import annotations
@@ -52,6 +57,13 @@ PG_TABLES = {
         "(g %% 10) / 100.0, (g %% 8) / 100.0, 'N', 'O', date '1995-01-01' + g %% 2000, date '1995-01-01' + g %% 2000, "
         "date '1995-01-01' + g %% 2000, 'DELIVER IN PERSON', 'TRUCK', md5(g::text) FROM generate_series(1, %s) g"),
 }
+# A view over customer ⋈ orders ⋈ lineitem (revenue per market segment and priority since 1995) reads these.
+TPCH_VIEW_COLUMNS = {
+    "customer": ["c_custkey", "c_mktsegment"],
+    "orders": ["o_orderkey", "o_custkey", "o_orderdate", "o_orderpriority"],
+    "lineitem": ["l_orderkey", "l_linenumber", "l_extendedprice", "l_discount"],
+}
+TPCH_KEYS = {"customer": "c_custkey", "orders": "o_orderkey", "lineitem": "l_orderkey, l_linenumber"}
 MARIADB_TABLES = {
     "narrow": ("CREATE TABLE narrow (k BIGINT PRIMARY KEY, a INT, q DECIMAL(15,2), d DATE)",
                "INSERT INTO narrow SELECT seq, seq % 1000, (seq % 10000) / 100, '1995-01-01' + INTERVAL seq % 2000 DAY "
@@ -120,6 +132,44 @@ def postgres(rows: int, repeat: int) -> None:
         server.stop()
 
 
+def tpch(sf: float, repeat: int) -> None:
+    import io
+    from pathlib import Path
+
+    import pyarrow.csv as pa_csv
+
+    from benchmarks.tpch.data import COLUMNS, Tables, generate
+
+    data = Tables.load(generate(sf, Path(__file__).parent / "data"), {t: COLUMNS[t] for t in TPCH_VIEW_COLUMNS})
+    server = PostgresServer(settings={"shared_buffers": "2GB"})
+    try:
+        dsn = server.start()
+        with psycopg.connect(dsn, autocommit=True) as db:
+            for name, table in data.data.items():
+                db.execute(f"CREATE TABLE {name} ({data.ddl(name)}, PRIMARY KEY ({TPCH_KEYS[name]}))")
+                for batch in table.to_batches(500_000):
+                    text = io.BytesIO()
+                    pa_csv.write_csv(pa.Table.from_batches([batch]), text,
+                                     pa_csv.WriteOptions(include_header=False))
+                    with db.cursor().copy(f"COPY {name} FROM STDIN WITH (FORMAT csv)") as copy:
+                        copy.write(text.getvalue())
+            db.execute("VACUUM ANALYZE")
+        _header(f"TPC-H SF {sf:g} in PostgreSQL, best of {repeat}, 2 connections")
+        with psycopg.connect(dsn) as holder:
+            holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            snapshot = holder.execute("SELECT pg_export_snapshot()").fetchone()[0]
+            for name, columns in TPCH_VIEW_COLUMNS.items():
+                with psycopg.connect(dsn) as conn:
+                    schema = describe_table(conn, f"public.{name}").schema
+                table = partial(read_table, dsn, snapshot, f"public.{name}", schema, workers=2)
+                _best({"csv (old), every column": partial(table, binary=False),
+                       f"binary, the view's {len(columns)} columns": partial(table, binary=True, columns=columns)},
+                      repeat, name)
+            holder.rollback()
+    finally:
+        server.stop()
+
+
 def mariadb(rows: int, repeat: int) -> None:
     import pymysql
 
@@ -154,9 +204,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--mariadb", action="store_true", help="also MariaDB (one connection)")
     parser.add_argument("--mariadb-rows", type=int, default=500_000)
+    parser.add_argument("--tpch", type=float, help="also TPC-H customer, orders, lineitem at this scale factor")
+    parser.add_argument("--skip-synthetic", action="store_true", help="only --tpch / --mariadb")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    postgres(args.rows, args.repeat)
+    if not args.skip_synthetic:
+        postgres(args.rows, args.repeat)
+    if args.tpch:
+        tpch(args.tpch, args.repeat)
     if args.mariadb:
         mariadb(args.mariadb_rows, args.repeat)
     return 0
