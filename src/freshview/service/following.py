@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
 
 from freshview.connectors.base import ChangeError, Recheck, SourceTable, Transaction, after
 from freshview.errors import FreshviewError
@@ -39,6 +39,8 @@ log = logging.getLogger("freshview.service")
 
 REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
+# engine meta: followed table -> all its column names when followed (the engine keeps only those read)
+COLUMNS_KEY = "follow_columns"
 
 
 def relevant(txn: Transaction, follow_from: Mapping[str, Any]) -> Transaction:
@@ -71,10 +73,12 @@ class Refollow:
 
 
 def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Recheck,
-               identity: Iterable[tuple[str, str]] = (), statement: str | None = None) -> Fail | Refollow | None:
+               identity: Iterable[tuple[str, str]] = (), statement: str | None = None,
+               table_columns: Sequence[str] | None = None) -> Fail | Refollow | None:
     """What DDL on followed ``table`` (followed as ``schema`` with ``identity``, its views reading the columns
     ``read``; ``now`` as the catalog describes it, ``statement`` the DDL if the stream carried it) does to its
-    views; None: nothing (no change, added columns)."""
+    views; None: nothing (no change, added columns).  ``table_columns``: all the table's columns when it was
+    followed, in order (``schema`` may hold only those read); None: ``schema``'s."""
     by = f" (by `{_short(statement)}`)" if statement else ""
 
     def fail(what: str) -> Fail:
@@ -89,11 +93,12 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
         refusal = now.refusal.removeprefix("freshview: ")
         return Fail(f"freshview: {table} can no longer be followed{by}: {refusal}")
     unread: list[str] = []
-    new_names = [n for n in now.columns if n not in schema.names]
-    for i, col in enumerate(schema.columns):
+    followed = list(table_columns) if table_columns else schema.names
+    new_names = [n for n in now.columns if n not in followed]
+    for col in schema.columns:
         if col.name not in now.columns:
-            current = list(now.columns)
-            renamed = (current[i] if len(current) == len(schema.columns) and current[i] in new_names
+            current, i = list(now.columns), followed.index(col.name) if col.name in followed else -1
+            renamed = (current[i] if i >= 0 and len(current) == len(followed) and current[i] in new_names
                        and now.columns[current[i]] == col.type else None)
             what = (f"column {col.name} of {table} was renamed to {renamed} (ALTER TABLE ... RENAME COLUMN)"
                     if renamed else f"column {col.name} of {table} was dropped or renamed (ALTER TABLE ... DROP "
@@ -163,7 +168,7 @@ def judge(core: "Core", tables: Mapping[str, str | None]) -> None:
         schema = core.flow.source_schema(core.names.engine(table))
         log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
         effect = ddl_effect(table, schema, columns_read_of(core, table), now, _pairs(identities.get(table)),
-                            statement)
+                            statement, (core.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table))
         if isinstance(effect, Fail):
             core._fail_table(table, effect.error)
         elif isinstance(effect, Refollow):
@@ -289,5 +294,7 @@ def follow(core: "Core", tables: Mapping[str, SourceTable],
             identities = dict(core.flow.get_meta(IDENTITY_KEY, {}) or {})
             identities[table] = [list(p) for p in described.identity]
             core.flow.set_meta(IDENTITY_KEY, identities)
+            core.flow.set_meta(COLUMNS_KEY, {**(core.flow.get_meta(COLUMNS_KEY, {}) or {}),
+                                             table: described.schema.names})
             core.save_follow_from()
             log.info("following %s from %s", table, snap.position)
