@@ -13,8 +13,10 @@ columns: 4 numeric(15,2), 3 dates, text).  Under one exported snapshot each is r
 
 each with 1, 2 and 4 connections importing the snapshot (block ranges).
 MariaDB (``--mariadb``): the same two tables through ``mysql.snapshot`` (one
-connection: PyMySQL decodes in Python under the GIL, so more connections in
-threads would not help), every column against the projection.
+connection), every column against the projection, and the narrow table in two
+key halves by two connections in threads whose snapshots share one binlog
+position: what parallel reading would gain (PyMySQL decodes in Python under
+the GIL).
 
 ``--tpch SF``: TPC-H's customer, orders and lineitem (``tpchgen-cli``, cached
 in benchmarks/data) loaded into PostgreSQL with their keys, each read whole by
@@ -170,6 +172,32 @@ def tpch(sf: float, repeat: int) -> None:
         server.stop()
 
 
+def _halves(snaps, table, rows: int) -> list[pa.Table]:
+    """The narrow table read in two key halves, each by its own snapshot's connection in a thread."""
+    import threading
+
+    import pymysql.cursors
+
+    from freshview.connectors.mysql.types import to_arrow
+
+    out: list[pa.Table] = []
+
+    def read(snap, low: int, high: int) -> None:
+        cur = snap.connection.cursor(pymysql.cursors.SSCursor)
+        cur.execute(f"SELECT k, a, q, d FROM {table.name.quoted} WHERE k > {low} AND k <= {high}")
+        while batch := cur.fetchmany(50_000):
+            out.append(pa.table([to_arrow(v, c) for v, c in zip(zip(*batch), table.columns)], names=table.schema.names))
+        cur.close()
+
+    threads = [threading.Thread(target=read, args=(snap, i * rows // 2, (i + 1) * rows // 2))
+               for i, snap in enumerate(snaps)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return out
+
+
 def mariadb(rows: int, repeat: int) -> None:
     import pymysql
 
@@ -189,10 +217,14 @@ def mariadb(rows: int, repeat: int) -> None:
         cur.execute("SELECT VERSION()")
         _header(f"MariaDB {cur.fetchone()[0]}, {rows:,} rows per table, best of {repeat}, one connection")
         args = {**root, "database": "bench"}
-        with Snapshot.open(args) as snap:
+        with Snapshot.open(args) as snap, Snapshot.open(args) as second:
+            # No commits between the two: the same binlog position, so the same consistent point.
+            assert second.position == snap.position
             for name in MARIADB_TABLES:
                 described = describe_mysql(conn, f"bench.{name}")
                 readers = {"all columns": partial(snap.read_table, described)}
+                if name == "narrow":  # what a parallel reader would gain: halves by key in two threads
+                    readers["all columns, 2 conn (threads)"] = partial(_halves, (snap, second), described, rows)
                 if name == "wide":
                     readers[f"{len(WIDE_COLUMNS)} cols"] = partial(snap.read_table, described, columns=WIDE_COLUMNS)
                 _best(readers, repeat, name)
