@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 
 class FreshviewError(Exception):
-    """Base class of every error freshview raises deliberately."""
+    """Base class of every error freshview raises deliberately.
+
+    ``view`` and ``source`` name what a failed step blames, when one is to blame: the view whose
+    operator raised it, or the source whose change was refused (set by the engine, ``runtime.engine``;
+    the service stops that view, or the views reading that source)."""
+
+    view: str | None = None
+    source: str | None = None
 
 
 class SchemaError(FreshviewError):
@@ -36,6 +43,32 @@ class ExecutionError(FreshviewError):
 
 class ExecutorEnvironmentError(FreshviewError):
     """A cluster's executors cannot run freshview's code: a package missing or too old on the worker nodes."""
+
+
+# ---------------------------------------------------------------------- connectors
+# What a connector (``freshview.connectors``) says about its database's changes and stream.
+
+
+class ChangeError(FreshviewError):
+    """A change freshview cannot turn into a correct delta (a missing old row, an unknown table, a column
+    gone ...); ``table``: the source table (schema-qualified) whose changes are unusable, when one is."""
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class StreamError(FreshviewError):
+    """The change stream broke (connection lost ...): reconnect from the position acknowledged."""
+
+
+class PositionLost(StreamError):
+    """The source can no longer deliver changes from the stored position (PostgreSQL: the slot is
+    invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
+
+
+class UnsupportedTypeError(CatalogError):
+    """A source column whose type freshview does not maintain."""
 
 
 # ---------------------------------------------------------------------- faults

@@ -55,13 +55,20 @@ class SqlType:
     collation: str | None = field(default=None, compare=False)
     element: "SqlType | None" = None
     dim: int | None = None  # a fixed-size array's length (``FLOAT4[384]``)
+    # An enum: its (qualified) type name and its labels in declared order (pg_enum.enumsortorder).
+    enum: "EnumType | None" = None
 
     KINDS = (
         "int2", "int4", "int8", "numeric", "float4", "float8",
         "text", "bool", "date", "timestamp", "timestamptz", "interval", "null", "array",
+        "json", "jsonb", "uuid", "inet", "enum",
     )
     ELEMENT_KINDS = ("int2", "int4", "int8", "numeric", "float4", "float8", "text", "bool", "date",
-                     "timestamp", "timestamptz")
+                     "timestamp", "timestamptz", "json", "jsonb", "uuid", "inet", "enum")
+    # Kinds held as their PostgreSQL text (Arrow string, Spark string): json keeps its text, jsonb is
+    # PostgreSQL's canonical output (keys ordered and unique, ", " and ": "), uuid and inet their
+    # canonical output, an enum its label.
+    TEXTUAL = ("text", "json", "jsonb", "uuid", "inet", "enum")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
@@ -73,6 +80,8 @@ class SqlType:
                               + ", ".join(self.ELEMENT_KINDS) + ")")
         if self.dim is not None and (self.kind != "array" or self.dim < 1):
             raise SchemaError("a fixed array length is a positive number, on an array type")
+        if (self.kind == "enum") != (self.enum is not None):
+            raise SchemaError("an enum type needs its labels (and only an enum has them)")
 
     # -- classification -------------------------------------------------
     @property
@@ -96,6 +105,15 @@ class SqlType:
         return self.kind == "array"
 
     @property
+    def is_json(self) -> bool:
+        return self.kind in ("json", "jsonb")
+
+    @property
+    def is_textual(self) -> bool:
+        """Held as text in Arrow and Spark (text, json, jsonb, uuid, inet, enum)."""
+        return self.kind in self.TEXTUAL
+
+    @property
     def is_float_vector(self) -> bool:
         """A one-dimensional array of float4/float8: what a vector view searches."""
         return self.element is not None and self.element.is_float
@@ -109,7 +127,10 @@ class SqlType:
             "float4": "real", "float8": "double precision", "text": "text",
             "bool": "boolean", "date": "date", "timestamp": "timestamp",
             "timestamptz": "timestamptz", "interval": "interval", "null": "text",
+            "json": "json", "jsonb": "jsonb", "uuid": "uuid", "inet": "inet",
         }
+        if self.enum is not None:
+            return self.enum.name
         if self.kind == "numeric":
             if self.precision is None:
                 return "numeric"
@@ -154,7 +175,8 @@ class SqlType:
             "float4": st.FloatType(), "float8": st.DoubleType(), "text": st.StringType(),
             "bool": st.BooleanType(), "date": st.DateType(), "timestamp": st.TimestampNTZType(),
             "timestamptz": st.TimestampType(),
-            "null": st.StringType(),
+            "null": st.StringType(), "json": st.StringType(), "jsonb": st.StringType(), "uuid": st.StringType(),
+            "inet": st.StringType(), "enum": st.StringType(),
         }[self.kind]
 
     # -- constructors ----------------------------------------------------
@@ -166,10 +188,16 @@ class SqlType:
     def array(element: "SqlType", dim: int | None = None) -> "SqlType":
         return SqlType("array", element=element, dim=dim)
 
+    @staticmethod
+    def enum_of(name: str, labels: Sequence[str]) -> "SqlType":
+        return SqlType("enum", enum=EnumType(name, tuple(labels)))
+
     def to_json(self) -> list:
-        """``[kind, precision, scale]`` (plus the element's for an array, then a fixed array's length),
-        as ``TableSchema`` stores it."""
+        """``[kind, precision, scale]`` (plus the element's for an array, then a fixed array's length;
+        an enum: ``[kind, None, None, None, None, [name, labels]]``), as ``TableSchema`` stores it."""
         out: list = [self.kind, self.precision, self.scale]
+        if self.enum is not None:
+            return out + [None, None, [self.enum.name, list(self.enum.labels)]]
         if self.element is not None:
             out.append(self.element.to_json())
         return out + [self.dim] if self.dim is not None else out
@@ -178,7 +206,8 @@ class SqlType:
     def from_json(data: list) -> "SqlType":
         element = SqlType.from_json(data[3]) if len(data) > 3 and data[3] is not None else None
         dim = data[4] if len(data) > 4 else None
-        return SqlType(data[0], data[1], data[2], element=element, dim=dim)
+        enum = EnumType(data[5][0], tuple(data[5][1])) if len(data) > 5 and data[5] is not None else None
+        return SqlType(data[0], data[1], data[2], element=element, dim=dim, enum=enum)
 
     @staticmethod
     def from_arrow(dtype: pa.DataType) -> "SqlType":
@@ -208,12 +237,28 @@ class SqlType:
         raise SchemaError(f"Arrow type {dtype} has no freshview column type")
 
 
+@dataclass(frozen=True)
+class EnumType:
+    """A PostgreSQL enum: equal by label, ordered by the labels' declared order."""
+
+    name: str
+    labels: tuple[str, ...]
+
+    def rank(self, label: str) -> int:
+        """The label's position in the declared order; ``ValueError`` for a value that is not a label."""
+        try:
+            return self.labels.index(label)
+        except ValueError:
+            raise ValueError(f'invalid input value for enum {self.name}: "{label}"') from None
+
+
 _ARROW: dict[str, pa.DataType] = {
     "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
     "float4": pa.float32(), "float8": pa.float64(), "text": pa.string(),
     "bool": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us"),
     "timestamptz": pa.timestamp("us", tz="UTC"), "interval": pa.month_day_nano_interval(),
-    "null": pa.null(),
+    "null": pa.null(), "json": pa.string(), "jsonb": pa.string(), "uuid": pa.string(), "inet": pa.string(),
+    "enum": pa.string(),
 }
 
 # PostgreSQL type names (and common aliases) -> kind.
@@ -231,11 +276,13 @@ _PG_NAMES: dict[str, str] = {
     "timestamp": "timestamp", "timestamp without time zone": "timestamp",
     "timestamptz": "timestamptz", "timestamp with time zone": "timestamptz",
     "interval": "interval",
+    "json": "json", "jsonb": "jsonb", "uuid": "uuid", "inet": "inet",
 }
 
 _TYPE_RE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
 
 
+_ENUM_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\"]*)\s+as\s+enum\s*\((.*)\)$", re.I | re.S)
 _COLLATE_RE = re.compile(r"^(.*?)\s+collate\s+\"?([A-Za-z0-9_]+)\"?\s*$", re.I | re.S)
 
 
@@ -248,6 +295,10 @@ def parse_type(text: str) -> SqlType:
             raise SchemaError(f"COLLATE applies to text columns, not {base}")
         return SqlType("text", collation=collate.group(2).lower())
     stripped = text.strip()
+    enum = _ENUM_RE.match(stripped)
+    if enum:  # mood AS ENUM ('sad', 'ok', 'happy'): an enum, as CREATE TYPE declares it
+        return SqlType.enum_of(enum.group(1), [v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'",
+                                                                                          enum.group(2))])
     if stripped.endswith("[]"):
         return SqlType.array(parse_type(stripped[:-2]))
     fixed = re.match(r"^(.*?)\s*\[\s*(\d+)\s*\]$", stripped)
@@ -333,15 +384,13 @@ class TableSchema:
     def to_json(self) -> dict:
         return {
             "columns": [[c.name, c.type.kind, c.type.precision, c.type.scale, c.nullable]
-                        + ([c.type.element.to_json()] if c.type.element is not None else [])
-                        + ([c.type.dim] if c.type.dim is not None else [])
-                        for c in self.columns],
+                        + c.type.to_json()[3:] for c in self.columns],
             "primary_key": list(self.primary_key),
         }
 
     @staticmethod
     def from_json(data: dict) -> "TableSchema":
-        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:7]), c[4]) for c in data["columns"])
+        cols = tuple(Column(c[0], SqlType.from_json([c[1], c[2], c[3]] + c[5:8]), c[4]) for c in data["columns"])
         return TableSchema(cols, tuple(data["primary_key"]))
 
     @staticmethod
@@ -420,6 +469,38 @@ def schema_from_ddl(text: str, primary_key: Sequence[str] = ()) -> TableSchema:
     pk = tuple(primary_key) if primary_key else tuple(keys)
     cols = tuple(Column(n, t, n not in not_null and n not in pk) for n, t in columns)
     return TableSchema(cols, pk)
+
+
+def parse_array_literal(text: str) -> list:
+    """A one-dimensional PostgreSQL array literal (``{1,NULL,"a b","x\\"y"}``) as its elements' texts
+    (None for NULL); a multi-dimensional array or a lower bound (``[0:1]={...}``) raises ``ValueError``."""
+    if not text.startswith("{") or not text.endswith("}"):
+        raise ValueError(f"array value {text!r}: freshview holds one-dimensional arrays with lower bound 1")
+    out: list = []
+    i, n = 1, len(text) - 1
+    if n == 1:
+        return out
+    while i <= n:
+        if text[i] == "{":
+            raise ValueError(f"array value {text[:40]!r}: multi-dimensional arrays are not supported")
+        if text[i] == '"':
+            i += 1
+            chars = []
+            while text[i] != '"':
+                if text[i] == "\\":
+                    i += 1
+                chars.append(text[i])
+                i += 1
+            out.append("".join(chars))
+            i += 1
+        else:
+            j = i
+            while i < n and text[i] != ",":
+                i += 1
+            word = text[j:i].strip()
+            out.append(None if word.upper() == "NULL" else word)
+        i += 1  # the comma (or the closing brace)
+    return out
 
 
 def array_length_mismatch(table: pa.Table, schema: TableSchema, names: Sequence[str] | None = None

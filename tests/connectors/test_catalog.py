@@ -32,8 +32,8 @@ def test_tables_freshview_cannot_follow_are_refused_with_the_fix(conn):
         describe_table(conn, "fv_nokey")
     conn.execute("ALTER TABLE fv_nokey REPLICA IDENTITY FULL")
     assert describe_table(conn, "fv_nokey").has_full_old_rows
-    conn.execute("CREATE TABLE fv_json (id int PRIMARY KEY, doc jsonb)")
-    with pytest.raises(CatalogError, match="jsonb"):
+    conn.execute("CREATE TABLE fv_json (id int PRIMARY KEY, doc xml)")
+    with pytest.raises(CatalogError, match="xml"):
         describe_table(conn, "fv_json")
     from freshview.connectors.postgres.catalog import publishable
 
@@ -82,3 +82,20 @@ def test_views_and_inheritance_parents_are_read_through_a_definition(conn):
     conn.execute("CREATE MATERIALIZED VIEW fv_mv AS SELECT 1 AS one")
     with pytest.raises(CatalogError, match="materialized view: it has no change stream"):
         describe_table(conn, "fv_mv")
+
+
+def test_json_arrays_enums_domains_uuid_inet_are_described(conn):
+    from freshview.schema import SqlType
+
+    conn.execute("CREATE TYPE fv_mood AS ENUM ('zen', 'sad', 'happy')")
+    conn.execute("ALTER TYPE fv_mood ADD VALUE 'calm' BEFORE 'sad'")  # declared order, not creation order
+    conn.execute("CREATE DOMAIN fv_qty AS numeric(10,2) CHECK (VALUE >= 0)")
+    conn.execute("CREATE DOMAIN fv_label AS varchar(20)")
+    conn.execute("CREATE TABLE fv_types (id int PRIMARY KEY, j jsonb, js json, u uuid, ip inet, m fv_mood, "
+                 "q fv_qty, l fv_label, xs int[], ts text[], ms fv_mood[], qs fv_qty[])")
+    types = {c.name: c.type for c in describe_table(conn, "fv_types").schema.columns}
+    mood = SqlType.enum_of("fv_mood", ["zen", "calm", "sad", "happy"])
+    assert types == {"id": SqlType("int4"), "j": SqlType("jsonb"), "js": SqlType("json"), "u": SqlType("uuid"),
+                     "ip": SqlType("inet"), "m": mood, "q": SqlType.numeric(10, 2), "l": SqlType("text"),
+                     "xs": SqlType.array(SqlType("int4")), "ts": SqlType.array(SqlType("text")),
+                     "ms": SqlType.array(mood), "qs": SqlType.array(SqlType.numeric(10, 2))}

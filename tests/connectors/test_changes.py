@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 
 from freshview.connectors.postgres import protocol as p
-from freshview.connectors.postgres.changes import ChangeError, TransactionAssembler, to_deltas
+from freshview.connectors.postgres.changes import ChangeError, TransactionAssembler, to_changes, to_deltas
 from freshview.schema import schema_from_ddl
 
 REL = p.Relation(1, "public", "t", "d", (p.Column("id", 23, -1, True), p.Column("v", 1700, -1, False),
@@ -71,6 +71,32 @@ def test_old_rows_come_from_the_engine_under_default_identity():
     asm.feed(p.Delete(REL, ["9", None, None], old_is_key_only=True))
     with pytest.raises(ChangeError, match="REPLICA IDENTITY FULL"):
         to_deltas(asm.feed(p.Commit(0, 20, 0)), SCHEMAS, NO_ROWS)
+
+
+def test_changes_without_their_old_rows_go_by_key_and_ask_nothing():
+    """Under REPLICA IDENTITY DEFAULT (no TOAST left out) a key whose old row the stream did not send goes
+    to the engine by key: its row after the batch as an upsert, or a delete, and a check it is held;
+    the connector reads no row (the engine looks each key up once, in its step)."""
+    def no_lookup(table, keys):
+        raise AssertionError("the connector asked for old rows")
+
+    for n in (1, 200):  # the row path and the column-at-a-time path
+        asm = TransactionAssembler()
+        asm.feed(p.Begin(0, 0, 1))
+        asm.feed(p.Update(REL, ["1", "3.00", "x"]))                              # no old row: by key
+        asm.feed(p.Update(REL, ["1", "4.00", "y"]))                              # again, in the batch
+        asm.feed(p.Delete(REL, ["2", None, None], old_is_key_only=True))         # key only: by key
+        asm.feed(p.Update(REL, ["6", "1", "m"], old=["7", None, None], old_is_key_only=True))  # moved
+        asm.feed(p.Update(REL, ["8", "2", "o"], old=["8", "1", "o"]))            # old row sent: as rows
+        for i in range(n):
+            asm.feed(p.Insert(REL, [str(100 + i), "1", "n"]))
+        change = to_changes(asm.feed(p.Commit(0, 10, 0)), SCHEMAS, no_lookup)["public.t"]
+        assert rows(change.upserts) == [(1, Decimal("4.00"), "y")], n
+        assert rows(change.deletes) == [(2,), (7,)], n
+        assert rows(change.present) == [(1,), (2,), (7,)], n
+        assert [r for r in rows(change.rows) if r[0] < 100] == sorted([
+            (6, Decimal("1.00"), "m", 1), (8, Decimal("1.00"), "o", -1), (8, Decimal("2.00"), "o", 1)], key=repr), n
+        assert len(rows(change.rows)) == 3 + n
 
 
 def test_a_batch_sees_rows_its_earlier_transactions_wrote():

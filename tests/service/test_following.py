@@ -133,3 +133,19 @@ def test_a_rename_is_named_when_the_engine_keeps_only_the_columns_read():
     assert "column note of public.orders was dropped or renamed" in unnamed.error
     unread = Recheck("public.orders", {"id": INT, "note": TEXT, "extra": INT}, IDENTITY)  # amount dropped, unread
     assert following.ddl_effect("public.orders", kept, {"note"}, unread, IDENTITY, None, table) is None
+
+
+def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
+    """MySQL's binlog names the DDL: a failure read off the catalog first waits until the stream has passed
+    the server's position at that read (then the stream's statement names it), at most its patience."""
+    from freshview.service.following import Fail, Refollow, awaits_statement
+
+    fail = Fail("freshview: t no longer exists")
+    assert awaits_statement(fail, None, settles_at=10, position=5, waited_s=0.0)
+    assert awaits_statement(fail, None, settles_at=10, position=None, waited_s=1.0)
+    assert not awaits_statement(fail, None, settles_at=10, position=10, waited_s=0.0)  # the stream passed it
+    assert not awaits_statement(fail, None, settles_at=10, position=5, waited_s=31.0)  # patience spent
+    assert not awaits_statement(fail, "RENAME TABLE t TO u", settles_at=10, position=5, waited_s=0.0)
+    assert not awaits_statement(fail, None, settles_at=None, position=5, waited_s=0.0)  # PostgreSQL: no statements
+    assert not awaits_statement(Refollow("x"), None, settles_at=10, position=5, waited_s=0.0)
+    assert not awaits_statement(None, None, settles_at=10, position=5, waited_s=0.0)

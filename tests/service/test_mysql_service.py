@@ -456,10 +456,10 @@ def wait_failed(args: dict, name: str, timeout: float = 60.0) -> str:
 
 def test_malformed_requests_answered_and_interrupted_ones_retried_once(shop, start_service, monkeypatch):
     """Issue 20 on MariaDB: no request stops the service; a request running when it died is retried once."""
-    from freshview.service import requests
+    from freshview.service import catalog
 
-    real = requests.compile_view
-    monkeypatch.setattr(requests, "compile_view", lambda sql, *a, **k: (_ for _ in ()).throw(IndexError("injected"))
+    real = catalog.compile_view
+    monkeypatch.setattr(catalog, "compile_view", lambda sql, *a, **k: (_ for _ in ()).throw(IndexError("injected"))
                         if "boom" in sql else real(sql, *a, **k))
     db = shop["database"]
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:

@@ -1,8 +1,6 @@
-"""Service options that reach the engine: the execution mode, when the engine has execution modes."""
+"""Service options that reach the engine: the execution mode; state the engine cannot read or may not touch."""
 
 from __future__ import annotations
-
-import logging
 
 import pytest
 
@@ -15,26 +13,12 @@ class FlowWithModes:
         self.spark, self.state_dir, self.execution = spark, state_dir, execution
 
 
-class FlowWithoutModes:
-    def __init__(self, spark=None, state_dir=None, *, cache_mb: int = 256, **names) -> None:
-        self.spark, self.state_dir = spark, state_dir
-
-
-def test_the_execution_mode_reaches_an_engine_that_has_modes(monkeypatch, tmp_path):
+def test_the_execution_mode_reaches_the_engine(monkeypatch, tmp_path):
     monkeypatch.setattr(service_module, "IncrementalFlow", FlowWithModes)
     svc = Service("dbname=none", tmp_path, spark="S", options=ServiceOptions(execution="spark"))
     flow = svc._new_flow()
     assert isinstance(flow, FlowWithModes) and flow.execution == "spark" and flow.spark == "S"
     assert Service("dbname=none", tmp_path)._new_flow().execution == "auto"
-
-
-def test_an_engine_without_modes_gets_none_and_a_warning_unless_auto(monkeypatch, tmp_path, caplog):
-    monkeypatch.setattr(service_module, "IncrementalFlow", FlowWithoutModes)
-    with caplog.at_level(logging.WARNING, logger="freshview.service"):
-        assert isinstance(Service("dbname=none", tmp_path)._new_flow(), FlowWithoutModes)
-        assert not caplog.records
-        Service("dbname=none", tmp_path, options=ServiceOptions(execution="local"))._new_flow()
-    assert "local" in caplog.text and "ignored" in caplog.text
 
 
 def test_unreadable_state_is_set_aside_for_a_rebuild(tmp_path):

@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from freshview.service import requests
+from freshview.service import catalog
 from tests.support.service import wait_for_status, wait_until_fresh
 
 SCHEMA = """
@@ -45,14 +45,14 @@ MALFORMED = [
 
 
 def test_malformed_requests_are_answered_and_the_service_goes_on(db, start_service, monkeypatch):
-    real = requests.compile_view
+    real = catalog.compile_view
 
     def compile_view(sql, *args, **kwargs):  # a bug in the front end, as the zero-column select was one
         if "boom" in sql:
             raise IndexError("injected")
         return real(sql, *args, **kwargs)
 
-    monkeypatch.setattr(requests, "compile_view", compile_view)
+    monkeypatch.setattr(catalog, "compile_view", compile_view)
     service = start_service()
     with psycopg.connect(db, autocommit=True) as conn:
         for n, (sql, message) in enumerate(MALFORMED):

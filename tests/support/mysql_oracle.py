@@ -30,7 +30,7 @@ def mysql_type(t: SqlType) -> str:
     if t.kind == "text":
         return "VARCHAR(255)" + (f" COLLATE {t.collation}" if t.collation else "")
     return {"int2": "SMALLINT", "int4": "INT", "int8": "BIGINT", "float4": "FLOAT", "float8": "DOUBLE",
-            "bool": "BOOLEAN", "date": "DATE", "timestamp": "DATETIME(6)"}[t.kind]
+            "bool": "BOOLEAN", "date": "DATE", "timestamp": "DATETIME(6)", "json": "JSON"}[t.kind]
 
 
 class MariaDBOracle:

@@ -21,7 +21,9 @@ or PyMySQL; a connector knows nothing of the engine.  What passes between them:
 * ``Grants``: what a view's requester may read (``service.access`` decides
   from it whether a view may run with that requester's rights).
 
-Connectors may import ``algebra``, ``schema`` and ``plan.shape`` only.
+Connectors may import ``algebra``, ``schema``, ``errors`` and ``plan.shape`` only.  Their errors are
+``freshview.errors``' (``ChangeError``, ``StreamError``, ``PositionLost``, ``UnsupportedTypeError``;
+faults: ``Fault``), named here too for connectors.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Callable, Collection, ContextManager, Iterator, Mapping,
 
 import pyarrow as pa
 
+from freshview.errors import ChangeError, PositionLost, StreamError  # noqa: F401  (the connectors' errors)
 from freshview.plan.shape import ResultKey
 from freshview.schema import SqlType, TableSchema
 
@@ -85,27 +88,34 @@ class Transaction:
                        truncated=frozenset(t for t in self.truncated if t in tables))
 
 
-# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row)
+@dataclass(frozen=True)
+class TableChange:
+    """One table's change over the transactions of a step, in the table's own column names: the keyed
+    form of ``freshview.flow.SourceChange`` (the core hands it on as one).
+
+    ``rows``: columns + ``_weight`` (the changes whose rows the stream carried).  ``upserts``: whole
+    rows, the row each key has after the step; ``deletes``: the primary key columns of keys that have
+    no row after it; the engine retracts each of their old rows (one lookup per step), so the stream
+    need not carry them.  ``present``: keys (primary key columns) the engine must hold before the step
+    (an UPDATE or DELETE the stream sent without its old row: one freshview never saw is refused).
+    A key is in at most one of ``upserts`` and ``deletes``, and in no row of ``rows``."""
+
+    rows: pa.Table | None = None
+    upserts: pa.Table | None = None
+    deletes: pa.Table | None = None
+    present: pa.Table | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(t is None or not t.num_rows for t in (self.rows, self.upserts, self.deletes, self.present))
+
+
+# (table, Arrow table of primary keys) -> the engine's current rows with those keys (absent keys: no row);
+# asked only for the rare change the engine cannot take by key (PostgreSQL: unchanged TOASTed values
+# sent without their old row)
 LookupOld = Callable[[str, pa.Table], pa.Table]
-# schema-qualified table -> its Arrow delta (columns + _weight), for the transactions given, in order
-Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, pa.Table]]
-
-
-class ChangeError(Exception):
-    """A change freshview cannot turn into a correct delta (missing old row, unknown table ...)."""
-
-    def __init__(self, message: str, table: str | None = None) -> None:
-        super().__init__(message)
-        self.table = table  # the source table whose changes are unusable, when one is to blame
-
-
-class StreamError(Exception):
-    """The change stream broke (connection lost ...): reconnect from the position acknowledged."""
-
-
-class PositionLost(StreamError):
-    """The source can no longer deliver changes from the stored position (PostgreSQL: the slot is
-    invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
+# schema-qualified table -> its change, for the transactions given, in order
+Deltas = Callable[[Sequence[Transaction], Mapping[str, TableSchema], LookupOld], dict[str, TableChange]]
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,10 @@ class Recheck:
     columns: Mapping[str, SqlType | None] = field(default_factory=dict)  # as ``Transaction.definitions``
     identity: tuple[tuple[str, str], ...] = ()  # as ``SourceTable.identity``
     refusal: str | None = None  # why it can no longer be followed (and how to fix it), if it cannot
+    # Where the stream will have carried the DDL behind what was found, when the stream carries DDL
+    # statements (MySQL's binlog): the server's position when the catalog was read.  A view is failed for
+    # what the catalog shows only once the stream has passed it, so the failure names the statement.
+    settles_at: "Position | None" = None
 
 
 @dataclass(frozen=True)

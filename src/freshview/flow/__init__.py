@@ -8,11 +8,11 @@ with ``PartitionedIncrementalFlow``.  It calls the SQL front end, the circuit co
 runtime; connectors and the service build on it, never the reverse.
 """
 
-from freshview.flow.flow import IncrementalFlow, SourceChange, StepSummary, ViewStep, Watch
+from freshview.flow.flow import IncrementalFlow, SourceChange, StepSummary, ViewStep, Watch, source_checks
 from freshview.flow.partitioned import PartitionedIncrementalFlow, PartitionedStep
 from freshview.flow.partitioning import PartitionError
-from freshview.flow.protocol import Flow
+from freshview.flow.protocol import Flow, PreparedChange, TwoPhaseFlow
 from freshview.flow.step import FlowStep
 
 __all__ = ["Flow", "FlowStep", "IncrementalFlow", "PartitionedIncrementalFlow", "PartitionedStep", "PartitionError",
-           "SourceChange", "StepSummary", "ViewStep", "Watch"]
+           "PreparedChange", "SourceChange", "StepSummary", "TwoPhaseFlow", "ViewStep", "Watch", "source_checks"]

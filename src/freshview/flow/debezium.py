@@ -117,7 +117,7 @@ class DebeziumBatch:
 
     def refusal(self, exc: ChangeRefused) -> DeltaError:
         """The engine's refusal as the ``MessageError`` of the message whose check failed."""
-        source = getattr(exc, "source", None)
+        source = exc.source
         return refusal(self.netted[source], exc, source) if source in self.netted else exc
 
 

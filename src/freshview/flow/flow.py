@@ -28,8 +28,8 @@ from freshview.algebra.batch import consolidate, to_arrow_delta
 from freshview.circuit import arrangements, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError, StateTooNew
 from freshview.flow import checkpoint, seen_set
-from freshview.flow.catalog import (CATALOG_FORMAT, CATALOG_KEY, check_name, dedup_text, parse_interval,
-                                    source_schema_of)
+from freshview.flow.catalog import (CATALOG_FORMAT, CATALOG_KEY, READS, ViewEntry, ViewKind, check_name, dedup_text,
+                                    parse_interval, source_schema_of)
 from freshview.flow import dedup as dedup_module
 from freshview.flow.debezium import DebeziumBatch, DebeziumEncoder, DebeziumWatch
 from freshview.flow.step import COUNTERS, Counters, FlowStep
@@ -44,14 +44,14 @@ from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES
 from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
 from freshview.runtime.holds import flush_due
-from freshview.runtime.operators.source import ChangeRefused, SourceChange
+from freshview.runtime.operators.source import ChangeRefused, SourceChange, checks as source_checks
 from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
 from freshview.sql.dialect import get_dialect
 
 __all__ = ["DebeziumEncoder", "DebeziumWatch", "FlowStep", "IncrementalFlow", "SourceChange", "StepSummary",
-           "ViewStep", "Watch", "flush_due", "parse_interval", "source_schema_of"]
+           "ViewStep", "Watch", "flush_due", "parse_interval", "source_checks", "source_schema_of"]
 
 
 
@@ -111,8 +111,7 @@ class IncrementalFlow:
             store.close()
             raise
         self._lock = threading.RLock()
-        self._sql: dict[str, str] = {}  # view -> its definition (SQL, or a vector view's)
-        self._statistics: dict[str, dict[str, plan_statistics.RelationStats]] = {}  # view -> what it was planned with
+        self._entries: dict[str, ViewEntry] = {}  # view -> its catalog entry (definition, statistics planned with)
         self._compiling: dict[str, EngineView] = {}  # views being registered (visible to the next ones' SQL)
         self._dedup: dict[str, int] = {}  # source -> seen-set capacity, for sources registered with dedup=True
         self._counters = Counters()
@@ -159,15 +158,15 @@ class IncrementalFlow:
             if isinstance(data.get("format"), int) and data["format"] > CATALOG_FORMAT:
                 raise StateTooNew(f"{self.state_dir} holds the catalog of a newer freshview (format {data['format']}; "
                                   f"this one reads {CATALOG_FORMAT}): run that version, or point --state-dir elsewhere")
-            if data.get("format") != CATALOG_FORMAT:
+            if data.get("format") not in READS:
                 raise StateError(f"{self.state_dir} holds state of an unknown format")
             self.engine.step = data["step"]
             for name, schema in data["sources"].items():
                 self.engine.open_source(name, TableSchema.from_json(schema))
             self._dedup = {name: int(capacity) for name, capacity in data.get("dedup", {}).items()}
             self._counters.load(self.store)
-            for name, sql, statistics in data["views"]:
-                self.engine.open_view(self._compile(name, sql, plan_statistics.from_json(statistics)))
+            for stored in data["views"]:  # (format 3's entries migrated: ``ViewEntry.from_json``)
+                self.engine.open_view(self._compile(ViewEntry.from_json(stored)))
         if self.engine.holds is not None:
             self.engine.holds.load(self.store, self.engine.views)
         self.engine.sync_ttl()
@@ -178,8 +177,7 @@ class IncrementalFlow:
             "step": self.engine.step,
             "sources": {n: s.schema.to_json() for n, s in self.engine.sources.items()},
             "dedup": dict(self._dedup),
-            "views": [[name, self._sql[name], plan_statistics.to_json(self._statistics[name])]
-                      for name in self.engine.views],
+            "views": [self._entries[name].to_json() for name in self.engine.views],
         })
 
     @contextlib.contextmanager
@@ -289,18 +287,20 @@ class IncrementalFlow:
             self._vector_sinks.detach_all(name)
 
     # ------------------------------------------------------------------ views
-    def _compile(self, name: str, sql: str, statistics: plan_statistics.Statistics | None = None) -> EngineView:
-        """``statistics``: the relations' sizes to plan with (a resumed view's, from the catalog, so it gets
-        the plan its state was built for); None: the state's now, as the planner asks for them.  The
-        definition and the statistics used go to the catalog."""
-        used = plan_statistics.Observed(self._relation_statistics) if statistics is None else statistics
-        if vector_plan.is_vector_definition(sql):  # register_vector_view's definition, not SQL
+    def _compile(self, entry: ViewEntry) -> EngineView:
+        """``entry.statistics``: the relations' sizes to plan with (a resumed view's, from the catalog, so it
+        gets the plan its state was built for); None: the state's now, as the planner asks for them.  The
+        entry, with the statistics used, goes to the catalog."""
+        used = plan_statistics.Observed(self._relation_statistics) if entry.statistics is None else entry.statistics
+        if entry.kind is ViewKind.VECTOR:
+            assert entry.vector is not None
             schemas = {n: source.schema for n, source in self.engine.sources.items()}
-            plan = vector_plan.build(vector_plan.VectorDefinition.from_text(sql), schemas.get)
+            plan = vector_plan.build(entry.vector, schemas.get)
         else:
-            plan = build_plan(sql, self, self.dialect, statistics=used)
-        self._sql[name], self._statistics[name] = sql, dict(used)
-        return self.engine.compile(name, plan)
+            assert entry.sql is not None
+            plan = build_plan(entry.sql, self, self.dialect, statistics=used)
+        self._entries[entry.name] = dataclasses.replace(entry, statistics=dict(used))
+        return self.engine.compile(entry.name, plan)
 
     def _relation_statistics(self, name: str) -> plan_statistics.RelationStats | None:
         """A source's or view's rows in state (and a source's primary key), for the planner."""
@@ -324,14 +324,18 @@ class IncrementalFlow:
         none), their first computations run in one transaction, and each
         source they read is read from state once for all of them.
         """
+        self._register([ViewEntry.of_sql(name, sql) for name, sql in views])
+
+    def _register(self, entries: Sequence[ViewEntry]) -> None:
         with self._lock:
             self._check_open()
             new: list[EngineView] = []
             try:
-                for name, sql in views:
+                for entry in entries:
+                    name = entry.name
                     check_name(name, "view")
                     if name in self.engine.views:
-                        if self._sql[name] == sql and name not in self._compiling:
+                        if self._entries[name].same_definition(entry) and name not in self._compiling:
                             continue  # registered before, the same: nothing to do
                         raise CatalogError(f"view {name!r} already exists with a different definition; "
                                            "drop_view it first")
@@ -340,12 +344,11 @@ class IncrementalFlow:
                                            "drop_view it first")
                     if name in self.engine.sources:
                         raise CatalogError(f"{name!r} is already a source")
-                    view = self._compiling[name] = self._compile(name, sql)  # visible to the next views' SQL
+                    view = self._compiling[name] = self._compile(entry)  # visible to the next views' SQL
                     new.append(view)
             except BaseException:
                 for view in new:
-                    self._sql.pop(view.name, None)
-                    self._statistics.pop(view.name, None)
+                    self._entries.pop(view.name, None)
                 raise
             finally:
                 self._compiling.clear()
@@ -361,8 +364,7 @@ class IncrementalFlow:
             def undo() -> None:
                 for view in new:
                     self.engine.views.pop(view.name, None)
-                    self._sql.pop(view.name, None)
-                    self._statistics.pop(view.name, None)
+                    self._entries.pop(view.name, None)
             with self._transaction(undo=undo):
                 self.engine.add_views(new, current)
 
@@ -380,7 +382,7 @@ class IncrementalFlow:
         distances); ties break by the source's primary key; NULL vectors are ignored.  Maintained
         incrementally like any view (``runtime/operators/vector.py``)."""
         definition = vector_plan.define(source, vector, k, metric, queries, query, payload, query_vector, index)
-        self.register_views([(name, definition.text())])
+        self._register([ViewEntry.of_vector(name, definition)])
 
     def drop_view(self, name: str) -> None:
         with self._lock:
@@ -388,16 +390,16 @@ class IncrementalFlow:
             users = self.readers(name)
             if users:
                 raise CatalogError(f"cannot drop view {name!r}: views {', '.join(users)} read it")
-            sql, statistics = self._sql[name], self._statistics[name]
+            entry = self._entries[name]
             views = dict(self.engine.views)
 
             def undo() -> None:
                 self.engine.views.clear()
                 self.engine.views.update(views)
-                self._sql[name], self._statistics[name] = sql, statistics
+                self._entries[name] = entry
             with self._transaction(undo=undo):
                 self.engine.drop_view(view.name)
-                del self._sql[name], self._statistics[name]
+                del self._entries[name]
             self._watches.close(name)
             self._vector_sinks.detach_all(name)
 
@@ -408,7 +410,8 @@ class IncrementalFlow:
             return self.store.get_meta(f"app/{key}", default)
 
     def set_meta(self, key: str, value: Any) -> None:
-        """Store a JSON value; inside a prepared step (``before_commit``) it commits with the step, else at once."""
+        """Store a JSON value; inside a prepared step (``before_commit``) it commits with the step, else at once
+        (a prepared step's own: ``FlowStep.set_meta``)."""
         with self._lock:
             if self.store.in_transaction:
                 self.store.set_meta(f"app/{key}", value)
@@ -458,7 +461,7 @@ class IncrementalFlow:
         """Apply one atomic step: ``tick("orders", delta)`` or ``tick({"a": d1, "b": d2})`` — ``prepare``
         then ``commit``.
 
-        ``before_commit(outputs)`` (kept until every caller uses ``prepare``) runs between the two with
+        ``before_commit(outputs)`` (a shorthand for ``prepare`` → write → ``commit``) runs between the two with
         each changed view's delta (named columns + ``_weight``); if it raises, the step is rolled back.
         """
         with self._lock:
@@ -639,8 +642,9 @@ class IncrementalFlow:
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).
 
-        Kept for callers that still resolve REPLICA IDENTITY DEFAULT changes themselves; a change given
-        by key (``SourceChange(upserts=..., deletes=...)``) has its old rows looked up by the engine.
+        For a caller that needs old rows' values itself (the service: PostgreSQL's unchanged TOAST
+        values); a change given by key (``SourceChange(upserts=..., deletes=...)``) has its old rows
+        looked up by the engine, once, inside its step.
         """
         with self._lock:
             self.source_schema(name)
@@ -732,7 +736,7 @@ class IncrementalFlow:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             staging.rename(self.state_dir)
             self.engine.reset(SpineStateStore(self.state_dir, cache_mb=self._cache_mb))
-            self._sql, self._statistics, self._dedup, self._counters = {}, {}, {}, Counters()
+            self._entries, self._dedup, self._counters = {}, {}, Counters()
             self._open()
             self._vector_sinks.refill(lambda n: self.snapshot(n) if n in self.engine.views or n in self.engine.sources
                                       else None)

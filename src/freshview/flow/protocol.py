@@ -2,8 +2,11 @@
 
 Code that only defines sources and views, steps them and reads the results (a test harness, a
 benchmark, a pipeline) can take either: one flow in this process, or one whose shards step on Spark
-executors.  What only one of them does stays off the protocol: ``IncrementalFlow``'s two-phase step
-(``prepare``), Debezium input, dedup, TTL and vector sinks; the partitioned flow's partition keys.
+executors.  What only one of them does stays off the protocol: Debezium input, dedup, TTL and vector
+sinks; the partitioned flow's partition keys.  ``TwoPhaseFlow`` is a ``Flow`` whose step is two-phase
+(``IncrementalFlow``): ``prepare`` applies a step and leaves it open (``PreparedChange``) so a caller
+writes its outputs, and a position of its own (``set_meta``), in its own transaction before the
+step commits; the service runs on it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from freshview.flow.watches import Watch
 from freshview.plan import nodes as pn
 from freshview.schema import TableSchema
 
-__all__ = ["Flow", "StepResult"]
+__all__ = ["Flow", "PreparedChange", "StepResult", "TwoPhaseFlow"]
 
 
 class StepResult(Protocol):
@@ -81,3 +84,42 @@ class Flow(Protocol):
     def __enter__(self) -> Any: ...
 
     def __exit__(self, *exc: Any) -> None: ...
+
+
+class PreparedChange(Protocol):
+    """A step applied and left open (``FlowStep``): write ``outputs``, then ``commit`` (or ``abort``;
+    leaving a ``with`` block without ``commit`` aborts)."""
+
+    @property
+    def outputs(self) -> dict[str, pa.Table]:
+        """Per view that changed: its change, in the view's column names + ``_weight``."""
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """A JSON value kept with the flow's state (``get_meta``), committed with the step."""
+
+    def commit(self) -> Any: ...
+
+    def abort(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
+@runtime_checkable
+class TwoPhaseFlow(Flow, Protocol):
+    """A ``Flow`` whose step is two-phase, with metadata kept in its state (``IncrementalFlow``)."""
+
+    def prepare(self, source: str | Mapping[str, Any], delta: Any = None) -> PreparedChange:
+        """``tick``'s step, applied and left open.  A delta is weighted rows or a ``SourceChange`` (keyed
+        upserts and deletes whose old rows the engine looks up, a truncate, checks)."""
+
+    def get_meta(self, key: str, default: Any = None) -> Any: ...
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Outside a prepared step: committed at once."""
+
+    def view_plan(self, name: str) -> pn.Node: ...
+
+    def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
+        """A keyed source's rows whose primary key is in ``keys``."""

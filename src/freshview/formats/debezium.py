@@ -222,7 +222,7 @@ def _value(v: Any, t: SqlType, field: Mapping | None) -> Any:
         return float(v)
     if kind == "numeric":
         return _decimal(v, t, field)
-    if kind == "text":
+    if t.is_textual:  # text, and json, jsonb, uuid, inet, enums as their PostgreSQL text
         if not isinstance(v, str):
             raise ValueError(f"{v!r} is not text")
         return v
@@ -646,6 +646,13 @@ def _field_schema(t: SqlType, decimal_handling: str) -> dict:
                 "parameters": {"scale": str(scale), "connect.decimal.precision": str(precision)}}
     if kind == "array":
         return {"type": "array", "items": dict(_field_schema(t.element, decimal_handling), optional=True)}
+    if t.enum is not None:
+        return {"type": "string", "name": "io.debezium.data.Enum", "version": 1,
+                "parameters": {"allowed": ",".join(t.enum.labels)}}
+    if kind in ("json", "jsonb", "uuid"):
+        return {"type": "string", "name": "io.debezium.data." + ("Uuid" if kind == "uuid" else "Json"), "version": 1}
+    if kind == "inet":
+        return {"type": "string"}
     return {
         "int2": {"type": "int16"}, "int4": {"type": "int32"}, "int8": {"type": "int64"},
         "float4": {"type": "float"}, "float8": {"type": "double"}, "text": {"type": "string"},

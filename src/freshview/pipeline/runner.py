@@ -237,7 +237,7 @@ class PipelineRunner:
                 emission.extend(self._prepare(step.outputs, source_ts))
                 step.commit()
         except MessageError as exc:
-            source = getattr(exc, "source", None) or next(iter(batches))
+            source = exc.source or next(iter(batches))
             msgs = batches.get(source, next(iter(batches.values())))[0]
             at = msgs[exc.offset].position if 0 <= exc.offset < len(msgs) else "?"
             raise PipelineError(f"source {source!r}, message at position {at}: {exc.reason}; nothing of this "

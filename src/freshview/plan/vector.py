@@ -5,14 +5,13 @@ row) or one fixed query vector, and outputs, per query, its ``k`` nearest docume
 primary-key columns (named as in the queries source; none for a fixed query), ``rank`` (1..k),
 the payload columns of the document, and ``distance``.  Its result key is (query key, rank).
 
-A vector view has no SQL: its definition is a JSON document (``VectorDefinition``), kept in the
-flow's catalog in the place of a view's SQL text behind the ``VECTOR SEARCH`` marker, so the
-catalog, resume, checkpoints and ``drop_view`` treat it as any view.
+A vector view has no SQL: its definition is a ``VectorDefinition``, kept in the flow's catalog as a
+view entry of kind ``vector`` (``flow.catalog.ViewEntry``; its JSON: ``to_json``), so the catalog,
+resume, checkpoints and ``drop_view`` treat it as any view.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
@@ -21,7 +20,6 @@ from freshview.errors import CatalogError
 from freshview.plan.nodes import Columns, Node, Scan
 from freshview.schema import SqlType, TableSchema
 
-MARKER = "VECTOR SEARCH "
 METRICS = ("cosine", "l2", "inner_product")
 INDEXES = ("hnsw",)
 RANK_TYPE = SqlType("int4")
@@ -83,21 +81,16 @@ class VectorDefinition:
     payload: tuple[str, ...] | None = None
     index: str | None = None
 
-    def text(self) -> str:
-        return MARKER + json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()},
-                                   sort_keys=True)
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @staticmethod
-    def from_text(text: str) -> "VectorDefinition":
-        data = json.loads(text[len(MARKER):])
+    def from_json(data: dict) -> "VectorDefinition":
+        data = dict(data)
         for name in ("query", "payload"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         return VectorDefinition(**data)
-
-
-def is_vector_definition(text: str) -> bool:
-    return text.startswith(MARKER)
 
 
 def define(source: str, vector: str, k: int, metric: str = "cosine", queries: str | None = None,

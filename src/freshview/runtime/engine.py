@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -53,6 +53,9 @@ from freshview.runtime.operators.source import Source, SourceChange
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, TableSchema
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 __all__ = ["Engine", "EngineView", "PreparedStep", "StepSummary", "ViewStep"]
 
@@ -197,7 +200,7 @@ class Engine:
     to start one when first needed.
     """
 
-    def __init__(self, store, *, execution: str = "auto", first_computation: str = "spark",
+    def __init__(self, store: StateStore, *, execution: str = "auto", first_computation: str = "spark",
                  state_ttl: float | None = None, flush_interval: float | None = None,
                  clock: Callable[[], float] = time.time, spark: Any = None) -> None:
         if execution not in MODES:
@@ -255,7 +258,7 @@ class Engine:
         if self._prepared is not None:
             raise StateError("a prepared step is open: commit or abort it first")
 
-    def reset(self, store) -> None:
+    def reset(self, store: StateStore) -> None:
         """Start over on another store (a restored checkpoint): no sources, views or step until opened."""
         self._check_idle()
         self.store = store
@@ -326,8 +329,7 @@ class Engine:
                     self.store.load(view.output, out)
                     computed[view.name] = out
         finally:
-            if not empty:
-                bulk.finish()  # type: ignore[attr-defined]
+            bulk.finish()
 
     def drop_view(self, name: str) -> None:
         """Forget a view and its state (inside ``transaction``)."""
@@ -377,7 +379,7 @@ class Engine:
                 try:
                     delta, late = self.sources[name].apply(self.store, change, tick, self._touch_index(name, tick))
                 except FreshviewError as exc:
-                    exc.source = name  # type: ignore[attr-defined]
+                    exc.source = name
                     raise
                 summary.late_deletes += late
                 sources[name] = delta
@@ -411,7 +413,7 @@ class Engine:
             try:
                 out = view.runner.step(changed.get, self.kernels(choice.executor), tick=tick)
             except FreshviewError as exc:
-                exc.view = view.name  # type: ignore[attr-defined]
+                exc.view = view.name
                 raise
             if tick is not None:
                 out = self._replace_recreated(view, out)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import pyarrow as pa
 
 from freshview.circuit import Circuit, Operator
+from freshview.circuit.nodes import AggState, JoinState, RecomputeState, StateSpec, VectorState
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
 from freshview.plan.shape import result_key
@@ -39,11 +40,14 @@ from freshview.plan.vector import VectorSearch
 from freshview.runtime.operators.vector import VectorTopK
 from freshview.runtime.relation import arrow_schema, col_name
 
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
+
 InputFn = Callable[[str], pa.Table | None]
 
 
 class CircuitRunner:
-    def __init__(self, circuit: Circuit, store) -> None:
+    def __init__(self, circuit: Circuit, store: StateStore) -> None:
         self.circuit = circuit
         self.store = store
         self._aggs: dict[str, Aggregation] = {}
@@ -93,7 +97,7 @@ class CircuitRunner:
         return self._top[1] if self._top is not None else None
 
     def ttl_Join(self, op: Operator) -> ttl.TtlOwner | None:
-        return join_op.ttl_owner(op.state, op.node, op.id)  # type: ignore[arg-type]
+        return join_op.ttl_owner(_state(op, JoinState), op.node, op.id)  # type: ignore[arg-type]
 
     def ttl_Aggregate(self, op: Operator) -> ttl.TtlOwner | None:
         if self._top is None or self._top[0] is not op:
@@ -128,7 +132,7 @@ class CircuitRunner:
     def _aggregation(self, op: Operator) -> Aggregation:
         agg = self._aggs.get(op.id)
         if agg is None:
-            agg = self._aggs[op.id] = Aggregation(op.node, op.state)  # type: ignore[arg-type]
+            agg = self._aggs[op.id] = Aggregation(op.node, _state(op, AggState))  # type: ignore[arg-type]
         return agg
 
     def _memo_of(self, k: Kernels, op: Operator) -> dict:
@@ -187,7 +191,8 @@ class CircuitRunner:
         d = self._eval(op.inputs[0], inputs, k, force)
         rec = self._recompute.get(op.id)
         if rec is None:
-            rec = self._recompute[op.id] = PartitionRecompute(node, op.state.input, op.state.top)  # type: ignore[union-attr]
+            state = _state(op, RecomputeState)
+            rec = self._recompute[op.id] = PartitionRecompute(node, state.input, state.top)
         return rec.step(k, self.store, d)
     def visit_Recursive(self, op: Operator, node: pn.Recursive, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         deltas = [self._eval(i, inputs, k, force) for i in op.inputs]
@@ -200,7 +205,7 @@ class CircuitRunner:
                            ) -> Rel | None:
         op_ = self._vectors.get(op.id)
         if op_ is None:
-            op_ = self._vectors[op.id] = VectorTopK(node, op.state, self.circuit.view)  # type: ignore[arg-type]
+            op_ = self._vectors[op.id] = VectorTopK(node, _state(op, VectorState), self.circuit.view)
         queries = inputs(node.queries.relation) if node.queries is not None else None
         out = op_.step(self.store, inputs(node.docs.relation), queries, force)
         return k.of_arrow(out) if out is not None else None
@@ -252,3 +257,13 @@ def _spark_message(exc: Exception, view: str) -> str:
             first = text.split(marker, 1)[1].splitlines()[0]
             break
     return f"view {view!r}: step failed: {first[:500]}"
+
+
+_S = TypeVar("_S", JoinState, AggState, RecomputeState, VectorState)
+
+
+def _state(op: Operator, kind: type[_S]) -> _S:
+    """The operator's state spec, of the kind its node has (``circuit.nodes``)."""
+    state: StateSpec = op.state
+    assert isinstance(state, kind), (op.id, type(state).__name__)
+    return state

@@ -12,13 +12,16 @@ something (read back from the store on opening) and when each last emitted (mono
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pyarrow as pa
 
 from freshview.algebra.batch import consolidate, negate
 from freshview.circuit import arrangements
 from freshview.runtime.state.layout import Layout
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 __all__ = ["Holds", "flush_due"]
 
@@ -36,7 +39,7 @@ class Holds:
     held: set[str] = field(default_factory=set)  # views with a held-back change
     last: dict[str, float] = field(default_factory=dict)  # view -> when it last emitted (monotonic)
 
-    def load(self, store, views: Iterable[str]) -> None:
+    def load(self, store: StateStore, views: Iterable[str]) -> None:
         """On opening: the views whose pending arrangement holds rows."""
         self.held = {v for v in views if store.has_arrangement(arrangements.view_pending(v))
                      and store.count(arrangements.view_pending(v))}
@@ -47,7 +50,7 @@ class Holds:
     def restore(self, saved: tuple[set[str], dict[str, float]]) -> None:
         self.held, self.last = saved
 
-    def hold(self, store, outputs: dict[str, pa.Table], views: dict[str, pa.Schema], now: float,
+    def hold(self, store: StateStore, outputs: dict[str, pa.Table], views: dict[str, pa.Schema], now: float,
              force: bool) -> dict[str, pa.Table]:
         """Inside a step's transaction: add ``outputs`` (per view, the copy's columns + ``_weight``) to
         what is held, and take out (consolidated) what is due.  ``views``: every view, in order, with

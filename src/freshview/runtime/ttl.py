@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +41,9 @@ from freshview.algebra.batch import consolidate, negate
 from freshview.circuit import arrangements
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 META = "ttl"  # {"width": seconds, "stale": bool, "owners": {owner: [bucket, ...]}}
 BUCKETS = 10  # buckets per TTL: a key is evicted at most ttl/BUCKETS late
@@ -86,7 +89,7 @@ def clamp(delta: pa.Table, current: pa.Table) -> tuple[pa.Table, int]:
     return consolidate(pa.concat_tables([delta, negate(below).cast(delta.schema)])), dropped
 
 
-def clamp_deletes(store, name: str, delta: pa.Table) -> tuple[pa.Table, int]:
+def clamp_deletes(store: StateStore, name: str, delta: pa.Table) -> tuple[pa.Table, int]:
     """``clamp`` against arrangement ``name``: ``delta`` (its layout's columns + ``_weight``) with deletes of
     rows it does not hold dropped (one lookup of the deleted rows' keys; consolidated if it has deletes);
     and how many."""
@@ -116,23 +119,23 @@ class Tick:
         return bucket_width(self.ttl)
 
 
-def read_meta(store) -> dict | None:
+def read_meta(store: StateStore) -> dict | None:
     return store.get_meta(META)
 
 
-def start(store, width: float) -> None:
+def start(store: StateStore, width: float) -> None:
     """Fresh bookkeeping of bucket width ``width`` (no owner indexed yet)."""
     store.set_meta(META, {"width": width, "stale": False, "owners": {}})
 
 
-def mark_stale(store) -> None:
+def mark_stale(store: StateStore) -> None:
     """Steps ran without a TTL: touches went unrecorded, so the next flow with a TTL rebuilds the index."""
     meta = read_meta(store)
     if meta is not None and not meta.get("stale"):
         store.set_meta(META, dict(meta, stale=True))
 
 
-def drop_all(store) -> None:
+def drop_all(store: StateStore) -> None:
     """Every owner's TTL arrangements and the bookkeeping metadata."""
     for name in store.list_arrangements():
         if arrangements.is_ttl_index(name):
@@ -140,7 +143,7 @@ def drop_all(store) -> None:
     store.delete_meta(META)
 
 
-def forget(store, owners: Iterable[str]) -> None:
+def forget(store: StateStore, owners: Iterable[str]) -> None:
     """Drop ``owners`` (of a dropped view or source) from the bookkeeping metadata."""
     meta = read_meta(store)
     gone = set(owners)
@@ -162,7 +165,7 @@ class TouchIndex:
         self._last_layout = Layout(pa.schema(fields), self.key)
         self._bucket_layout = Layout(pa.schema(fields), (BUCKET,))
 
-    def ensure(self, store) -> None:
+    def ensure(self, store: StateStore) -> None:
         """Create the arrangements and register the owner (no buckets) if it is not indexed yet."""
         store.ensure_arrangement(self.last, self._last_layout)
         store.ensure_arrangement(self.bucket, self._bucket_layout)
@@ -170,11 +173,11 @@ class TouchIndex:
         if meta is not None and self.owner not in meta["owners"]:
             store.set_meta(META, dict(meta, owners={**meta["owners"], self.owner: []}))
 
-    def indexed(self, store) -> bool:
+    def indexed(self, store: StateStore) -> bool:
         meta = read_meta(store)
         return meta is not None and self.owner in meta["owners"] and store.has_arrangement(self.last)
 
-    def touch(self, store, tick: Tick, keys: pa.Table, distinct: bool = False) -> None:
+    def touch(self, store: StateStore, tick: Tick, keys: pa.Table, distinct: bool = False) -> None:
         """Record ``keys`` (the key columns; repeats allowed unless ``distinct``) as touched at ``tick.now``."""
         if keys.num_rows == 0:
             return
@@ -200,7 +203,7 @@ class TouchIndex:
         if b not in live:
             store.set_meta(META, dict(meta, owners={**meta["owners"], self.owner: sorted(live + [b])}))
 
-    def expire(self, store, tick: Tick) -> pa.Table | None:
+    def expire(self, store: StateStore, tick: Tick) -> pa.Table | None:
         """Take the keys of the buckets past the TTL out of the index; they are returned (key columns),
         or None when no bucket is due (then nothing is read)."""
         meta = read_meta(store)
@@ -218,7 +221,7 @@ class TouchIndex:
         store.set_meta(META, dict(meta, owners={**meta["owners"], self.owner: [b for b in live if b not in due]}))
         return rows.select(list(self.key))
 
-    def tracked(self, store) -> int:
+    def tracked(self, store: StateStore) -> int:
         """How many keys the index holds."""
         return store.count(self.last) if store.has_arrangement(self.last) else 0
 
@@ -231,7 +234,7 @@ class TtlOwner:
     evict: Callable[[object, pa.Table], None]  # (store, keys): drop every row kept for these keys
     current_keys: Callable[[object], pa.Table]  # store -> the keys it holds now (a rebuild of the index)
 
-    def expire(self, store, tick: Tick) -> int:
+    def expire(self, store: StateStore, tick: Tick) -> int:
         """Evict the keys past the TTL; how many."""
         keys = self.index.expire(store, tick)
         if keys is None or not keys.num_rows:
@@ -239,20 +242,20 @@ class TtlOwner:
         self.evict(store, keys)
         return keys.num_rows
 
-    def seed(self, store, tick: Tick) -> None:
+    def seed(self, store: StateStore, tick: Tick) -> None:
         """Index every key the owner holds as touched now (its state was kept without a TTL)."""
         self.index.ensure(store)
         self.index.touch(store, tick, self.current_keys(store))
 
 
-def drop_keys(store, name: str, keys: pa.Table) -> None:
+def drop_keys(store: StateStore, name: str, keys: pa.Table) -> None:
     """Remove every row of arrangement ``name`` whose key is a row of ``keys`` (named as its key)."""
     rows = store.lookup(name, keys)
     if rows.num_rows:
         store.apply(name, negate(rows))
 
 
-def distinct_keys(store, names: Iterable[str], key: list[str]) -> pa.Table:
+def distinct_keys(store: StateStore, names: Iterable[str], key: list[str]) -> pa.Table:
     """The distinct values of the ``key`` columns over arrangements ``names`` (a scan: rebuilds only)."""
     parts = [store.scan(n).select(key) for n in names]
     parts = [p.cast(parts[0].schema) for p in parts]

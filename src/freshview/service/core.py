@@ -6,10 +6,12 @@ One thread does everything, in this order, forever:
    source transactions as ``batching`` says (never split);
 2. split them into engine steps as ``decide.plan_steps`` says (skip what the
    engine holds, replay without writing what the result tables hold);
-3. inside each step's ``before_commit``, write every view's result changes
+3. each step reads straight down (``_step``): the connector's changes
+   (keyed: old rows are the engine's to look up, once) -> the engine's
+   step, prepared (``TwoPhaseFlow.prepare``) -> every view's result changes
    and the step's position in one database transaction
-   (``ResultSink.commit_step``), then let the engine's state commit, then
-   acknowledge the position to the source; ``decide`` explains why a crash
+   (``ResultSink.commit_step``) -> the engine's step committed -> the
+   position acknowledged to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
    (``requests``), beat the heartbeat, and now and then check that each
@@ -20,35 +22,32 @@ state disk full) ends the pass: ``outage`` decides what to close, what to
 say and how long to wait, and the service attaches again from the stored
 positions (``_resume``); ``run`` raises only what a restart cannot fix.
 
-Following new tables is ``following`` (decisions) plus ``Core.follow`` (the
-snapshot); repairs are ``recovery``.  Everything database-specific is behind
-``connectors.base``.
+What the views are (created, dropped, reconciled, their followed tables, DDL on
+those, failures) is the ``ViewCatalog``'s (``catalog``, made at every attach);
+``Core`` keeps the loop and the positions.  Repairs are ``recovery``.
+Everything database-specific is behind ``connectors.base``.
 """
 
 from __future__ import annotations
 
 import collections
-import inspect
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, ResultSpec, SourceTable, StepStats, Stream, StreamError,
-    Transaction,
+    Attached, ChangeError, Connector, StepStats, Stream, StreamError, TableChange, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
-from freshview.flow import IncrementalFlow
-from freshview.plan.shape import result_key
-from freshview.schema import WEIGHT
+from freshview.flow import IncrementalFlow, SourceChange, TwoPhaseFlow, source_checks
 from freshview.runtime.state.files import probe_space
-from freshview.service import access, batching, decide, following, outage, recovery, requests
+from freshview.service import batching, decide, following, outage, recovery, requests
+from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.names import Names
 
 if TYPE_CHECKING:
@@ -56,9 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshview.service")
 FILE_ONLY = {"file_only": True}  # a log record the CLI writes to its log file, not to the terminal (cli/logs.py)
-
-# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
-SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
 class ServiceError(FreshviewError):
@@ -113,12 +109,10 @@ class Core:
         self.ready = threading.Event()  # set once the stream is followed and requests are served
         self.connector: Connector = None  # type: ignore[assignment]  # set by run()
         self.names: Names = None  # type: ignore[assignment]  # the connector's, set by run()
-        self.flow: IncrementalFlow = None  # type: ignore[assignment]
+        self.flow: TwoPhaseFlow = None  # type: ignore[assignment]  # an IncrementalFlow, set by run()
         self.stream: Stream | None = None
+        self.views: ViewCatalog = None  # type: ignore[assignment]  # set by each attach
         self.at = decide.Positions()
-        self.follow_from: dict[str, Any] = {}  # followed table -> the position of its snapshot
-        # table -> columns its next snapshot reads besides what the view being created reads (following.widen)
-        self.wanted_columns: dict[str, set[str]] = {}
         self.status = "starting"
         self.health = outage.Health()  # connected, reconnecting, unreachable, paused for a full disk
         self._attached = False  # attached once in this process (later attaches follow a fault)
@@ -169,13 +163,13 @@ class Core:
             self._follow_stream()
             now = time.monotonic()
             if now >= next_poll:
-                requests.serve(self)
+                requests.serve(self.views, self.at.engine, self.stopping)
                 next_poll = now + self.options.poll_s
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
-                following.check_catalog(self)
+                self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
             if now >= next_access:
-                self._recheck_access()
+                self.views.recheck_access()
                 next_access = now + self.options.access_check_s
             if now >= next_beat:
                 self._heartbeat()
@@ -205,7 +199,7 @@ class Core:
     def _connect(self) -> None:
         try:
             connector = self.connect()
-        except Fault:
+        except (Fault, StreamError):  # ridden out by ``run``
             raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
@@ -238,12 +232,10 @@ class Core:
         self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
                                    self.connector.results.stored_position())
-        self.follow_from = {t: source.position_from_text(str(v))
-                            for t, v in self.flow.get_meta("follow_from", {}).items()}
         self._close_stream()
         try:
             attached: Attached = source.attach(self.at.engine, bool(self.flow.sources))
-        except Fault:
+        except (Fault, StreamError):  # ridden out by ``run``
             raise
         except FreshviewError as exc:
             raise ServiceError(str(exc)) from None
@@ -252,7 +244,7 @@ class Core:
             log.warning("rebuilding every view from a new snapshot: %s", rebuild)
             self._set_status("rebuilding")
         self._reconcile(rebuild)
-        following.check_catalog(self)  # DDL while the service was stopped
+        self.views.check_catalog(self.at.engine)  # DDL while the service was stopped
         source.prepare(list(self.follow_from))  # the tables followed so far stay in the stream
         self.stream = source.stream(decide.stream_start(self.at, self.follow_from))
         self._set_status("running")
@@ -316,15 +308,11 @@ class Core:
             _quietly("the engine's state", self.flow.close, logging.WARNING)
 
     def _new_flow(self) -> IncrementalFlow:
-        """The engine, with the execution mode asked for when this engine has execution modes."""
+        """The engine on the state directory, in the execution mode asked for."""
         kwargs: dict[str, Any] = {}
-        if "execution" in inspect.signature(IncrementalFlow).parameters:
-            kwargs["execution"] = self.options.execution
-        elif self.options.execution != "auto":
-            log.warning("this engine has no execution modes: execution %r is ignored", self.options.execution)
         if self.connector is not None:
             kwargs.update(dialect=self.connector.dialect, default_schema=self.connector.default_schema)
-        return IncrementalFlow(self.spark, self.state_dir, **kwargs)
+        return IncrementalFlow(self.spark, self.state_dir, execution=self.options.execution, **kwargs)
 
     def _open_flow(self) -> IncrementalFlow:
         """The engine on the state directory; state it cannot read (another format, damage) is set
@@ -342,33 +330,28 @@ class Core:
 
     # ------------------------------------------------------------------ reconciliation
     def _reconcile(self, rebuild: str | None) -> None:
-        """Make engine state and result tables agree after a crash, a lost position or a lost state dir."""
-        control = self.connector.control
-        wanted = recovery.wanted_views(control.views())
+        """Make engine state and result tables agree after a crash, a lost position or a lost state dir:
+        (a rebuild: every view marked rebuilding, the engine's state wiped) the catalog of views made
+        on the engine, then reconciled with the database's (``ViewCatalog.reconcile``)."""
         if rebuild:
-            control.mark_rebuilding(rebuild)
+            self.connector.control.mark_rebuilding(rebuild)
             self.flow.close()
             recovery.wipe_state(self.state_dir)
             self.flow = self._new_flow()
             self.at = decide.Positions(None, self.at.results)
-            self.follow_from = {}
-        for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
-            self.flow.drop_view(view)
-        for name, view_sql in wanted.items():
-            if self.names.engine(name) in self.flow.views:
-                self.connector.results.attach(self.result_spec(name))
-            else:
-                try:
-                    requests.create(self, name, view_sql, replace=True)
-                except Fault:
-                    raise
-                except (FreshviewError, ChangeError, *self.connector.errors) as exc:
-                    self._mark_failed([name], str(exc))
-        self.drop_unused_sources()
+        self.views = ViewCatalog(self.flow, self.connector, self.names, chunk_rows=self.options.snapshot_chunk_rows,
+                                 snapshot_progress=self.snapshot_progress, metrics=self.metrics,
+                                 keepalive=self._keepalive)
+        self.views.reconcile(self.at.engine)
 
-    def result_spec(self, name: str) -> ResultSpec:
-        plan = self.flow.view_plan(self.names.engine(name))
-        return ResultSpec(name, tuple(plan.columns), result_key(plan))
+    def _keepalive(self) -> None:
+        if self.stream is not None:
+            self.stream.keepalive()
+
+    @property
+    def follow_from(self) -> dict[str, Any]:
+        """Followed table -> the position of its snapshot (the catalog's)."""
+        return {} if self.views is None else self.views.follow_from
 
     # ------------------------------------------------------------------ the stream
     def _follow_stream(self) -> None:
@@ -413,83 +396,84 @@ class Core:
             self._step(step)
 
     def _step(self, step: decide.Step) -> None:
-        self._check_definitions(step.transactions)
+        """One engine step, straight down: the transactions' changes, the engine's step prepared, every
+        view's result changes and the position written in one database transaction, the engine's step
+        committed, the position acknowledged (``decide`` says why this order).  A view or a table that
+        makes the step fail is stopped, and the step is tried again without it."""
+        self.views.check_ddl(step.transactions, self.at.engine)  # keeps the views right or fails them
         for _ in range(len(self.flow.views) + len(self.flow.sources) + 1):
             relevant = [following.relevant(t, self.follow_from) for t in step.transactions]
             started = time.perf_counter()
             try:
-                deltas = self._deltas(relevant)
+                changes = self._changes(relevant)
             except ChangeError as exc:
                 if exc.table is None or exc.table not in self.follow_from:
                     raise
-                self._fail_table(exc.table, f"freshview: {exc}")
+                self.views.fail_table(exc.table, f"freshview: {exc}")
                 continue
-            if not any(d.num_rows for d in deltas.values()):
+            if all(c.empty for c in changes.values()):
                 self._pending_position = step.position
                 if time.monotonic() - self._last_progress_write >= self.options.progress_every_s:
                     self._record_position()
                 return
-            changes = sum(t.size for t in relevant)
-            lag_from = min(t.commit_time for t in step.transactions)
-            ticked, written = time.perf_counter(), self.timings["write"]
-            self.timings["deltas"] += ticked - started
-            committed_at: list[float] = []
+            prepared_at = time.perf_counter()
+            self.timings["deltas"] += prepared_at - started
             try:
-                summary = self.flow.tick(deltas, before_commit=lambda out: committed_at.append(
-                    self._commit(out, step, changes, lag_from)))
+                prepared = self.flow.prepare(changes)
             except Fault:
                 raise  # the database or the disk, not a view: ridden out by ``run``
             except FreshviewError as exc:
-                view, source = getattr(exc, "view", None), getattr(exc, "source", None)
-                if view is not None:
-                    self._mark_failed([self.names.qualified(view)], f"freshview: {exc}")
-                elif source is not None:
-                    self._fail_table(self.names.qualified(source), f"freshview: {exc}")
-                else:
+                if not self.views.fail_step(exc):  # the view (or the table) it names stops, the step goes on
                     raise
                 continue
-            self.timings["engine"] += time.perf_counter() - ticked - (self.timings["write"] - written)
+            with prepared:  # leaving it without commit (the write failed): the engine is as before
+                self.timings["engine"] += time.perf_counter() - prepared_at
+                prepared.set_meta("position", step.position.to_text())
+                committed_at = self._write(prepared.outputs, step, sum(t.size for t in relevant),
+                                           min(t.commit_time for t in step.transactions))
+                committing = time.perf_counter()
+                summary = prepared.commit()
+                self.timings["engine"] += time.perf_counter() - committing
             self._after_commit(step)
             if self.metrics is not None:  # metrics hook
-                self.metrics.record_step(summary, committed_at[0] - lag_from if step.write and committed_at else None)
+                lag_from = min(t.commit_time for t in step.transactions)
+                self.metrics.record_step(summary, committed_at - lag_from if step.write else None)
             if step.write:
                 self.steps += 1
-                now = committed_at[0] if committed_at else time.time()
-                self.latencies_ms.extend(max(0.0, now - t.commit_time) * 1000 for t in step.transactions)
-            if log.isEnabledFor(logging.DEBUG):
+                self.latencies_ms.extend(max(0.0, committed_at - t.commit_time) * 1000 for t in step.transactions)
+            if log.isEnabledFor(logging.DEBUG) and summary is not None:
                 per_view = ", ".join(f"{n} {v.duration_ms:.0f} ms" for n, v in summary.views.items() if not v.skipped)
                 log.debug("%s (%s)", summary, per_view)
             return
         raise ServiceError("a step kept failing after every failing view was stopped")
 
-    def _deltas(self, group: list[Transaction]) -> dict[str, pa.Table]:
-        """The connector's deltas, with TRUNCATE expanded (every row the engine holds goes)."""
-        flow = self.flow
+    def _changes(self, group: list[Transaction]) -> dict[str, SourceChange]:
+        """The connector's changes as the engine's (engine names; a TRUNCATE: everything the engine
+        holds of the table goes first).  Old rows are the engine's to look up, by key, in its step."""
         truncated = {t for txn in group for t in txn.truncated}
-        schemas = {q: flow.source_schema(self.names.engine(q)) for q in self.follow_from}
+        schemas = {q: self.flow.source_schema(self.names.engine(q)) for q in self.follow_from}
 
         def lookup_old(table: str, keys: pa.Table) -> pa.Table:
+            """Only for a change the engine cannot take by key (PostgreSQL: unchanged TOAST values)."""
             if table in truncated:  # the rows it had are gone; later changes see only new rows
                 return schemas[table].arrow().empty_table()
             started = time.perf_counter()
             try:
-                return flow.source_rows(self.names.engine(table), keys)
+                return self.flow.source_rows(self.names.engine(table), keys)
             finally:
                 self.timings["lookup"] += time.perf_counter() - started
 
-        deltas = self.connector.source.deltas(group, schemas, lookup_old)
-        for table in truncated:
-            current = flow.snapshot(self.names.engine(table), weighted=True)
-            gone = current.set_column(current.num_columns - 1, WEIGHT, pc.negate(current.column(WEIGHT)))
-            after = deltas.get(table)
-            deltas[table] = gone if after is None else pa.concat_tables([gone, after.cast(gone.schema)])
-        return {self.names.engine(t): d for t, d in deltas.items()}
+        changes = self.connector.source.deltas(group, schemas, lookup_old)
+        out = {self.names.engine(t): _source_change(c, t in truncated) for t, c in changes.items()}
+        for table in truncated - changes.keys():
+            out[self.names.engine(table)] = SourceChange(truncate=True)
+        return out
 
-    def _commit(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
-        """Runs inside the engine step: results + position into the database, then the engine commits."""
-        self.flow.set_meta("position", step.position.to_text())
+    def _write(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
+        """Results + position into the database, in one transaction (nothing when replaying what the
+        result tables already hold); the commit time on the server's clock."""
         if not step.write:
-            return time.time()  # replaying what the result tables already hold
+            return time.time()
         stats = StepStats(changes, max(0.0, (time.time() - lag_from) * 1000), self._rate_after(changes))
         started = time.perf_counter()
         try:
@@ -527,70 +511,6 @@ class Core:
         if self.stream is not None:
             self.stream.acknowledge(position)
 
-    def _check_definitions(self, group: tuple[Transaction, ...]) -> None:
-        """DDL on a followed table keeps its views right or fails them (not the service): ``following``."""
-        following.check_ddl(self, group)
-
-    # ------------------------------------------------------------------ following base tables
-    def follow(self, tables: dict[str, SourceTable], columns: Mapping[str, Collection[str]] | None = None) -> None:
-        following.follow(self, tables, columns)
-
-    def widen(self, read: Mapping[str, Collection[str]]) -> None:
-        """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are read
-        again with them (``following.widen``)."""
-        for table, missing in following.lacking(self, read).items():
-            following.widen(self, table, missing)
-
-    def save_follow_from(self) -> None:
-        self.flow.set_meta("follow_from", {t: p.to_text() for t, p in self.follow_from.items()})
-
-    def drop_unused_sources(self) -> None:
-        changed = False
-        for source in list(self.flow.sources):
-            if not self.flow.readers(source):
-                self.flow.drop_source(source)
-                self.follow_from.pop(self.names.qualified(source), None)
-                changed = True
-        if changed:
-            self.save_follow_from()
-            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
-
-    # ------------------------------------------------------------------ failures
-    def _fail_table(self, table: str, error: str) -> None:
-        """Stop every view that reads ``table`` and forget the table."""
-        readers = self.flow.readers(self.names.engine(table))
-        self._mark_failed([self.names.qualified(v) for v in readers], error)
-        self.drop_unused_sources()
-
-    def _mark_failed(self, names: list[str], error: str) -> None:
-        """Views (and the views reading them) go to status failed; their tables stay as they were."""
-        doomed: list[str] = []
-        todo = [self.names.engine(n) for n in names]
-        while todo:
-            view = todo.pop()
-            if view in doomed:
-                continue
-            doomed.append(view)
-            if view in self.flow.views:
-                todo.extend(self.flow.readers(view))
-        for view in reversed(list(self.flow.views)):
-            if view in doomed:
-                self.flow.drop_view(view)
-        primary = {self.names.engine(n) for n in names}
-        for view in doomed:
-            name = self.names.qualified(view)
-            self.connector.results.forget(name)
-            message = error if view in primary else f"freshview: a view it reads failed: {error}"
-            log.error("view %s failed: %s", name, message)
-            self.connector.control.mark_failed(name, message)
-
-    def _recheck_access(self) -> None:
-        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
-        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
-        for found in access.recheck(self.connector, plans, self.names):
-            self._mark_failed([found.name], found.reason)
-            self.connector.results.revoke_reader(found.name, found.requester)
-
     # ------------------------------------------------------------------ status
     def _record_source_metrics(self) -> None:
         if self.metrics is not None:
@@ -605,6 +525,14 @@ class Core:
     def _set_status(self, status: str) -> None:
         self.status = status
         self._heartbeat()
+
+
+def _source_change(change: TableChange, truncate: bool) -> SourceChange:
+    """A connector's ``TableChange`` as the engine's ``SourceChange`` (``present``: a check that each key
+    is held before the step)."""
+    present = change.present
+    return SourceChange(rows=change.rows, upserts=change.upserts, deletes=change.deletes, truncate=truncate,
+                        checks=None if present is None or not present.num_rows else source_checks(present, 1))
 
 
 def _quietly(what: str, close: Callable[[], Any], level: int = logging.DEBUG) -> None:

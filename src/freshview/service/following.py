@@ -1,7 +1,9 @@
 """Following base tables: loading them from a snapshot, which changes of the stream they take, DDL on them.
 
+The decisions, pure; ``ViewCatalog`` (``service.catalog``) acts on them.
+
 A table is followed from a snapshot at position Y (``Source.snapshot``): its
-rows are loaded from the snapshot (``follow``), and the changes of
+rows are loaded from the snapshot (``ViewCatalog.follow``), and the changes of
 transactions at or before Y, which the snapshot already holds, are ignored
 in the stream (``relevant``).
 
@@ -15,32 +17,18 @@ unread column dropped or retyped, the key, the replica identity or the
 partitions changed, the table re-created) makes the table followed anew from
 a new snapshot, its views recomputed (``Refollow``); added columns change
 nothing.  Signs of DDL come from the stream (``Transaction.definitions`` and
-``ddl``) and from a periodic look at the catalog (``check_catalog``), so an
+``ddl``) and from a periodic look at the catalog (``ViewCatalog.check_catalog``), so an
 idle table's rename is seen too; either way the catalog's present
 description (``Source.recheck``) is what is judged.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
-from freshview.connectors.base import ChangeError, Recheck, SourceTable, Transaction, after
-from freshview.errors import FreshviewError
-from freshview.plan.rewrite.prune import columns_read
+from freshview.connectors.base import Recheck, Transaction, after
 from freshview.schema import SqlType, TableSchema
-from freshview.service import requests
-
-if TYPE_CHECKING:
-    from freshview.service.core import Core
-
-log = logging.getLogger("freshview.service")
-
-REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
-IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
-# engine meta: followed table -> all its column names when followed (the engine keeps only those read)
-COLUMNS_KEY = "follow_columns"
 
 
 def relevant(txn: Transaction, follow_from: Mapping[str, Any]) -> Transaction:
@@ -120,131 +108,23 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     return Refollow("; ".join(unread) + by) if unread else None
 
 
+STATEMENT_PATIENCE_S = 30.0  # how long a failure the catalog shows waits for the stream's statement at most
+
+
+def awaits_statement(effect: Fail | Refollow | None, statement: str | None, settles_at: Any, position: Any,
+                     waited_s: float, patience_s: float = STATEMENT_PATIENCE_S) -> bool:
+    """Whether a failure the catalog shows (``effect``, found without the stream's ``statement``) waits: the
+    stream carries DDL statements and has not yet passed ``settles_at`` (the server's position when the
+    catalog was read; ``position`` is the engine's), so the statement is still to come and the failure is
+    better named with it.  It waits ``patience_s`` at most (a stream that stopped moving)."""
+    if not isinstance(effect, Fail) or statement is not None or settles_at is None:
+        return False
+    return waited_s < patience_s and (position is None or position < settles_at)
+
+
 def _short(statement: str, limit: int = 200) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def columns_read_of(core: "Core", table: str) -> set[str]:
-    """The columns of followed ``table`` its views read."""
-    source = core.names.engine(table)
-    read: set[str] = set()
-    for view in core.flow.readers(source):
-        read |= columns_read(core.flow.view_plan(view)).get(source, set())
-    return read
-
-
-def check_ddl(core: "Core", group: Iterable[Transaction]) -> None:
-    """Signs of DDL on followed tables in the stream: those tables are judged now (``judge``)."""
-    suspects: dict[str, str | None] = {}
-    for txn in group:
-        for table, columns in txn.definitions.items():
-            if table in core.follow_from and after(txn.position, core.follow_from[table]) and \
-                    differs(columns, core.flow.source_schema(core.names.engine(table))):
-                suspects.setdefault(table, None)
-        for table, statement in txn.ddl.items():
-            if table in core.follow_from and after(txn.position, core.follow_from[table]):
-                suspects[table] = statement or suspects.get(table)
-    if suspects:
-        judge(core, suspects)
-
-
-def check_catalog(core: "Core") -> None:
-    """Every followed table as the catalog describes it now (an idle table's rename or DDL too)."""
-    if core.follow_from:
-        judge(core, dict.fromkeys(core.follow_from))
-
-
-def judge(core: "Core", tables: Mapping[str, str | None]) -> None:
-    """Look the tables up in the catalog and apply what their DDL does to their views (``ddl_effect``)."""
-    identities = core.flow.get_meta(IDENTITY_KEY, {}) or {}
-    tables = {t: s for t, s in tables.items() if t in core.follow_from}
-    found = core.connector.source.recheck({t: _pairs(identities.get(t)) for t in tables})
-    unknown = {}
-    for table, statement in tables.items():
-        now = found.get(table)
-        if now is None or table not in core.follow_from:
-            continue
-        schema = core.flow.source_schema(core.names.engine(table))
-        log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
-        effect = ddl_effect(table, schema, columns_read_of(core, table), now, _pairs(identities.get(table)),
-                            statement, (core.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table))
-        if isinstance(effect, Fail):
-            core._fail_table(table, effect.error)
-        elif isinstance(effect, Refollow):
-            refollow(core, table, effect.reason)
-        elif table not in identities and now.identity:
-            unknown[table] = [list(p) for p in now.identity]  # followed before identities were kept
-    if unknown:
-        core.flow.set_meta(IDENTITY_KEY, {**identities, **unknown})
-
-
-def _pairs(stored: Any) -> tuple[tuple[str, str], ...]:
-    return tuple((str(k), str(v)) for k, v in stored or ())
-
-
-def lacking(core: "Core", read: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
-    """Of followed tables a new view reads (``read``: table -> columns), the columns the engine's copy lacks."""
-    missing = {}
-    for table, columns in read.items():
-        if table in core.follow_from:
-            kept = set(core.flow.source_schema(core.names.engine(table)).names)
-            if set(columns) - kept:
-                missing[table] = set(columns) - kept
-    return missing
-
-
-def widen(core: "Core", table: str, columns: Collection[str]) -> None:
-    """The engine's copy of followed ``table`` lacks ``columns`` a new view reads: the table is followed
-    anew from a new snapshot reading them too (``refollow``: its views recomputed); its views' columns are
-    kept (``refollow`` adds them)."""
-    refollow(core, table, f"a new view reads its columns {', '.join(sorted(columns))}, which were not read",
-             level=logging.INFO, extra=columns)
-
-
-def refollow(core: "Core", table: str, reason: str, level: int = logging.WARNING,
-             extra: Collection[str] = ()) -> None:
-    """Follow ``table`` anew from a new snapshot: its views (and the views reading them) are dropped from the
-    engine and created again from their SQL, their result tables replaced; one that cannot be fails.  The
-    new snapshot reads every column the views read and ``extra`` (``core.wanted_columns``), whichever view
-    is created first."""
-    core.wanted_columns[table] = columns_read_of(core, table) | set(extra)
-    try:
-        _refollow(core, table, reason, level)
-    finally:
-        core.wanted_columns.pop(table, None)
-
-
-def _refollow(core: "Core", table: str, reason: str, level: int) -> None:
-    engine_views = list(core.flow.views)
-    doomed: set[str] = set()
-    todo = list(core.flow.readers(core.names.engine(table)))
-    while todo:
-        view = todo.pop()
-        if view not in doomed:
-            doomed.add(view)
-            todo.extend(core.flow.readers(view))
-    ordered = [v for v in engine_views if v in doomed]  # registration order: a view before its readers
-    definitions = {name: sql for name, sql, _ in core.connector.control.views()}
-    log.log(level, "%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
-            ", ".join(core.names.qualified(v) for v in ordered))
-    for view in reversed(ordered):
-        core.flow.drop_view(view)
-    core.drop_unused_sources()
-    for view in ordered:
-        name = core.names.qualified(view)
-        if name not in definitions:
-            continue
-        for attempt in range(REFOLLOW_ATTEMPTS):  # more DDL may land between reading the definition and the snapshot
-            try:
-                requests.create(core, name, definitions[name], replace=True)  # with its requester's rights (access)
-                break
-            except (FreshviewError, ChangeError, *core.connector.errors) as exc:
-                if attempt + 1 == REFOLLOW_ATTEMPTS:
-                    core._mark_failed([name], f"freshview: {table} changed ({reason}) and following it anew "
-                                              f"failed: {exc}")
-                else:
-                    log.warning("following %s anew for %s failed (%s); trying again", table, name, exc)
 
 
 def kept_columns(schema: TableSchema, read: Collection[str] | None) -> TableSchema:
@@ -257,44 +137,3 @@ def kept_columns(schema: TableSchema, read: Collection[str] | None) -> TableSche
     if not names and schema.columns:
         names = {schema.columns[0].name}
     return schema.projected(names)
-
-
-def follow(core: "Core", tables: Mapping[str, SourceTable],
-           columns: Mapping[str, Collection[str]] | None = None) -> None:
-    """Start following base tables: make their changes streamed, then load them from one new snapshot
-    and remember its position for each (saved with the engine's state).  ``columns``: what the views read
-    of each (``plan.rewrite.prune.columns_read``; missing: every column); the engine keeps only those
-    (``kept_columns``, with the columns ``widen`` asked for) and the snapshot reads only those."""
-    if not tables:
-        return
-    source, flow = core.connector.source, core.flow
-    source.prepare(list(tables))
-    with source.snapshot() as snap:
-        for table, described in tables.items():
-            name = core.names.engine(table)
-            read = None if columns is None or table not in columns else \
-                set(columns[table]) | core.wanted_columns.get(table, set())
-            kept = kept_columns(described.schema, read)
-            flow.register_source(name, kept)
-            estimate = snap.estimate(table)
-
-            def progress(done: int, table: str = table, finished: bool = False) -> None:
-                if core.stream is not None:
-                    core.stream.keepalive()  # keep the main stream alive through long snapshots
-                if core.snapshot_progress is not None:
-                    core.snapshot_progress(table, done, estimate, finished)
-
-            progress(0)
-            loaded = 0
-            for chunk in snap.read(described, core.options.snapshot_chunk_rows, progress, kept.names):
-                flow.tick(name, chunk)
-                loaded += chunk.num_rows
-            progress(loaded, finished=True)
-            core.follow_from[table] = snap.position
-            identities = dict(core.flow.get_meta(IDENTITY_KEY, {}) or {})
-            identities[table] = [list(p) for p in described.identity]
-            core.flow.set_meta(IDENTITY_KEY, identities)
-            core.flow.set_meta(COLUMNS_KEY, {**(core.flow.get_meta(COLUMNS_KEY, {}) or {}),
-                                             table: described.schema.names})
-            core.save_follow_from()
-            log.info("following %s from %s", table, snap.position)

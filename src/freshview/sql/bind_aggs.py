@@ -160,8 +160,13 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
                            locate(order_nodes[0], b.sql), b.sql)
     else:  # min / max
         result = arg.type if arg.type.kind != "null" else ty.TEXT
-        if arg.type.kind == "bool":
+        if arg.type.kind in ("bool", "json", "jsonb", "inet", "uuid"):  # (as PostgreSQL; jsonb, inet: order not kept)
             result = None
+        if arg.type.kind == "enum":  # by declared order: the extreme rank, mapped back to its label
+            from freshview.sql.bind_types import enum_label, enum_rank
+
+            rank = b.aggs.add(AggCall(func, filtered(enum_rank(arg)), ty.INT4, distinct))
+            return enum_label(rank, arg.type)
     if result is None:
         raise b.type_error(node, f"function {name}({arg.type}) does not exist")
     if func in ("sum", "avg") + _VARIANCE and arg.type.kind == "null":
@@ -192,6 +197,12 @@ def _order_key(inner: "ExprBinder", o: exp.Expression, func: str) -> AggOrder:
     if nulls_first is None:
         nulls_first = desc  # PostgreSQL: NULLs sort as the largest value
     e = inner.bind(o.this)
+    if e.type.kind == "enum":  # by declared order
+        from freshview.sql.bind_types import enum_rank
+
+        e = enum_rank(e)
+    if e.type.kind == "uuid":
+        e = Call(ty.TEXT, "as_text", (e,))  # uuid order is its canonical text's
     if not (e.type.is_numeric or e.type.is_temporal or e.type.kind in ("text", "bool", "null")):
         raise inner.unsupported(o, f"ORDER BY a {e.type} inside {func}()")
     return AggOrder(e, desc, bool(nulls_first))

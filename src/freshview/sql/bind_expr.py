@@ -25,6 +25,7 @@ from freshview.plan import typing as ty
 from freshview.collation import kind as collation_kind
 from freshview.sql.dialect import POSTGRES, Dialect, collation_key, unsupported_collation
 from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
+from freshview.sql.bind_types import TypeBinding, convert_textual
 from freshview.sql.functions import FunctionBinding, is_date_part
 from freshview.sql.parse import locate
 
@@ -87,7 +88,7 @@ _TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
                 "month", "quarter", "year", "decade", "century", "millennium"}
 
 
-class ExprBinder(AggregateVisits, FunctionBinding):
+class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
     def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
                  context: str = "expression", dialect: Dialect = POSTGRES) -> None:
         self.scope = scope
@@ -215,9 +216,14 @@ class ExprBinder(AggregateVisits, FunctionBinding):
         if listed is not None:  # x = ANY (ARRAY[...]) is x IN (...), <> ALL NOT IN: how PostgreSQL prints IN lists
             found = exp.In(this=node.left, expressions=listed)
             return self.bind(found if op == "=" else exp.Not(this=found))
+        if isinstance(node.right, exp.Any):  # x = ANY (array_column)
+            return self.any_comparison(node, op, self.bind(node.left), self.bind(node.right.this))
         left, right = self.bind(node.left), self.bind(node.right)
         if "interval" in (left.type.kind, right.type.kind):
             return self.interval_comparison(node, op, left, right)
+        typed = self.typed_comparison(node, op, left, right)  # json, jsonb, uuid, inet, enums (sql.bind_types)
+        if typed is not None:
+            return typed
         if left.type.is_array or right.type.is_array:  # (GROUP BY, DISTINCT and UNION over arrays are)
             raise self.unsupported(node, f"comparing arrays ({op}; joins on arrays)")
         target = self._comparable(node, left, right)
@@ -566,6 +572,9 @@ class ExprBinder(AggregateVisits, FunctionBinding):
             raise self.unsupported(node, f"CAST to {target_text}") from None
         if target.kind == "interval":
             return self.cast_to_interval(node, node.this)
+        typed = self.typed_cast(node, arg, target)
+        if typed is not None:
+            return typed
         return self.coerce(arg, target) if not isinstance(arg, Literal) else self._cast_literal(node, arg, target)
 
     def _cast_literal(self, node: exp.Expression, arg: Literal, target: SqlType) -> Expr:
@@ -736,6 +745,8 @@ def _convert_literal(value, target: SqlType):
         return d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
     if kind in ("float4", "float8"):
         return float(value)
+    if kind in SqlType.TEXTUAL and kind != "text":
+        return convert_textual(value, target)
     if kind == "text":
         if isinstance(value, bool):
             return "true" if value else "false"

@@ -233,6 +233,8 @@ class QueryBuilder:
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
             for g in group_node.expressions:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
+                if group_exprs[-1].type.kind == "json":
+                    raise self.unsupported(g, "GROUP BY a json value (json has no equality operator; jsonb has)")
                 if group_exprs[-1].type.kind == "interval":
                     raise self.unsupported(g, "GROUP BY an interval (PostgreSQL groups '1 day' with '24 hours' "
                                               "and keeps either spelling)")

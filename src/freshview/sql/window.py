@@ -174,7 +174,7 @@ class WindowCollector:
             return binder.bind(o), False, False
         e = binder.bind(o.this)
         _refuse_collated_order(binder, e, o)
-        return e, bool(o.args.get("desc")), bool(o.args.get("nulls_first"))
+        return ordering_key(binder, e, o), bool(o.args.get("desc")), bool(o.args.get("nulls_first"))
 
     def _constant_int(self, node: exp.Expression | None, what: str) -> int | None:
         return constant_int(node, self.sql, what)
@@ -343,7 +343,20 @@ def bind_top_k(node: exp.Select, sql: str, binder, scope, out_names: list[str],
         keys.append((out_exprs.index(e) if e in out_exprs else e, desc, nulls_first, o))
     for target, _, _, o in keys:
         _refuse_collated_order(binder, out_exprs[target] if isinstance(target, int) else target, o)
+    keys = [(k if ordering_key(binder, e, o) is e else ordering_key(binder, e, o), desc, nf, o)
+            for k, desc, nf, o in keys for e in [out_exprs[k] if isinstance(k, int) else k]]
     return TopKSpec(keys, limit, offset)
+
+
+def ordering_key(binder, e: Expr, origin: exp.Expression) -> Expr:
+    """What ``e`` orders by: an enum by its declared order (its label's rank); json, jsonb and inet are refused."""
+    from freshview.sql.bind_types import enum_rank
+
+    if e.type.kind == "enum":
+        return enum_rank(e)
+    if e.type.kind in ("json", "jsonb", "inet"):
+        raise binder.unsupported(origin, f"ORDER BY a {e.type} value (PostgreSQL's {e.type} order is not kept)")
+    return e
 
 
 def _refuse_collated_order(binder, e: Expr, origin: exp.Expression) -> None:

@@ -27,16 +27,8 @@ from freshview.algebra import consolidate
 from freshview.connectors.mysql.catalog import SourceTable, TableName
 from freshview.connectors.mysql.rowimages import ImageError
 from freshview.connectors.mysql.transactions import MySqlTransaction
-from freshview.errors import FreshviewError
+from freshview.errors import ChangeError
 from freshview.schema import WEIGHT
-
-
-class ChangeError(FreshviewError):
-    """A change freshview cannot turn into a correct delta (a column gone, a value out of range ...)."""
-
-    def __init__(self, message: str, table: TableName | None = None) -> None:
-        super().__init__(message)
-        self.table = table
 
 
 def to_deltas(txns: MySqlTransaction | Iterable[MySqlTransaction],
@@ -48,7 +40,7 @@ def to_deltas(txns: MySqlTransaction | Iterable[MySqlTransaction],
     for txn in batch:
         for name, runs in txn.changes.items():
             if name not in sources:
-                raise ChangeError(f"changes for table {name}, which no view reads", name)
+                raise ChangeError(f"changes for table {name}, which no view reads", str(name))
             p = plus.setdefault(name, [])
             m = minus.setdefault(name, [])
             for run in runs:
@@ -79,11 +71,11 @@ def _weighted(sets: Sequence, weight: int, source: SourceTable) -> list[pa.Table
             arrays = images.arrays(source.columns)
         except KeyError as missing:
             raise ChangeError(f"the binlog rows of {source.name} have no column {missing.args[0]!r}: the table "
-                              "was altered since freshview described it", source.name) from None
+                              "was altered since freshview described it", str(source.name)) from None
         except ImageError as error:
             col = next((c for c in source.columns if c.name == error.column), None)
             raise ChangeError(f"{source.name}.{error.column}: cannot convert a binlog value to "
-                              f"{col.type if col else '?'}: {error}", source.name) from None
+                              f"{col.type if col else '?'}: {error}", str(source.name)) from None
         arrays.append(pa.array(np.full(len(images), weight, dtype=np.int64)))
         tables.append(pa.Table.from_arrays(arrays, schema=schema))
     return tables

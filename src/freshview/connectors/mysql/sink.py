@@ -71,6 +71,7 @@ _TYPES = {
     "int2": "smallint", "int4": "int", "int8": "bigint", "float4": "float", "float8": "double",
     "text": "longtext", "bool": "tinyint(1)", "date": "date", "timestamp": "datetime(6)",
     "timestamptz": "datetime(6)", "interval": "time(6)", "null": "longtext",
+    "json": "json", "jsonb": "json", "uuid": "char(36)", "inet": "varchar(43)", "enum": "longtext",
 }
 
 

@@ -129,8 +129,6 @@ class MySqlStream:
         started = time.perf_counter()
         try:
             txn = self.reader.read(timeout)
-        except binlog.PositionLost as exc:
-            raise base.PositionLost(str(exc)) from None
         except pymysql.err.MySQLError as exc:
             raise base.StreamError(f"binlog stream: {exc}") from None
         now = time.monotonic()
@@ -250,18 +248,21 @@ class MySqlSource:
     def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, base.Recheck]:
         """By name (a renamed table is gone from its old name: the binlog's statement says where)."""
         out = {}
+        settles_at = current_position(self.conn) if tables else None  # read before the catalog (see Recheck)
         for table in tables:
             name = parse_table_name(table)
             try:
                 found = describe_table(self.conn, name)
             except CatalogError as exc:
                 if "does not exist" in str(exc):
-                    out[table] = base.Recheck(None)
+                    out[table] = base.Recheck(None, settles_at=settles_at)
                 else:
-                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc))
+                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc),
+                                              settles_at=settles_at)
                 continue
             self.described[table] = found
-            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema))
+            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema),
+                                      settles_at=settles_at)
         return out
 
     def retain(self, tables: Collection[str]) -> None:
@@ -312,19 +313,16 @@ class MySqlSource:
         return BinlogPosition.from_text(text)
 
     def deltas(self, transactions: Sequence[base.Transaction], schemas: Mapping[str, TableSchema],
-               lookup_old: base.LookupOld) -> dict[str, pa.Table]:
-        """``deltas.to_deltas`` over the tables each transaction is restricted to; no old row is looked
-        up (the binlog has whole old rows)."""
+               lookup_old: base.LookupOld) -> dict[str, base.TableChange]:
+        """``deltas.to_deltas`` over the tables each transaction is restricted to, as weighted rows: no
+        old row is looked up (the binlog has whole old rows)."""
         raw = [dataclasses.replace(t.payload, changes={n: runs for n, runs in t.payload.changes.items()
                                                         if str(n) in t.rows})
                for t in transactions if t.payload is not None]  # None: only the position moved
         changed = {str(n) for txn in raw for n in txn.changes}
         sources = {parse_table_name(n): self.mysql_table(n, schemas[n]) for n in changed}
-        try:
-            out = mysql_deltas.to_deltas(raw, sources)
-        except mysql_deltas.ChangeError as exc:
-            raise base.ChangeError(str(exc), str(exc.table) if exc.table else None) from None
-        return {str(n): d for n, d in out.items()}
+        out = mysql_deltas.to_deltas(raw, sources)  # (a ChangeError names its table, schema-qualified)
+        return {str(n): base.TableChange(d) for n, d in out.items()}
 
     def close(self) -> None:
         if self._stream is not None:

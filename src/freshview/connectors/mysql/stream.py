@@ -64,7 +64,7 @@ from freshview.connectors.mysql import rowimages
 from freshview.connectors.mysql.catalog import TableName
 from freshview.connectors.mysql.transactions import (Begin, BinlogPosition, MySqlTransaction, Query, RowChanges,
                                                      Rows, TransactionAssembler, Xid)
-from freshview.errors import FreshviewError
+from freshview.errors import FreshviewError, PositionLost
 
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 _FL_STANDALONE = 1  # MariaDB GTID event flag: the group is one statement, no XID follows
@@ -72,10 +72,6 @@ _KINDS = {WriteRowsEvent: "insert", DeleteRowsEvent: "delete", UpdateRowsEvent: 
 _NOT_DDL = frozenset(("BEGIN", "COMMIT", "ROLLBACK"))
 _EVENTS = [MariadbGtidEvent, WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent,
            HeartbeatLogEvent, RotateEvent]
-
-
-class PositionLost(FreshviewError):
-    """The stream cannot resume at the position: its binlogs were purged (or never existed here)."""
 
 
 class BinlogSettingsError(FreshviewError):

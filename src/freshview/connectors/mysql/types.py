@@ -62,15 +62,11 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from freshview.errors import CatalogError
+from freshview.errors import UnsupportedTypeError
 from freshview.schema import MAX_DECIMAL_PRECISION, SqlType
 
 #: Statements every connection to a source runs first (TIMESTAMPs in UTC, text as utf8mb4).
 SESSION_SETUP = ("SET time_zone = '+00:00'", "SET NAMES utf8mb4")
-
-
-class UnsupportedTypeError(CatalogError):
-    """A source column whose type freshview does not maintain."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import psycopg
 from freshview.connectors.base import Recheck
 from freshview.connectors.postgres.identifiers import qualified as spell
 from freshview.connectors.postgres.types import UnsupportedTypeError, sql_type
-from freshview.errors import CatalogError
+from freshview.errors import CatalogError, SchemaError
 from freshview.schema import Column, SqlType, TableSchema
 
 _RELATION = """
@@ -83,7 +83,9 @@ FROM d JOIN pg_class c ON c.oid = d.oid JOIN pg_namespace n ON n.oid = c.relname
 # changed since the last look (the periodic check costs one query while nothing changes).
 _SIGNATURE = """
 SELECT c.oid, md5(concat_ws('|', n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition,
-  (SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod), ',' ORDER BY a.attnum)
+  (SELECT string_agg(concat_ws(':', a.attname, a.atttypid, a.atttypmod,
+                               (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder) FROM pg_enum e
+                                WHERE e.enumtypid = a.atttypid)), ',' ORDER BY a.attnum)
    FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
   (SELECT string_agg(concat_ws(':', i.indexrelid, i.indkey::text, i.indisprimary, i.indisreplident, i.indisvalid), ','
                      ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid),
@@ -94,6 +96,13 @@ SELECT c.oid, md5(concat_ws('|', n.nspname, c.relname, c.relkind, c.relreplident
                              UNION SELECT i.inhrelid FROM pg_inherits i JOIN d ON i.inhparent = d.oid)
    SELECT string_agg(oid::text, ',' ORDER BY oid) FROM d)))
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY(%s)
+"""
+# A type that is not built in: a domain (its base type and typmod), an enum (its labels in declared order), an
+# array (its element type).
+_TYPE = """
+SELECT t.typtype, t.typbasetype, t.typtypmod, t.typelem, t.typcategory, format_type(t.oid, NULL),
+       (SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = t.oid)
+FROM pg_type t WHERE t.oid = %s
 """
 _NO_STREAM = {"m": "a materialized view", "f": "a foreign table", "S": "a sequence"}
 _IDENTITY = {"d": "default", "f": "full", "i": "index", "n": "nothing"}
@@ -165,7 +174,7 @@ def _describe(conn: psycopg.Connection, rel: _Relation) -> SourceTable:
     columns = []
     for col_name, oid, typmod, not_null, type_name in conn.execute(_COLUMNS, (rel.oid,)).fetchall():
         try:
-            columns.append(Column(col_name, sql_type(oid, typmod, type_name), not not_null))
+            columns.append(Column(col_name, column_type(conn, oid, typmod, type_name), not not_null))
         except UnsupportedTypeError:
             raise CatalogError(f"{rel.name}.{col_name} has type {type_name}, which freshview does not "
                                "maintain yet") from None
@@ -296,11 +305,34 @@ def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str]
     return out
 
 
+def column_type(conn: psycopg.Connection, oid: int, typmod: int, type_name: str, depth: int = 0) -> SqlType:
+    """The freshview type of a column: a built-in type (``types.sql_type``), a domain as its base type (PostgreSQL
+    checks its constraint), an enum with its labels in declared order, an array of any of these."""
+    try:
+        return sql_type(oid, typmod, type_name)
+    except UnsupportedTypeError:
+        row = conn.execute(_TYPE, (oid,)).fetchone()
+        if row is None or depth > 8:
+            raise
+    kind, base, base_mod, element, category, name, labels = row
+    kind, category = _text(kind), _text(category)
+    if kind == "d":
+        return column_type(conn, base, base_mod, type_name, depth + 1)
+    if kind == "e":
+        return SqlType.enum_of(name, labels or [])
+    if category == "A" and element:
+        try:
+            return SqlType.array(column_type(conn, element, typmod, type_name, depth + 1))
+        except SchemaError:
+            raise UnsupportedTypeError(f"column type {type_name} is not supported") from None
+    raise UnsupportedTypeError(f"column type {type_name} is not supported")
+
+
 def _columns(conn: psycopg.Connection, oid: int) -> dict[str, SqlType | None]:
     out: dict[str, SqlType | None] = {}
     for col_name, type_oid, typmod, _, type_name in conn.execute(_COLUMNS, (oid,)).fetchall():
         try:
-            out[col_name] = sql_type(type_oid, typmod, type_name)
+            out[col_name] = column_type(conn, type_oid, typmod, type_name)
         except UnsupportedTypeError:
             out[col_name] = None
     return out

@@ -7,11 +7,16 @@ changes come in Stream Start … Stop blocks tagged with the (sub)transaction
 id, may be aborted whole or per subtransaction, and are released on Stream
 Commit.
 
-``to_deltas`` turns a micro-batch of transactions into one Arrow delta per
-table (``_weight`` +1 insert, −1 delete, an UPDATE both).  Under REPLICA
-IDENTITY DEFAULT an UPDATE carries no old row and a DELETE only the key, so
-the old row is asked of ``lookup_old`` (the engine's own copy, by primary
-key); TOASTed values an UPDATE did not change are taken from the old row.
+``to_changes`` turns a micro-batch of transactions into one change per table
+(``TableChange``: weighted rows, ``_weight`` +1 insert, −1 delete, an UPDATE
+both).  Under REPLICA IDENTITY DEFAULT an UPDATE carries no old row and a
+DELETE only the key: such a key's net effect goes by key (an upsert of its
+row after the batch, or a delete), and the engine retracts the old row it
+holds (one lookup per step, in the engine).  Only TOASTed values an UPDATE
+did not change, sent without their old row, need the old row here: they
+are asked of ``lookup_old`` (the engine's own copy, by primary key).
+``to_deltas`` is ``to_changes`` resolved into weighted rows with
+``lookup_old``.
 Keys are compared as typed values, never as text, because PostgreSQL's text
 form of a value (``1.50``, ``10:00:00.5``) is not Python's.
 """
@@ -27,7 +32,7 @@ import pyarrow.compute as pc
 
 from freshview.connectors.postgres import columnar
 from freshview.connectors.postgres import protocol as p
-from freshview.connectors.base import ChangeError, LookupOld
+from freshview.connectors.base import ChangeError, LookupOld, TableChange
 from freshview.connectors.postgres.types import to_arrow
 from freshview.schema import WEIGHT, TableSchema
 
@@ -243,11 +248,40 @@ def _assemble(pending: _Pending, commit_lsn: int, end_lsn: int, commit_time: int
 
 def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: dict[str, TableSchema],
               lookup_old: LookupOld) -> dict[str, pa.Table]:
-    """One Arrow delta per changed table for a micro-batch of transactions, in commit order.
+    """One Arrow delta per changed table (``to_changes``), its keyed part resolved with one ``lookup_old``
+    call per table."""
+    return {name: resolve(name, change, schemas[name], lookup_old)
+            for name, change in to_changes(txns, schemas, lookup_old).items()}
+
+
+def resolve(name: str, change: TableChange, schema: TableSchema, lookup_old: LookupOld) -> pa.Table:
+    """``change`` as weighted rows: −(the old row of each key it upserts or deletes, from ``lookup_old``)
+    +(the upserts); a key without an old row raises ``ChangeError``."""
+    parts = [] if change.rows is None else [change.rows]
+    keyed = [t.select(list(schema.primary_key)) for t in (change.upserts, change.deletes) if t is not None]
+    if keyed:
+        keys = pa.concat_tables(keyed)
+        found = lookup_old(name, keys).select(schema.names).cast(schema.arrow())
+        if found.num_rows != keys.num_rows:
+            held = set(zip(*(found.column(k).to_pylist() for k in schema.primary_key)))
+            missing = next(k for k in zip(*(keys.column(c).to_pylist() for c in schema.primary_key)) if k not in held)
+            raise ChangeError(f"{name}: no old row for key {missing}; set REPLICA IDENTITY FULL "
+                              "or make sure freshview saw the row's insert", name)
+        parts.append(_weighted(found, -1, schema))
+        if change.upserts is not None:
+            parts.append(_weighted(change.upserts.select(schema.names), 1, schema))
+    return pa.concat_tables(parts) if parts else schema.arrow(with_weight=True).empty_table()
+
+
+def to_changes(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: dict[str, TableSchema],
+               lookup_old: LookupOld) -> dict[str, TableChange]:
+    """One change per changed table for a micro-batch of transactions, in commit order.
 
     Rows a batch wrote are seen by its later changes (an UPDATE of a row
-    inserted two transactions earlier finds it here); old rows missing from
-    the stream are fetched with one ``lookup_old`` call per table.  TRUNCATE
+    inserted two transactions earlier finds it here); a key whose old row is
+    missing from the stream goes by key (``TableChange.upserts``,
+    ``deletes``, ``present``), except under unchanged TOAST values: then the
+    old rows are fetched with one ``lookup_old`` call per table.  TRUNCATE
     is the caller's to expand.
     """
     batch = [txns] if isinstance(txns, SourceTransaction) else list(txns)
@@ -263,8 +297,7 @@ def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: 
         delta = None
         if all(isinstance(changes, RawChanges) for changes, _ in parts) and \
                 sum(len(changes) for changes, _ in parts) >= COLUMNAR_MIN_CHANGES:
-            delta = _raw_delta(name, [changes for changes, _ in parts], schema,  # type: ignore[misc]
-                               lambda keys, name=name: lookup_old(name, keys))
+            delta = _raw_delta([changes for changes, _ in parts], schema)  # type: ignore[misc]
         if delta is None:  # the row-by-row path, in commit order
             entries: list[tuple[Change, list[int]]] = []
             known: dict[int, list[int]] = {}
@@ -285,8 +318,7 @@ def to_deltas(txns: "SourceTransaction | Sequence[SourceTransaction]", schemas: 
 COLUMNAR_MIN_CHANGES = 128  # fewer changes of a table in a batch: the row path is cheaper (no per-call costs)
 
 
-def _raw_delta(name: str, parts: list[RawChanges], schema: TableSchema,
-               lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
+def _raw_delta(parts: list[RawChanges], schema: TableSchema) -> TableChange | None:
     """A table's delta from payloads, a column at a time; None when only the row path can say.
 
     Three cases need no Python per row: only inserts (+1 each); every update
@@ -295,9 +327,10 @@ def _raw_delta(name: str, parts: list[RawChanges], schema: TableSchema,
     effect is −(its row before the batch) +(its row after): the row before
     is the first change's full old row, or none if the first change created
     the key, else the engine's (one ``lookup``); the row after is the last
-    change's new row, or none if the last change removed the key.  Unchanged
-    TOAST values, several versions of a table's definition in one batch, or
-    old rows the engine does not have go to the row path.
+    change's new row, or none if the last change removed the key (a key
+    whose row before is the engine's goes by key: an upsert or a delete).
+    Unchanged TOAST values or several versions of a table's definition in
+    one batch go to the row path.
     """
     runs = {id(rel): rel for part in parts for _, rel in part.runs}
     if len(runs) != 1:
@@ -312,17 +345,16 @@ def _raw_delta(name: str, parts: list[RawChanges], schema: TableSchema,
     new = _typed_table(parsed.new.columns, positions, schema)
     kind = parsed.kind
     if (kind == columnar.INSERT).all():
-        return _weighted(new, 1, schema)
+        return TableChange(_weighted(new, 1, schema))
     old = _typed_table(parsed.old.columns, positions, schema)
     if (parsed.old_kind[kind != columnar.INSERT] == ord("O")).all():
-        return pa.concat_tables([_weighted(new, 1, schema), _weighted(old, -1, schema)])
+        return TableChange(pa.concat_tables([_weighted(new, 1, schema), _weighted(old, -1, schema)]))
     if not schema.primary_key:
         return None
-    return _net_by_key(parsed, new, old, schema, lookup)
+    return _net_by_key(parsed, new, old, schema)
 
 
-def _net_by_key(parsed: columnar.Parsed, new: pa.Table, old: pa.Table, schema: TableSchema,
-                lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
+def _net_by_key(parsed: columnar.Parsed, new: pa.Table, old: pa.Table, schema: TableSchema) -> TableChange:
     """Per primary key: −(row before the batch) +(row after), see ``_raw_delta``."""
     keys = list(schema.primary_key)
     n = len(parsed.kind)
@@ -361,22 +393,20 @@ def _net_by_key(parsed: columnar.Parsed, new: pa.Table, old: pa.Table, schema: T
     last = at_order[per_key.column("_fv_order_max").to_numpy()]
     before = existed[first]
     sent = ev_old[first]
-    parts = []
     after = ev_after[last]
-    if (after >= 0).any():
-        parts.append(_weighted(new.take(after[after >= 0]), 1, schema))
+    by_key = before & (sent < 0)  # the row before is the engine's: the key goes by key
+    parts = []
+    if (~by_key & (after >= 0)).any():
+        parts.append(_weighted(new.take(after[~by_key & (after >= 0)]), 1, schema))
     if (before & (sent >= 0)).any():
         parts.append(_weighted(old.take(sent[before & (sent >= 0)]), -1, schema))
-    fetch = before & (sent < 0)
-    if fetch.any():
-        wanted = per_key.select(keys).filter(pa.array(fetch))
-        found = lookup(wanted)
-        if found.num_rows != wanted.num_rows:
-            return None  # the row path names the missing row
-        parts.append(_weighted(found.select(schema.names).cast(schema.arrow()), -1, schema))
-    if not parts:
-        return _weighted(new.slice(0, 0), 1, schema)
-    return pa.concat_tables(parts)
+    rows = pa.concat_tables(parts) if parts else _weighted(new.slice(0, 0), 1, schema)
+    if not by_key.any():
+        return TableChange(rows)
+    key_table = per_key.select(keys)
+    return TableChange(rows, upserts=new.take(after[by_key & (after >= 0)]),
+                       deletes=key_table.filter(pa.array(by_key & (after < 0))),
+                       present=key_table.filter(pa.array(by_key)))
 
 
 def _typed_table(columns: list[pa.Array], positions: list[int], schema: TableSchema) -> pa.Table:
@@ -390,14 +420,17 @@ def _weighted(table: pa.Table, weight: int, schema: TableSchema) -> pa.Table:
 
 
 def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: TableSchema,
-                 lookup_old: LookupOld) -> pa.Table:
+                 lookup_old: LookupOld) -> TableChange:
+    """The row path: change by change, in order.  A key whose old row the stream did not send goes by
+    key (``TableChange.upserts``/``deletes``), unless an unchanged TOAST value needs that row's values:
+    then the old rows come from ``lookup_old``."""
     news = [_reorder(c.new, pos) if c.new is not None else None for c, pos in entries]
     toast = any(v is p.UNCHANGED_TOAST for row in news if row is not None for v in row)
     if all(c.kind == "insert" for c, _ in entries) and not toast:  # the common case: no Python per row
-        return _arrow_rows(news, [1] * len(news), schema, typed=False)
+        return TableChange(_arrow_rows(news, [1] * len(news), schema, typed=False))
     olds = [_reorder(c.old, pos) if c.old is not None else None for c, pos in entries]
     if not toast and schema.primary_key:
-        fast = _independent_changes(entries, news, olds, schema, lambda keys: lookup_old(name, keys))
+        fast = _independent_changes(entries, news, olds, schema)
         if fast is not None:
             return fast
     typed_new, typed_old = _typed(news, schema), _typed(olds, schema)
@@ -415,7 +448,8 @@ def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: Tab
             known.add(key_of(old))
         if new is not None:
             known.add(key_of(new))
-    engine_rows = _lookup(name, list(wanted), schema, lookup_old) if wanted else {}
+    by_key = bool(wanted) and bool(schema.primary_key) and not toast  # old rows: the engine's, by key
+    engine_rows = _lookup(name, list(wanted), schema, lookup_old) if wanted and not by_key else {}
 
     # Second pass: the delta, with old rows resolved and unchanged TOAST values carried over.
     live: dict[tuple, list | None] = {}
@@ -424,10 +458,13 @@ def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: Tab
     for (change, _), new, old in zip(entries, typed_new, typed_old):
         if change.kind != "insert" and (old is None or change.old_is_key_only):
             key = key_of(new if old is None else old)
-            old = live[key] if key in live else engine_rows.get(key)
-            if old is None:
-                raise ChangeError(f"{name}: no old row for key {key}; set REPLICA IDENTITY FULL "
-                                  "or make sure freshview saw the row's insert", name)
+            if by_key and key not in live:  # the engine's row: retracted by key (``upserts``/``deletes``)
+                live[key] = old = None
+            else:
+                old = live[key] if key in live else engine_rows.get(key)
+                if old is None:
+                    raise ChangeError(f"{name}: no old row for key {key}; set REPLICA IDENTITY FULL "
+                                      "or make sure freshview saw the row's insert", name)
         if new is not None and old is not None:
             new = [o if v is p.UNCHANGED_TOAST else v for v, o in zip(new, old)]
         if new is not None and any(v is p.UNCHANGED_TOAST for v in new):
@@ -440,54 +477,77 @@ def _table_delta(name: str, entries: list[tuple[Change, list[int]]], schema: Tab
             rows.append(new)
             weights.append(1)
             live[key_of(new)] = new
-    return _arrow_rows(rows, weights, schema, typed=True)
+    if not by_key:
+        return TableChange(_arrow_rows(rows, weights, schema, typed=True))
+    kept = [i for i, row in enumerate(rows) if key_of(row) not in wanted]
+    upserts = [live[k] for k in wanted if live[k] is not None]
+    return TableChange(_arrow_rows([rows[i] for i in kept], [weights[i] for i in kept], schema, typed=True),
+                       upserts=_arrow_rows(upserts, [1] * len(upserts), schema, typed=True).drop([WEIGHT]),
+                       deletes=_key_rows([k for k in wanted if live[k] is None], schema),
+                       present=_key_rows(list(wanted), schema))
 
 
-def _independent_changes(entries: list[tuple[Change, list[int]]], news: list, olds: list, schema: TableSchema,
-                         lookup: Callable[[pa.Table], pa.Table]) -> pa.Table | None:
-    """Column-at-a-time delta when no two changes of the batch touch the same key (bulk UPDATEs).
+def _key_rows(keys: list[tuple], schema: TableSchema) -> pa.Table:
+    """Typed key tuples as a table of the primary key columns."""
+    types = {c.name: c.type.arrow for c in schema.columns}
+    return pa.table({k: pa.array([key[n] for key in keys], types[k]) for n, k in enumerate(schema.primary_key)})
+
+
+def _independent_changes(entries: list[tuple[Change, list[int]]], news: list, olds: list,
+                         schema: TableSchema) -> TableChange | None:
+    """Column-at-a-time change when no two changes of the batch touch the same key (bulk UPDATEs).
 
     Then no change depends on another: new rows are +1 as sent, old rows are
-    −1 as sent (REPLICA IDENTITY FULL) or fetched in one lookup by key.
-    Returns None when the batch does not qualify; the row-by-row path then
-    handles it (and reports a missing old row precisely).
+    −1 as sent (REPLICA IDENTITY FULL); a change without its old row goes by
+    key (an upsert of its new row when it keeps its key, else a delete).
+    Returns None when the batch does not qualify (the row-by-row path then
+    handles it).
     """
     key_idx = [schema.names.index(k) for k in schema.primary_key]
     key_types = [schema.columns[i].type for i in key_idx]
-    fetch: list[list] = []  # key values (text) of old rows to fetch
+    fetch: list[list] = []  # key values (text) whose old row is the engine's
     sent_old: list[list] = []
+    plus: list[list] = []
+    upserts: list[list] = []
+    deletes: list[list] = []
     touched: list[list] = []  # the keys each change touches (an UPDATE keeping its key: once)
     for (change, _), new, old in zip(entries, news, olds):
         keys = []
-        if new is not None:
-            keys.append([new[i] for i in key_idx])
+        new_key = None if new is None else [new[i] for i in key_idx]
+        if new_key is not None:
+            keys.append(new_key)
+        by_key = False
         if change.kind != "insert":
             old_key = [(new if old is None else old)[i] for i in key_idx]
             if old_key not in keys:
                 keys.append(old_key)
             if old is None or change.old_is_key_only:
                 fetch.append(old_key)
+                by_key = new_key == old_key
+                if not by_key:
+                    deletes.append(old_key)
             else:
                 sent_old.append(old)
+        if new is not None:
+            (upserts if by_key else plus).append(new)
         touched.extend(keys)
     if _has_duplicates(touched, key_types):
         return None
     parts = []
-    plus = [n for n in news if n is not None]
     if plus:
         parts.append(_arrow_rows(plus, [1] * len(plus), schema, typed=False))
     if sent_old:
         parts.append(_arrow_rows(sent_old, [-1] * len(sent_old), schema, typed=False))
-    if fetch:
-        keys = pa.table({k: to_arrow([row[n] for row in fetch], t)
-                         for n, (k, t) in enumerate(zip(schema.primary_key, key_types))})
-        found = lookup(keys)
-        if found.num_rows != len(fetch):
-            return None
-        found = found.select(schema.names).cast(schema.arrow())
-        parts.append(found.append_column(WEIGHT, pa.array([-1] * found.num_rows, pa.int64())))
-    return pa.concat_tables([t.cast(schema.arrow(with_weight=True)) for t in parts]) if parts else \
+    rows = pa.concat_tables([t.cast(schema.arrow(with_weight=True)) for t in parts]) if parts else \
         _arrow_rows([], [], schema, typed=False)
+    if not fetch:
+        return TableChange(rows)
+
+    def key_table(values: list[list]) -> pa.Table:
+        return pa.table({k: to_arrow([row[n] for row in values], t)
+                         for n, (k, t) in enumerate(zip(schema.primary_key, key_types))})
+    return TableChange(rows, upserts=_arrow_rows(upserts, [1] * len(upserts), schema, typed=False).drop([WEIGHT]),
+                       deletes=key_table(deletes), present=key_table(fetch))
 
 
 def _has_duplicates(touched: list[list], key_types: list) -> bool:

@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass, field
 
 from freshview.connectors.postgres.identifiers import qualified
+from freshview.errors import FreshviewError
 
 _I16 = struct.Struct("!h").unpack_from
 _I32 = struct.Struct("!i").unpack_from
@@ -146,7 +147,7 @@ class Other:
     kind: str
 
 
-class ProtocolError(Exception):
+class ProtocolError(FreshviewError):
     """A payload that does not follow the pgoutput format."""
 
 

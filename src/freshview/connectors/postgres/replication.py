@@ -26,7 +26,7 @@ from psycopg import pq
 
 from freshview.connectors.postgres import faults
 from freshview.connectors.postgres.protocol import format_lsn, parse_lsn
-from freshview.errors import ConnectionLost
+from freshview.errors import ConnectionLost, FreshviewError
 
 _PG_EPOCH_US = 946_684_800 * 1_000_000  # 2000-01-01 in Unix microseconds
 _XLOGDATA = struct.Struct("!QQq")
@@ -48,8 +48,8 @@ class XLogData:
     payload: bytes
 
 
-class ReplicationError(Exception):
-    pass
+class ReplicationError(FreshviewError):
+    """The walsender refused a command (a slot that does not exist, no REPLICATION attribute ...)."""
 
 
 class ReplicationConnection:

@@ -68,11 +68,15 @@ class ResultTable:
         cols = [sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in self.shape.columns]
         if self.shape.counted:
             cols.append(sql.SQL("{} bigint NOT NULL").format(sql.Identifier(COUNT_COLUMN)))
-        if self.shape.key:
+        by_text = self.shape.key and any(_textual_key(t) for n, t in self.shape.columns if n in self.shape.key)
+        if self.shape.key and not by_text:
             keys = sql.SQL(", ").join(sql.Identifier(k) for k in self.shape.key)
             kind = "UNIQUE NULLS NOT DISTINCT" if self.shape.nullable_key else "PRIMARY KEY"
             cols.append(sql.SQL(kind + " ({})").format(keys))
         out = [sql.SQL("CREATE TABLE {} ({})").format(self.name, sql.SQL(", ").join(cols))]
+        if by_text:  # a json key column has no equality: the key is its text (a unique index on expressions)
+            out.append(sql.SQL("CREATE UNIQUE INDEX ON {} ({}){}").format(
+                self.name, _key_list(self.shape), sql.SQL(" NULLS NOT DISTINCT" if self.shape.nullable_key else "")))
         if self.shape.counted:
             out.append(sql.SQL("CREATE INDEX ON {} ((1)) WHERE {} <= 0").format(
                 self.name, sql.Identifier(COUNT_COLUMN)))
@@ -147,7 +151,7 @@ class _Queries:
         op = sql.Identifier(_OP)
         count = sql.Identifier(COUNT_COLUMN)
         keys = shape.key
-        conflict = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
+        conflict = _key_list(shape)
         self.purge: sql.Composed | None = None
         if shape.counted:
             # One upsert per distinct row: an existing row's count changes in place; rows whose
@@ -165,9 +169,11 @@ class _Queries:
         else:
             # Deletes (op 0) and upserts (op 1) touch different keys (netted per key), so one
             # statement does both.  A NULL key matches a NULL key (UNIQUE NULLS NOT DISTINCT).
+            types = dict(shape.columns)
             match = sql.SQL(" AND ").join(
-                (sql.SQL("(t.{0} = s.{0} OR (t.{0} IS NULL AND s.{0} IS NULL))") if shape.nullable_key
-                 else sql.SQL("t.{0} = s.{0}")).format(sql.Identifier(k)) for k in keys)
+                (sql.SQL("(t.{0}{1} = s.{0}{1} OR (t.{0} IS NULL AND s.{0} IS NULL))") if shape.nullable_key
+                 else sql.SQL("t.{0}{1} = s.{0}{1}")).format(
+                    sql.Identifier(k), sql.SQL("::text" if _textual_key(types[k]) else "")) for k in keys)
             others = [n for n in names if n not in keys]
             action = sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(
                 sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in others)) if others \
@@ -176,6 +182,18 @@ class _Queries:
                 "WITH s AS (SELECT * FROM {src}), d AS (DELETE FROM {t} AS t USING s WHERE s.{op} = 0 AND {m}) "
                 "INSERT INTO {t} AS t ({cols}) SELECT {cols} FROM s WHERE s.{op} = 1 ON CONFLICT ({k}) {a}").format(
                 src=source, t=table, op=op, m=match, cols=cols, k=conflict, a=action)
+
+
+def _textual_key(pg_type: str) -> bool:
+    """Whether a key column of this type is compared (and indexed) as its text: json has no equality."""
+    return pg_type in ("json", "json[]")
+
+
+def _key_list(shape: ResultShape) -> sql.Composable:
+    """The key columns as an index (and ON CONFLICT) names them: a json column as ``(c::text)``."""
+    types = dict(shape.columns)
+    return sql.SQL(", ").join(sql.SQL("({}::text)").format(sql.Identifier(k)) if _textual_key(types[k])
+                              else sql.Identifier(k) for k in shape.key)
 
 
 def _array_literal(values: pa.Array | pa.ChunkedArray) -> str:

@@ -56,6 +56,7 @@ from psycopg import sql
 from freshview.connectors.postgres import binary_copy
 from freshview.connectors.postgres.identifiers import parse
 from freshview.connectors.postgres.types import to_arrow
+from freshview.errors import FreshviewError
 from freshview.schema import TableSchema
 
 CHUNK_ROWS = 100_000
@@ -207,7 +208,7 @@ def _csv_chunks(messages: Iterator[memoryview], chunk_rows: int) -> Iterator[tup
         yield rows, b"".join(runs)
 
 
-class _Stopped(Exception):
+class _Stopped(FreshviewError):
     """Raised inside a worker when the consumer has gone away."""
 
 

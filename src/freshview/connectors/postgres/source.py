@@ -23,13 +23,13 @@ import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
-    Attached, PositionLost, Recheck, SourceTable, StreamError, Transaction,
+    Attached, LookupOld, PositionLost, Recheck, SourceTable, StreamError, TableChange, Transaction,
 )
 from freshview.connectors.edge import guarded
 from freshview.connectors.postgres import catalog, faults, named, protocol as p
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
-from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_deltas
+from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_changes
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.replication import ReplicationConnection, ReplicationError
 from freshview.connectors.postgres.snapshot import read_table
@@ -135,15 +135,15 @@ def _type_or_none(column: p.Column) -> SqlType | None:
 
 
 def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchema],
-           lookup_old: Callable[[str, pa.Table], pa.Table]) -> dict[str, pa.Table]:
-    """``to_deltas`` over the tables each transaction is restricted to (``Transaction.restricted``)."""
+           lookup_old: LookupOld) -> dict[str, TableChange]:
+    """``to_changes`` over the tables each transaction is restricted to (``Transaction.restricted``)."""
     raw = []
     for txn in transactions:
         pg: SourceTransaction = txn.payload
         raw.append(SourceTransaction(pg.xid, pg.commit_lsn, pg.end_lsn, pg.commit_time,
                                      {t: c for t, c in pg.changes.items() if t in txn.rows},
                                      [t for t in pg.truncated if t in txn.truncated], pg.relations))
-    return to_deltas(raw, dict(schemas), lookup_old)
+    return to_changes(raw, dict(schemas), lookup_old)
 
 
 @guarded(faults.classify)

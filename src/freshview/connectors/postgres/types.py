@@ -17,27 +17,33 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.schema import SqlType
+from freshview.errors import UnsupportedTypeError
+from freshview.schema import SqlType, parse_array_literal
 
 # pg_type OIDs of the built-in types freshview maintains.
 OID_TYPES: dict[int, str] = {
     16: "bool", 20: "int8", 21: "int2", 23: "int4", 25: "text", 700: "float4", 701: "float8",
     1042: "text", 1043: "text", 1082: "date", 1114: "timestamp", 1184: "timestamptz", 1700: "numeric",
     19: "text",  # name
+    114: "json", 3802: "jsonb", 2950: "uuid", 869: "inet",
 }
 OID_NAMES: dict[int, str] = {
     16: "boolean", 20: "bigint", 21: "smallint", 23: "integer", 25: "text", 700: "real",
     701: "double precision", 1042: "character", 1043: "character varying", 1082: "date",
     1114: "timestamp", 1184: "timestamptz", 1700: "numeric", 19: "name",
+    114: "json", 3802: "jsonb", 2950: "uuid", 869: "inet",
 }
-
-
-class UnsupportedTypeError(ValueError):
-    pass
+# pg_type OIDs of the built-in one-dimensional arrays of those types -> their element's OID.
+ARRAY_OIDS: dict[int, int] = {
+    1000: 16, 1016: 20, 1005: 21, 1007: 23, 1009: 25, 1021: 700, 1022: 701, 1014: 1042, 1015: 1043,
+    1182: 1082, 1115: 1114, 1185: 1184, 1231: 1700, 199: 114, 3807: 3802, 2951: 2950, 1041: 869,
+}
 
 
 def sql_type(oid: int, type_modifier: int = -1, type_name: str | None = None) -> SqlType:
     """The freshview type of a column from its type OID and modifier (atttypmod)."""
+    if oid in ARRAY_OIDS:  # an array's typmod is its element's
+        return SqlType.array(sql_type(ARRAY_OIDS[oid], type_modifier, type_name))
     kind = OID_TYPES.get(oid)
     if kind is None:
         raise UnsupportedTypeError(f"column type {type_name or oid} is not supported")
@@ -121,9 +127,27 @@ def to_arrow(values: list | pa.Array, t: SqlType) -> pa.Array:
         return pa.array(_dates(values), pa.date32())
     if kind in ("timestamp", "timestamptz"):
         return pa.array(_timestamps(values, kind == "timestamptz"), t.arrow)
-    if kind == "text":
+    if t.is_textual:  # PostgreSQL's output of json, jsonb, uuid, inet, an enum is their canonical text
         return pa.array(values, pa.string())
+    if kind == "array":
+        return _arrays(values, t)
     raise UnsupportedTypeError(f"no conversion for {t}")
+
+
+def _arrays(values: list, t: SqlType) -> pa.Array:
+    """Array literals to an Arrow list column: the elements converted a column at a time by their type."""
+    elements: list = []
+    offsets = [0]
+    valid = []
+    for v in values:
+        if v is not None:
+            elements.extend(parse_array_literal(v))
+        offsets.append(len(elements))
+        valid.append(v is not None)
+    assert t.element is not None
+    flat = to_arrow(elements, t.element)
+    mask = pa.array([not x for x in valid], pa.bool_())
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat, type=t.arrow, mask=mask)
 
 
 
@@ -131,7 +155,7 @@ def _parse_column(strings: pa.Array | pa.ChunkedArray, t: SqlType) -> pa.Array:
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     kind = t.kind
-    if kind == "text":
+    if t.is_textual:
         return strings.cast(pa.string())
     if kind == "bool":
         return pc.equal(strings, "t")

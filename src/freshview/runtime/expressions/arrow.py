@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.runtime.expressions import arrow_functions as _functions
+from freshview.runtime.expressions import arrow_json as _json
 from freshview.runtime.expressions.arrow_casts import (
     _CASTS,
     _compare,
@@ -688,4 +689,5 @@ _OPS: dict[str, Callable[..., Datum]] = {
     "extract": _Evaluator.op_extract, "date_trunc": _Evaluator.op_date_trunc,
 }
 _OPS.update(_functions.OPS)  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...): their own module
-_SAFE_OPS = _SAFE_OPS | _functions.SAFE_OPS
+_OPS.update(_json.OPS)  # json/jsonb and arrays
+_SAFE_OPS = _SAFE_OPS | _functions.SAFE_OPS | _json.SAFE_OPS

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from freshview.errors import FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.runtime.expressions import pgtext, spark_functions
+from freshview.runtime.expressions import pgtext, spark_functions, spark_json
 from freshview.schema import SqlType
 from freshview.plan.typing import common_type
 
@@ -172,7 +172,7 @@ class _Lowering:
             out = F.date_trunc(_TRUNC[unit], source)
             return out.cast(e.type.spark())
         name, _, param = op.partition(":")
-        function = spark_functions.LOWER.get(name)  # PostgreSQL's scalar functions (sqrt, replace, ...)
+        function = spark_functions.LOWER.get(name) or spark_json.LOWER.get(name)  # (sqrt, replace, json, ...)
         if function is not None:
             return function(e, args, param)
         raise FreshviewError(f"internal: no Spark lowering for {op}")

@@ -61,6 +61,10 @@ def sums_schema(groups: Sequence[Expr], terms: Sequence[Term]) -> pa.Schema:
 class Kernels(Protocol):
     name: str  # "local" | "spark"
 
+    def finish(self) -> None:
+        """After a computation's last step: release what it left behind (a first computation's files
+        handed to Spark, ``BulkKernels``); nothing for the others."""
+
     def of_arrow(self, table: pa.Table) -> Rel:
         """A relation handle for an Arrow table (columns c0.. and _weight)."""
 

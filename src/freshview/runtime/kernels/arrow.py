@@ -32,6 +32,9 @@ class ArrowKernels:
 
     name = "local"
 
+    def finish(self) -> None:
+        """Nothing to release."""
+
     def of_arrow(self, table: pa.Table) -> pa.Table:
         return table
 

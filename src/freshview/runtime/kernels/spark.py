@@ -30,6 +30,9 @@ class SparkKernels:
     def __init__(self, spark) -> None:
         self.spark = spark
 
+    def finish(self) -> None:
+        """Nothing to release (``BulkKernels`` has files)."""
+
     def of_arrow(self, table: pa.Table) -> Delta:
         return Delta.of_arrow(table, self.spark)
 

@@ -47,7 +47,7 @@ could not be told to replace them.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,9 @@ from freshview.runtime.operators import accumulators, linear_aggs, ordered_aggs
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 EXTREME_FUNCS = ("min", "max", "spelling")  # aggregates with a (group, value) multiset
 
@@ -121,7 +124,7 @@ class Aggregation:
         self._clamp = False
 
     # ------------------------------------------------------------------ state
-    def ensure_state(self, store) -> None:
+    def ensure_state(self, store: StateStore) -> None:
         store.ensure_arrangement(self.state.acc, Layout(self.acc_schema, tuple(self.key_names)))
         for j, name in self.multisets.items():
             fields = self.key_fields + [pa.field("v", self.node.aggs[j].arg.type.arrow)]  # type: ignore[union-attr]
@@ -135,7 +138,7 @@ class Aggregation:
         return accumulators.encode_keys([table.column(f"g{i}") for i in range(self.ngroups)], self.group_types)
 
     # ------------------------------------------------------------------ step
-    def step(self, k: Kernels, store, d: Rel | None, force: bool,
+    def step(self, k: Kernels, store: StateStore, d: Rel | None, force: bool,
              touch: Callable[..., None] | None = None) -> Rel | None:
         """The output change (module docstring); ``touch(keys)``: the state TTL's record of the groups
         this step touches (None: no TTL, the aggregate is exact)."""
@@ -195,11 +198,11 @@ class Aggregation:
             return None
         names = self.state.names
 
-        def evict(store, keys: pa.Table) -> None:
+        def evict(store: StateStore, keys: pa.Table) -> None:
             for name in names:
                 ttl_rules.drop_keys(store, name, keys)
 
-        def current_keys(store) -> pa.Table:
+        def current_keys(store: StateStore) -> pa.Table:
             self.ensure_state(store)
             return ttl_rules.distinct_keys(store, [self.state.acc], self.key_names)
 
@@ -265,7 +268,7 @@ class Aggregation:
         arrays = self.encode_keys(partial)
         return pa.Table.from_arrays(arrays, schema=pa.schema(self.key_fields))
 
-    def _update_extremes(self, k: Kernels, memo: dict, store, d: Rel, keys: pa.Table) -> list[pa.Table]:
+    def _update_extremes(self, k: Kernels, memo: dict, store: StateStore, d: Rel, keys: pa.Table) -> list[pa.Table]:
         """Apply the change's (group, value) rows to each MIN/MAX multiset; per MIN/MAX aggregate, the
         touched groups' current extremes (key columns and ``v``; groups without a value absent)."""
         exprs = list(self.node.group) + [self.node.aggs[j].arg for j in self.extreme_aggs]
@@ -289,7 +292,7 @@ class Aggregation:
             results.append(store.extreme(name, probe, agg.func))  # k*, z*, v: a keyed Arrow table
         return results
 
-    def _update_spellings(self, k: Kernels, memo: dict, store, d: Rel,
+    def _update_spellings(self, k: Kernels, memo: dict, store: StateStore, d: Rel,
                           touched: accumulators.Touched) -> dict[int, accumulators.Spelled]:
         """Per spelling aggregate, its groups outside the single-spelling rule (``accumulators``) and
         their new MIN spellings: each such group's multiset is seeded with ``(m, cnt)`` if it held one
@@ -335,7 +338,7 @@ class Aggregation:
             out[j] = accumulators.Spelled(slow, store.extreme(name, probe, "min"))
         return out
 
-    def _update_values(self, k: Kernels, memo: dict, store, d: Rel, partial: pa.Table | None,
+    def _update_values(self, k: Kernels, memo: dict, store: StateStore, d: Rel, partial: pa.Table | None,
                        keys: pa.Table) -> tuple[pa.Table | None, dict[int, pa.Table]]:
         """Apply the change's (group, value[, ORDER BY keys]) rows to each DISTINCT aggregate's and
         string_agg's multiset: ``partial`` with the DISTINCT aggregates' ``n{j}``/``s{j}`` (Σ presence

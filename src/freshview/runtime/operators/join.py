@@ -28,7 +28,7 @@ weight −1 and join into negative rows.  Without a TTL nothing changes.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +40,9 @@ from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.schema import WEIGHT
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 
 def key_name(i: int) -> str:
@@ -56,7 +59,7 @@ def side_layout(columns: pn.Columns, keys) -> Layout:
                   tuple(key_name(i) for i in range(len(keys))), NullKeys.DISTINCT)
 
 
-def ensure_state(store, state: JoinState, node: pn.Join) -> None:
+def ensure_state(store: StateStore, state: JoinState, node: pn.Join) -> None:
     store.ensure_arrangement(state.left, side_layout(node.left.columns, node.left_keys))
     store.ensure_arrangement(state.right, side_layout(node.right.columns, node.right_keys))
 
@@ -70,7 +73,7 @@ def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) 
     return k.evaluate(d, exprs, side_schema(columns, keys), memo.setdefault(side, {}))
 
 
-def join_delta(k: Kernels, node: pn.Join, state: JoinState, store, left: Rel | None, right: Rel | None,
+def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, left: Rel | None, right: Rel | None,
                memo: dict, touch: Callable[[pa.Table], None] | None = None) -> Rel | None:
     """The join's output change (module docstring); ``touch(keys)``: the state TTL's record of the join
     keys this step touches (None: no TTL)."""
@@ -110,7 +113,7 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store, left: Rel | N
     return parts[0] if len(parts) == 1 else k.union(parts, schema)
 
 
-def _for_ttl(store, side: str, d: pa.Table | None, knames: list[str]) -> pa.Table | None:
+def _for_ttl(store: StateStore, side: str, d: pa.Table | None, knames: list[str]) -> pa.Table | None:
     """A side's change under a TTL: rows with a NULL join key left out, deletes of rows the side no
     longer holds dropped."""
     if d is None or not d.num_rows:
@@ -131,11 +134,11 @@ def ttl_owner(state: JoinState, node: pn.Join, owner: str) -> ttl_rules.TtlOwner
     layout = side_layout(node.left.columns, node.left_keys)
     key = list(layout.key)
 
-    def evict(store, keys: pa.Table) -> None:
+    def evict(store: StateStore, keys: pa.Table) -> None:
         for side in state.names:
             ttl_rules.drop_keys(store, side, keys)
 
-    def current_keys(store) -> pa.Table:
+    def current_keys(store: StateStore) -> pa.Table:
         ensure_state(store, state, node)
         return ttl_rules.distinct_keys(store, state.names, key).drop_null()  # NULL keys: found by no lookup
 

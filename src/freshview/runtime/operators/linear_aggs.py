@@ -40,6 +40,8 @@ and how they finalise (``finalize``, Arrow compute over all groups at once).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import decimal
 import math
 
@@ -55,6 +57,9 @@ from freshview.runtime.operators import exact
 from freshview.runtime.operators.group_keys import match_keys
 from freshview.schema import WEIGHT, SqlType
 from freshview.plan import typing as ty
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 VARIANCE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 BOOLS = ("bool_and", "bool_or")
@@ -203,7 +208,7 @@ def _float_to_decimal(x, result: pa.DataType) -> pa.Array:
 
 
 # ---------------------------------------------------------------------- DISTINCT
-def distinct_partials(store, name: str, keys: list, value, weight, parts: list[tuple[str, pa.DataType]],
+def distinct_partials(store: StateStore, name: str, keys: list, value, weight, parts: list[tuple[str, pa.DataType]],
                       key_names: list[str], clamp: bool = False) -> pa.Table:
     """Apply one DISTINCT aggregate's (group, x) changes to its multiset ``name``; per group whose set
     changed: its key columns and each accumulator of ``parts`` summed over the presence transitions

@@ -31,6 +31,8 @@ its multiplicity (array_agg: NULL once too).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +43,9 @@ from freshview.runtime import ttl
 from freshview.runtime.operators import accumulators
 from freshview.schema import WEIGHT
 
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
+
 
 def layout_fields(agg: AggCall) -> list[pa.Field]:
     """The value and ORDER BY key columns stored per row (after the group key columns)."""
@@ -48,7 +53,7 @@ def layout_fields(agg: AggCall) -> list[pa.Field]:
         pa.field(f"o{m}", o.expr.type.arrow) for m, o in enumerate(agg.order)]
 
 
-def apply_changes(store, name: str, agg: AggCall, keys: list, value, order_cols: list, weight,
+def apply_changes(store: StateStore, name: str, agg: AggCall, keys: list, value, order_cols: list, weight,
                   key_names: list[str], clamp: bool = False) -> None:
     """Apply the change's (group, value, ORDER BY keys) rows to the arrangement (string_agg: those with
     a non-NULL value); ``clamp`` (a state TTL): deletes of rows it no longer holds dropped."""
@@ -62,7 +67,7 @@ def apply_changes(store, name: str, agg: AggCall, keys: list, value, order_cols:
         store.apply(name, consolidate(sub))
 
 
-def recompute(store, name: str, agg: AggCall, probe: pa.Table, key_names: list[str]) -> pa.Table:
+def recompute(store: StateStore, name: str, agg: AggCall, probe: pa.Table, key_names: list[str]) -> pa.Table:
     """Per probe group (``probe``: distinct encoded keys; no key columns: the one global group), its
     string_agg / array_agg over the stored values: the key columns then ``v`` (NULL where the group
     has no value)."""

@@ -29,6 +29,8 @@ rows; beyond either the step fails with an ``ExecutionError`` naming the view
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,6 +44,9 @@ from freshview.runtime.operators.join import keyed
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 MAX_ITERATIONS = 1000
 MAX_ROWS = 5_000_000
@@ -58,11 +63,11 @@ class Recursion:
         self.schemas = [arrow_schema(n.columns) for n in node.inputs()]
         self.out_schema = arrow_schema(node.columns)
 
-    def ensure_state(self, store) -> None:
+    def ensure_state(self, store: StateStore) -> None:
         for name, schema in zip(self.state.names, self.schemas + [self.out_schema]):
             store.ensure_arrangement(name, Layout(pa.schema([f for f in schema if f.name != WEIGHT])))
 
-    def step(self, k: Kernels, store, deltas: list[Rel | None], force: bool) -> Rel | None:
+    def step(self, k: Kernels, store: StateStore, deltas: list[Rel | None], force: bool) -> Rel | None:
         self.ensure_state(store)
         changed = False
         for name, d in zip(self.state.inputs, deltas):

@@ -36,6 +36,8 @@ The engine (``runtime.engine``) renames every table of a ``SourceChange`` to the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -52,6 +54,9 @@ from freshview.runtime.operators.group_keys import match_keys
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, TableSchema, array_length_mismatch
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 AT_LEAST = "_fv_at_least"
 AT_MOST = "_fv_at_most"
@@ -176,7 +181,7 @@ class Source:
         return table.rename_columns(self.schema.names + [WEIGHT]).cast(self.schema.arrow(with_weight=True))
 
     # ------------------------------------------------------------------ the step
-    def apply(self, store, change: SourceChange, tick: ttl.Tick | None,
+    def apply(self, store: StateStore, change: SourceChange, tick: ttl.Tick | None,
               touch: ttl.TouchIndex | None) -> tuple[pa.Table, int]:
         """Apply ``change`` (in the copy's columns) to the copy: the change the views get (consolidated
         rows + ``_weight``, late deletes included) and the number of late deletes (module docstring)."""
@@ -210,7 +215,7 @@ class Source:
                 touch.touch(store, tick, table.select(keys))
         return delta, late  # (late deletes included: the views may hold those rows)
 
-    def _current(self, store, change: SourceChange, rows: pa.Table) -> pa.Table:
+    def _current(self, store: StateStore, change: SourceChange, rows: pa.Table) -> pa.Table:
         """The copy's rows of every key ``change`` touches (all of them for a truncate): one read."""
         if change.truncate:
             return store.scan(self.arrangement)

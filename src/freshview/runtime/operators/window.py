@@ -59,7 +59,7 @@ UNBOUNDED PRECEDING AND CURRENT ROW, so without ORDER BY the whole partition.
 from __future__ import annotations
 
 import decimal
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -72,6 +72,9 @@ from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.relation import arrow_schema
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.schema import WEIGHT
+
+if TYPE_CHECKING:
+    from freshview.runtime.state.protocol import StateStore
 
 # ---------------------------------------------------------------------- sort codes
 
@@ -473,7 +476,7 @@ class PartitionRecompute:
             return topk_rows(self.node, rows)
         return window_rows(self.node, rows)
 
-    def step(self, k: Kernels, store, d: Rel | None) -> Rel | None:
+    def step(self, k: Kernels, store: StateStore, d: Rel | None) -> Rel | None:
         store.ensure_arrangement(self.state, self.layout)
         if self.top is not None:
             store.ensure_arrangement(self.top, self.layout)
@@ -497,7 +500,7 @@ class PartitionRecompute:
             store.apply(self.top, out)
         return k.of_arrow(out) if out.num_rows else None
 
-    def _unchanged_topk(self, store, delta: pa.Table) -> bool:
+    def _unchanged_topk(self, store: StateStore, delta: pa.Table) -> bool:
         """True when every changed row sorts strictly after the last row of a full current result."""
         node = self.node
         assert isinstance(node, pn.TopK)

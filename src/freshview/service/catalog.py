@@ -1,0 +1,436 @@
+"""``ViewCatalog``: the views of one database and the base tables they follow, kept in the engine.
+
+What the service's views are is decided here, between the engine (``TwoPhaseFlow``) and the database
+(the connector): views are created (``create``: compiled, their new tables followed from a snapshot,
+computed, their result tables written) and dropped (``drop``); at every attach the engine's views are
+made to agree with the database's (``reconcile``); DDL on a followed table keeps its views right or
+fails them (``check_ddl``, ``check_catalog``: decisions in ``following``); a view that cannot go on
+fails, and so do the views reading it (``fail_views``, ``fail_table``, ``fail_step``).  The followed
+tables and the snapshot position each was loaded from (``follow_from``) are kept with the engine's
+state.  ``Core`` keeps the loop and the positions: it hands the catalog the engine's position where a
+new result table must start from.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
+
+import pyarrow as pa
+
+from freshview.connectors.base import ChangeError, Connector, ResultSpec, Source, SourceTable, Transaction, after
+from freshview.errors import CatalogError, Fault, FreshviewError
+from freshview.flow import TwoPhaseFlow
+from freshview.plan.rewrite.prune import columns_read
+from freshview.plan.shape import result_key
+from freshview.service import access, recovery
+from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs, kept_columns
+from freshview.service.names import Names
+from freshview.sql import compile_view
+
+if TYPE_CHECKING:
+    from freshview.service.metrics import ServiceMetrics
+
+log = logging.getLogger("freshview.service")
+
+REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
+IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
+FOLLOW_FROM_KEY = "follow_from"  # engine meta: followed table -> the position of its snapshot
+# engine meta: followed table -> all its column names when followed (the engine keeps only those read)
+COLUMNS_KEY = "follow_columns"
+
+# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
+SnapshotProgress = Callable[[str, int, "int | None", bool], None]
+
+
+class ViewCatalog:
+    """The views of one database in one engine (module docstring); made anew at every attach."""
+
+    def __init__(self, flow: TwoPhaseFlow, connector: Connector, names: Names, *, chunk_rows: int,
+                 snapshot_progress: SnapshotProgress | None = None, metrics: "ServiceMetrics | None" = None,
+                 keepalive: Callable[[], None] = lambda: None) -> None:
+        self.flow = flow
+        self.connector = connector
+        self.names = names
+        self.chunk_rows = chunk_rows
+        self.snapshot_progress = snapshot_progress
+        self.metrics = metrics
+        self.keepalive = keepalive  # keeps the change stream alive through a long snapshot
+        source = connector.source
+        self.follow_from: dict[str, Any] = {t: source.position_from_text(str(v))
+                                            for t, v in flow.get_meta(FOLLOW_FROM_KEY, {}).items()}
+        self.errors: tuple[type[BaseException], ...] = (FreshviewError, ChangeError, *connector.errors)
+        # table -> (where the stream settles what the catalog showed, when first seen): ``awaits_statement``
+        self._awaiting: dict[str, tuple[Any, float]] = {}
+        # table -> columns its next snapshot reads besides what the view being created reads (``widen``)
+        self.wanted_columns: dict[str, set[str]] = {}
+
+    # ------------------------------------------------------------------ views
+    def result_spec(self, name: str) -> ResultSpec:
+        plan = self.flow.view_plan(self.names.engine(name))
+        return ResultSpec(name, tuple(plan.columns), result_key(plan))
+
+    def reconcile(self, position: Any) -> None:
+        """Make the engine's views and the database's agree (after a crash, a lost position, lost state):
+        views nobody wants go, wanted ones are known again or created (from ``position``)."""
+        wanted = recovery.wanted_views(self.connector.control.views())
+        for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
+            self.flow.drop_view(view)
+        for name, view_sql in wanted.items():
+            if self.names.engine(name) in self.flow.views:
+                self.connector.results.attach(self.result_spec(name))
+            else:
+                try:
+                    self.create(name, view_sql, position, replace=True)
+                except Fault:
+                    raise
+                except self.errors as exc:
+                    self.fail_views([name], str(exc))
+        self.drop_unused_sources()
+
+    def create(self, name: str, view_sql: str, position: Any, *, replace: bool = False, request: int | None = None,
+               reader: str | None = None) -> None:
+        """Compile, follow the new base tables (snapshots), compute, write the result table (one transaction,
+        starting at ``position``, the engine's).  On any failure the engine and the database are left as
+        before (the view is not half there)."""
+        flow, control, results = self.flow, self.connector.control, self.connector.results
+        name = self.names.qualify(name)
+        view = self.names.engine(name)
+        if replace and reader is None:  # a rebuild runs with the rights of the view's requester (access)
+            reader = control.owners().get(name)
+        if not replace:
+            existing = control.view(name)
+            if existing is not None:
+                if existing[0] == view_sql and existing[1] == "active":
+                    if request is not None:
+                        control.finish_request(request)
+                    return
+                raise CatalogError(f"freshview: view {name} already exists (status {existing[1]}); "
+                                   f"drop it first with CALL freshview.drop_view('{name}')")
+            if control.relation_exists(name):
+                raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
+            control.begin_create(name, view_sql, reader)
+        registered = False
+        try:
+            probe = TableProbe(flow, self.connector.source, self.names)
+            try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
+                # with the database's views and inheritance parents read through their definitions (sql.expand)
+                plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
+            except FreshviewError:
+                access.check_tables(self.connector, name, probe.tables, reader, request)
+                raise
+            access.check(self.connector, name, access.reads(plan, self.names), reader, request, existing=replace)
+            if view in flow.views:
+                flow.drop_view(view)
+            started = time.perf_counter()
+            # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
+            # that lacks columns this view reads is read again, widened, its views recomputed).
+            reads = columns_read(plan)
+            wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
+            self.widen(wanted, position)
+            self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
+            read = time.perf_counter()
+            flow.register_view(view, engine_sql)
+            registered = True
+            log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
+                     time.perf_counter() - read)
+            initial: pa.Table = flow.snapshot(view, weighted=True)
+            results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
+                           request=request)
+        except BaseException:
+            self._undo_create(view, name, registered, abandon=request is not None and not replace)
+            raise
+        log.info("view %s created (%d rows)", name, initial.num_rows)
+
+    def _undo_create(self, view: str, name: str, registered: bool, abandon: bool) -> None:
+        """Leave no trace of a failed create: the engine's view and the sources nothing else reads, the
+        ``creating`` row.  A failure here is logged; the create's own error is the one reported."""
+        steps = []
+        if registered and view in self.flow.views:
+            steps.append(lambda: self.flow.drop_view(view))
+        if abandon:
+            steps.append(lambda: self.connector.control.abandon_create(name))
+        steps.append(self.drop_unused_sources)
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001
+                log.warning("cleaning up after the failed creation of %s", name, exc_info=True)
+
+    def drop(self, name: str, request: int | None = None, requested_by: str | None = None) -> None:
+        flow = self.flow
+        name = self.names.qualify(name)
+        view = self.names.engine(name)
+        if self.connector.control.view(name) is None and view not in flow.views:
+            raise CatalogError(f"freshview: no view named {name}")
+        if request is not None:  # a user's request: only the view's creator or an administrator may drop it
+            refusal = self.connector.control.drop_refusal(name, requested_by)
+            if refusal:
+                raise CatalogError(refusal)
+        if view in flow.views:
+            readers = flow.readers(view)
+            if readers:
+                raise CatalogError(f"freshview: views {', '.join(self.names.qualified(r) for r in readers)} "
+                                   f"read {name}; drop them first")
+            flow.drop_view(view)
+        self.connector.results.drop(name, request)
+        self.drop_unused_sources()
+        if self.metrics is not None:  # metrics hook
+            self.metrics.forget_view(name)
+        log.info("view %s dropped", name)
+
+    # ------------------------------------------------------------------ followed tables
+    def follow(self, tables: Mapping[str, SourceTable], columns: Mapping[str, Collection[str]] | None = None) -> None:
+        """Start following base tables: make their changes streamed, then load them from one new snapshot
+        and remember its position for each (saved with the engine's state).  ``columns``: what the views read
+        of each (``plan.rewrite.prune.columns_read``; missing: every column); the engine keeps only those
+        (``following.kept_columns``, with the columns ``widen`` asked for) and the snapshot reads only those."""
+        if not tables:
+            return
+        source, flow = self.connector.source, self.flow
+        source.prepare(list(tables))
+        with source.snapshot() as snap:
+            for table, described in tables.items():
+                name = self.names.engine(table)
+                read = None if columns is None or table not in columns else \
+                    set(columns[table]) | self.wanted_columns.get(table, set())
+                kept = kept_columns(described.schema, read)
+                flow.register_source(name, kept)
+                estimate = snap.estimate(table)
+
+                def progress(done: int, table: str = table, finished: bool = False) -> None:
+                    self.keepalive()  # keep the main stream alive through long snapshots
+                    if self.snapshot_progress is not None:
+                        self.snapshot_progress(table, done, estimate, finished)
+
+                progress(0)
+                loaded = 0
+                for chunk in snap.read(described, self.chunk_rows, progress, kept.names):
+                    flow.tick(name, chunk)
+                    loaded += chunk.num_rows
+                progress(loaded, finished=True)
+                self.follow_from[table] = snap.position
+                identities = dict(flow.get_meta(IDENTITY_KEY, {}) or {})
+                identities[table] = [list(p) for p in described.identity]
+                flow.set_meta(IDENTITY_KEY, identities)
+                flow.set_meta(COLUMNS_KEY, {**(flow.get_meta(COLUMNS_KEY, {}) or {}), table: described.schema.names})
+                self._save_follow_from()
+                log.info("following %s from %s", table, snap.position)
+
+    def widen(self, read: Mapping[str, Collection[str]], position: Any) -> None:
+        """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are
+        followed anew from a new snapshot reading them too (``_refollow``: their views recomputed, from
+        ``position``; their views' columns kept)."""
+        for table, missing in self._lacking(read).items():
+            self._refollow(table, f"a new view reads its columns {', '.join(sorted(missing))}, which were not read",
+                           position, level=logging.INFO, extra=missing)
+
+    def _lacking(self, read: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+        """Of followed tables a new view reads (``read``: table -> columns), the columns the engine's copy lacks."""
+        missing = {}
+        for table, columns in read.items():
+            if table in self.follow_from:
+                kept = set(self.flow.source_schema(self.names.engine(table)).names)
+                if set(columns) - kept:
+                    missing[table] = set(columns) - kept
+        return missing
+
+    def _save_follow_from(self) -> None:
+        self.flow.set_meta(FOLLOW_FROM_KEY, {t: p.to_text() for t, p in self.follow_from.items()})
+
+    def drop_unused_sources(self) -> None:
+        changed = False
+        for source in list(self.flow.sources):
+            if not self.flow.readers(source):
+                self.flow.drop_source(source)
+                self.follow_from.pop(self.names.qualified(source), None)
+                changed = True
+        if changed:
+            self._save_follow_from()
+            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
+
+    def _columns_read(self, table: str) -> set[str]:
+        """The columns of followed ``table`` its views read."""
+        source = self.names.engine(table)
+        read: set[str] = set()
+        for view in self.flow.readers(source):
+            read |= columns_read(self.flow.view_plan(view)).get(source, set())
+        return read
+
+    # ------------------------------------------------------------------ DDL on followed tables
+    def check_ddl(self, group: Iterable[Transaction], position: Any) -> None:
+        """Signs of DDL on followed tables in the stream: those tables are judged now (``judge``)."""
+        suspects: dict[str, str | None] = {}
+        for txn in group:
+            for table, columns in txn.definitions.items():
+                if table in self.follow_from and after(txn.position, self.follow_from[table]) and \
+                        differs(columns, self.flow.source_schema(self.names.engine(table))):
+                    suspects.setdefault(table, None)
+            for table, statement in txn.ddl.items():
+                if table in self.follow_from and after(txn.position, self.follow_from[table]):
+                    suspects[table] = statement or suspects.get(table)
+        if suspects:
+            self.judge(suspects, position)
+
+    def check_catalog(self, position: Any) -> None:
+        """Every followed table as the catalog describes it now (an idle table's rename or DDL too)."""
+        if self.follow_from:
+            self.judge(dict.fromkeys(self.follow_from), position)
+
+    def judge(self, tables: Mapping[str, str | None], position: Any) -> None:
+        """Look the tables up in the catalog and apply what their DDL does to their views (``ddl_effect``);
+        a view created anew starts at ``position``."""
+        identities = self.flow.get_meta(IDENTITY_KEY, {}) or {}
+        tables = {t: s for t, s in tables.items() if t in self.follow_from}
+        found = self.connector.source.recheck({t: _pairs(identities.get(t)) for t in tables})
+        unknown = {}
+        for table, statement in tables.items():
+            now = found.get(table)
+            if now is None or table not in self.follow_from:
+                continue
+            schema = self.flow.source_schema(self.names.engine(table))
+            log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
+            effect = ddl_effect(table, schema, self._columns_read(table), now, _pairs(identities.get(table)),
+                                statement, (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table))
+            settles_at, first_seen = self._awaiting.setdefault(table, (now.settles_at, time.monotonic()))
+            if awaits_statement(effect, statement, settles_at, position, time.monotonic() - first_seen):
+                continue  # the stream's statement is still to come: the failure will name it
+            self._awaiting.pop(table, None)
+            if isinstance(effect, Fail):
+                self.fail_table(table, effect.error)
+            elif isinstance(effect, Refollow):
+                self._refollow(table, effect.reason, position)
+            elif table not in identities and now.identity:
+                unknown[table] = [list(p) for p in now.identity]  # followed before identities were kept
+        if unknown:
+            self.flow.set_meta(IDENTITY_KEY, {**identities, **unknown})
+
+    def _refollow(self, table: str, reason: str, position: Any, level: int = logging.WARNING,
+                  extra: Collection[str] = ()) -> None:
+        """Follow ``table`` anew from a new snapshot: its views (and the views reading them) are dropped from
+        the engine and created again from their SQL, their result tables replaced; one that cannot be fails.
+        The new snapshot reads every column the views read and ``extra`` (``wanted_columns``), whichever view
+        is created first."""
+        self.wanted_columns[table] = self._columns_read(table) | set(extra)
+        try:
+            self._recreate_readers(table, reason, position, level)
+        finally:
+            self.wanted_columns.pop(table, None)
+
+    def _recreate_readers(self, table: str, reason: str, position: Any, level: int) -> None:
+        doomed = self._with_readers(self.flow.readers(self.names.engine(table)))
+        ordered = [v for v in self.flow.views if v in doomed]  # registration order: a view before its readers
+        definitions = {name: sql for name, sql, _ in self.connector.control.views()}
+        log.log(level, "%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
+                ", ".join(self.names.qualified(v) for v in ordered))
+        for view in reversed(ordered):
+            self.flow.drop_view(view)
+        self.drop_unused_sources()
+        for view in ordered:
+            name = self.names.qualified(view)
+            if name not in definitions:
+                continue
+            for attempt in range(REFOLLOW_ATTEMPTS):  # more DDL may land between the definition and the snapshot
+                try:
+                    self.create(name, definitions[name], position, replace=True)  # with its requester's rights
+                    break
+                except self.errors as exc:
+                    if attempt + 1 == REFOLLOW_ATTEMPTS:
+                        self.fail_views([name], f"freshview: {table} changed ({reason}) and following it anew "
+                                                f"failed: {exc}")
+                    else:
+                        log.warning("following %s anew for %s failed (%s); trying again", table, name, exc)
+
+    # ------------------------------------------------------------------ failures
+    def fail_step(self, exc: FreshviewError) -> bool:
+        """An engine step failed with ``exc``: the view it names fails (or the views reading the source it
+        names); False when it names neither (not a view's failure)."""
+        if exc.view is not None:
+            self.fail_views([self.names.qualified(exc.view)], f"freshview: {exc}")
+        elif exc.source is not None:
+            self.fail_table(self.names.qualified(exc.source), f"freshview: {exc}")
+        else:
+            return False
+        return True
+
+    def fail_table(self, table: str, error: str) -> None:
+        """Stop every view that reads ``table`` and forget the table."""
+        readers = self.flow.readers(self.names.engine(table))
+        self.fail_views([self.names.qualified(v) for v in readers], error)
+        self.drop_unused_sources()
+
+    def fail_views(self, names: list[str], error: str) -> None:
+        """Views (and the views reading them) go to status failed; their tables stay as they were."""
+        primary = {self.names.engine(n) for n in names}
+        doomed = self._with_readers(self.names.engine(n) for n in names)
+        for view in reversed(list(self.flow.views)):
+            if view in doomed:
+                self.flow.drop_view(view)
+        for view in doomed:
+            name = self.names.qualified(view)
+            self.connector.results.forget(name)
+            message = error if view in primary else f"freshview: a view it reads failed: {error}"
+            log.error("view %s failed: %s", name, message)
+            self.connector.control.mark_failed(name, message)
+
+    def _with_readers(self, views: Iterable[str]) -> dict[str, None]:
+        """``views`` and every view reading them, directly or not (in the order found)."""
+        doomed: dict[str, None] = {}
+        todo = list(views)
+        while todo:
+            view = todo.pop()
+            if view in doomed:
+                continue
+            doomed[view] = None
+            if view in self.flow.views:
+                todo.extend(self.flow.readers(view))
+        return doomed
+
+    def recheck_access(self) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
+        for found in access.recheck(self.connector, plans, self.names):
+            self.fail_views([found.name], found.reason)
+            self.connector.results.revoke_reader(found.name, found.requester)
+
+
+def _pairs(stored: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in stored or ())
+
+
+class TableProbe:
+    """Catalog for a first compile: engine relations, else the database's tables (recorded); the database's
+    views and inheritance parents are read through their definitions (``Source.expansion``)."""
+
+    def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names) -> None:
+        self.flow = flow
+        self.source = source
+        self.names = names
+        self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
+        self.tables: dict[str, SourceTable] = {}
+        self.expansions: dict[str, str | None] = {}
+
+    def relation_expansion(self, name: str) -> str | None:
+        if name in self.flow.views:  # a freshview view: its result table is a table
+            return None
+        qualified = self.names.qualified(name)
+        if qualified not in self.expansions:
+            self.expansions[qualified] = self.source.expansion(qualified)
+        return self.expansions[qualified]
+
+    def relation_columns(self, name: str):
+        # A followed table as the database has it: the engine keeps only the columns its views read.
+        found = self.flow.relation_columns(name) if name not in self.flow.sources else None
+        if found is not None:
+            return found
+        qualified = self.names.qualified(name)  # the front end names tables as the engine does
+        if qualified not in self.tables:
+            try:
+                self.tables[qualified] = self.source.describe(qualified)
+            except CatalogError as exc:
+                if "does not exist" in str(exc):
+                    return None
+                raise
+        schema = self.tables[qualified].schema
+        return tuple((c.name, c.type) for c in schema.columns), False
