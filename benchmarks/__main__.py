@@ -6,7 +6,7 @@
     python3 -m benchmarks.step_vs_recompute --rows 1000000 5000000 20000000   # state-size scaling
     python3 -m benchmarks.service_latency                    # the PostgreSQL service end to end
     python3 -m benchmarks.sink_write                         # one step's result write into PostgreSQL
-    python3 -m benchmarks.snapshot_read                      # the snapshot reader: rows/s, per-row vs CSV
+    python3 -m benchmarks.snapshot_read                      # the snapshot readers: rows/s, CSV vs binary COPY + projection
     python3 -m benchmarks.mysql_cdc                          # MariaDB: snapshot rows/s, binlog decode + delta changes/s
     python3 -m benchmarks.debezium                           # Debezium JSON messages decoded and applied per second
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Collection, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -363,6 +363,17 @@ class TableSchema:
             if col.name == name:
                 return col
         raise SchemaError(f"no column {name!r}")
+
+    def projected(self, names: "Collection[str] | None") -> "TableSchema":
+        """Only the columns ``names`` (in this schema's order; None: all), the key kept if all its columns are
+        (a table read for some of its columns, ``Snapshot.read(columns=)``)."""
+        if names is None:
+            return self
+        unknown = set(names) - set(self.names)
+        if unknown:
+            raise SchemaError(f"no column {', '.join(sorted(unknown))} in the table")
+        kept = tuple(c for c in self.columns if c.name in set(names))
+        return TableSchema(kept, self.primary_key if set(self.primary_key) <= set(names) else ())
 
     def arrow(self, with_weight: bool = False) -> pa.Schema:
         fields = [pa.field(c.name, c.type.arrow, nullable=True) for c in self.columns]

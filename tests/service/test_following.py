@@ -110,6 +110,31 @@ def test_reconciliation_keeps_active_and_rebuilding_views_and_drops_readers_firs
     assert recovery.views_to_drop(["a", "b", "b_reader", "c"], {"a", "c"}) == ["b_reader", "b"]
 
 
+def test_a_table_keeps_the_columns_read_and_its_key():
+    wide = TableSchema((Column("id", INT, False), Column("a", TEXT), Column("b", INT), Column("c", TEXT)), ("id",))
+    assert following.kept_columns(wide, None) == wide
+    assert following.kept_columns(wide, {"c", "a"}).names == ["id", "a", "c"]
+    assert following.kept_columns(wide, {"c"}).primary_key == ("id",)
+    assert following.kept_columns(wide, set()).names == ["id"]  # only rows counted: the key stays
+    keyless = TableSchema(wide.columns)
+    assert following.kept_columns(keyless, set()).names == ["id"]  # no key: one column carries the rows
+    assert following.kept_columns(keyless, {"b"}).names == ["b"]
+    assert following.kept_columns(wide, {"a", "gone"}).names == ["id", "a"]  # a view of a dropped column fails itself
+
+
+def test_a_rename_is_named_when_the_engine_keeps_only_the_columns_read():
+    # The table (id, amount, note, extra) is kept as (id, note): positions are the table's, not the copy's.
+    kept = TableSchema((Column("id", INT, False), Column("note", TEXT)), ("id",))
+    table = ["id", "amount", "note", "extra"]
+    now = Recheck("public.orders", {"id": INT, "amount": NUM, "memo": TEXT, "extra": INT}, IDENTITY)
+    renamed = following.ddl_effect("public.orders", kept, {"note"}, now, IDENTITY, None, table)
+    assert isinstance(renamed, following.Fail) and "column note of public.orders was renamed to memo" in renamed.error
+    unnamed = following.ddl_effect("public.orders", kept, {"note"}, now, IDENTITY)  # positions of the copy: unknown
+    assert "column note of public.orders was dropped or renamed" in unnamed.error
+    unread = Recheck("public.orders", {"id": INT, "note": TEXT, "extra": INT}, IDENTITY)  # amount dropped, unread
+    assert following.ddl_effect("public.orders", kept, {"note"}, unread, IDENTITY, None, table) is None
+
+
 def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
     """MySQL's binlog names the DDL: a failure read off the catalog first waits until the stream has passed
     the server's position at that read (then the stream's statement names it), at most its patience."""

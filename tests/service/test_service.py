@@ -304,3 +304,29 @@ def test_a_plain_user_can_create_a_view_and_read_its_table(shop, start_service):
                      "'SELECT region, COUNT(*) AS n FROM customers GROUP BY region')")
         assert user.execute("SELECT sum(n) FROM mine").fetchone()[0] == 40
         assert user.execute("SELECT status FROM freshview.views WHERE name = 'public.mine'").fetchone()[0] == "active"
+
+
+def test_a_table_is_read_for_the_columns_its_views_read_and_widened_for_a_new_view(shop, start_service):
+    # The snapshot reads, and the engine keeps, only the key and the columns views read; a later view reading
+    # more reads the table again with them (its earlier views recomputed and still right); one reading
+    # nothing new reuses the copy (no snapshot).
+    snapshots: list[str] = []
+    svc = start_service(snapshot_progress=lambda t, d, e, f: snapshots.append(t) if f else None).service
+    kept = lambda: svc.flow.source_schema(svc.names.engine("public.orders")).names  # noqa: E731
+    rng, next_id = random.Random(11), [600]
+    with psycopg.connect(shop, autocommit=True) as conn:
+        create_views(conn, {"public.by_note": VIEWS["public.by_note"]})
+        assert kept() == ["id", "placed", "note"] and snapshots == ["public.orders"]
+        create_views(conn, {"public.big_orders": VIEWS["public.big_orders"]})
+        assert kept() == ["id", "customer", "amount", "status", "placed", "note"]
+        assert snapshots == ["public.orders"] * 2
+        create_views(conn, {"public.amounts": "SELECT status, SUM(amount) AS total FROM orders GROUP BY status"})
+        assert snapshots == ["public.orders"] * 2
+        # A table without a key (REPLICA IDENTITY FULL) kept for one column: updates of the other change nothing.
+        create_views(conn, {"public.kinds": "SELECT kind, COUNT(*) AS n FROM events GROUP BY kind"})
+        assert svc.flow.source_schema(svc.names.engine("public.events")).names == ["kind"]
+        for _ in range(60):
+            random_transaction(conn, rng, next_id)
+        names = ["public.by_note", "public.big_orders", "public.amounts", "public.kinds"]
+        wait_until_fresh(shop, names)
+        assert [r[0] for r in conn.execute("SELECT status FROM freshview.views ORDER BY name")] == ["active"] * 4

@@ -1,8 +1,8 @@
 """The snapshot reader as it was before CSV: COPY text rows converted value by value in Python.
 
-Kept as the reference the vectorised reader (``connectors.postgres.snapshot``)
-must match -- same Arrow types, same values, same refusals -- and as the
-baseline of ``benchmarks/snapshot_read.py``.  Serial, one connection, the
+Kept as the reference the vectorised readers (``connectors.postgres.snapshot``:
+CSV and binary COPY) must match -- same Arrow types, same values, same
+refusals (tests/connectors/test_snapshot_values.py).  Serial, one connection, the
 session's own spellings (no ``SET``): exactly the old ``_read_ranges`` over
 one open range and its ``_to_delta``, ``to_arrow`` given Python lists.
 """

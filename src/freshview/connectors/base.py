@@ -176,8 +176,10 @@ class Snapshot(Protocol):
     def estimate(self, table: str) -> int | None:
         """The table's approximate row count (for progress), if known."""
 
-    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        """The table's rows at the snapshot, as inserts (+1) in chunks; ``progress(rows done)``."""
+    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None],
+             columns: Collection[str] | None = None) -> Iterator[pa.Table]:
+        """The table's rows at the snapshot, as inserts (+1) in chunks; ``progress(rows done)``.  ``columns``:
+        only these (``TableSchema.projected``), selected by the database's query itself."""
 
 
 class Source(Protocol):

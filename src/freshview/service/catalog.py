@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -25,7 +25,7 @@ from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
 from freshview.service import access, recovery
-from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs
+from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs, kept_columns
 from freshview.service.names import Names
 from freshview.sql import compile_view
 
@@ -37,6 +37,8 @@ log = logging.getLogger("freshview.service")
 REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
 FOLLOW_FROM_KEY = "follow_from"  # engine meta: followed table -> the position of its snapshot
+# engine meta: followed table -> all its column names when followed (the engine keeps only those read)
+COLUMNS_KEY = "follow_columns"
 
 # (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
@@ -61,6 +63,8 @@ class ViewCatalog:
         self.errors: tuple[type[BaseException], ...] = (FreshviewError, ChangeError, *connector.errors)
         # table -> (where the stream settles what the catalog showed, when first seen): ``awaits_statement``
         self._awaiting: dict[str, tuple[Any, float]] = {}
+        # table -> columns its next snapshot reads besides what the view being created reads (``widen``)
+        self.wanted_columns: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ views
     def result_spec(self, name: str) -> ResultSpec:
@@ -120,7 +124,12 @@ class ViewCatalog:
             if view in flow.views:
                 flow.drop_view(view)
             started = time.perf_counter()
-            self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from})
+            # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
+            # that lacks columns this view reads is read again, widened, its views recomputed).
+            reads = columns_read(plan)
+            wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
+            self.widen(wanted, position)
+            self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
             read = time.perf_counter()
             flow.register_view(view, engine_sql)
             registered = True
@@ -172,9 +181,11 @@ class ViewCatalog:
         log.info("view %s dropped", name)
 
     # ------------------------------------------------------------------ followed tables
-    def follow(self, tables: Mapping[str, SourceTable]) -> None:
+    def follow(self, tables: Mapping[str, SourceTable], columns: Mapping[str, Collection[str]] | None = None) -> None:
         """Start following base tables: make their changes streamed, then load them from one new snapshot
-        and remember its position for each (saved with the engine's state)."""
+        and remember its position for each (saved with the engine's state).  ``columns``: what the views read
+        of each (``plan.rewrite.prune.columns_read``; missing: every column); the engine keeps only those
+        (``following.kept_columns``, with the columns ``widen`` asked for) and the snapshot reads only those."""
         if not tables:
             return
         source, flow = self.connector.source, self.flow
@@ -182,7 +193,10 @@ class ViewCatalog:
         with source.snapshot() as snap:
             for table, described in tables.items():
                 name = self.names.engine(table)
-                flow.register_source(name, described.schema)
+                read = None if columns is None or table not in columns else \
+                    set(columns[table]) | self.wanted_columns.get(table, set())
+                kept = kept_columns(described.schema, read)
+                flow.register_source(name, kept)
                 estimate = snap.estimate(table)
 
                 def progress(done: int, table: str = table, finished: bool = False) -> None:
@@ -192,7 +206,7 @@ class ViewCatalog:
 
                 progress(0)
                 loaded = 0
-                for chunk in snap.read(described, self.chunk_rows, progress):
+                for chunk in snap.read(described, self.chunk_rows, progress, kept.names):
                     flow.tick(name, chunk)
                     loaded += chunk.num_rows
                 progress(loaded, finished=True)
@@ -200,8 +214,27 @@ class ViewCatalog:
                 identities = dict(flow.get_meta(IDENTITY_KEY, {}) or {})
                 identities[table] = [list(p) for p in described.identity]
                 flow.set_meta(IDENTITY_KEY, identities)
+                flow.set_meta(COLUMNS_KEY, {**(flow.get_meta(COLUMNS_KEY, {}) or {}), table: described.schema.names})
                 self._save_follow_from()
                 log.info("following %s from %s", table, snap.position)
+
+    def widen(self, read: Mapping[str, Collection[str]], position: Any) -> None:
+        """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are
+        followed anew from a new snapshot reading them too (``_refollow``: their views recomputed, from
+        ``position``; their views' columns kept)."""
+        for table, missing in self._lacking(read).items():
+            self._refollow(table, f"a new view reads its columns {', '.join(sorted(missing))}, which were not read",
+                           position, level=logging.INFO, extra=missing)
+
+    def _lacking(self, read: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
+        """Of followed tables a new view reads (``read``: table -> columns), the columns the engine's copy lacks."""
+        missing = {}
+        for table, columns in read.items():
+            if table in self.follow_from:
+                kept = set(self.flow.source_schema(self.names.engine(table)).names)
+                if set(columns) - kept:
+                    missing[table] = set(columns) - kept
+        return missing
 
     def _save_follow_from(self) -> None:
         self.flow.set_meta(FOLLOW_FROM_KEY, {t: p.to_text() for t, p in self.follow_from.items()})
@@ -259,7 +292,7 @@ class ViewCatalog:
             schema = self.flow.source_schema(self.names.engine(table))
             log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
             effect = ddl_effect(table, schema, self._columns_read(table), now, _pairs(identities.get(table)),
-                                statement)
+                                statement, (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table))
             settles_at, first_seen = self._awaiting.setdefault(table, (now.settles_at, time.monotonic()))
             if awaits_statement(effect, statement, settles_at, position, time.monotonic() - first_seen):
                 continue  # the stream's statement is still to come: the failure will name it
@@ -273,14 +306,24 @@ class ViewCatalog:
         if unknown:
             self.flow.set_meta(IDENTITY_KEY, {**identities, **unknown})
 
-    def _refollow(self, table: str, reason: str, position: Any) -> None:
+    def _refollow(self, table: str, reason: str, position: Any, level: int = logging.WARNING,
+                  extra: Collection[str] = ()) -> None:
         """Follow ``table`` anew from a new snapshot: its views (and the views reading them) are dropped from
-        the engine and created again from their SQL, their result tables replaced; one that cannot be fails."""
+        the engine and created again from their SQL, their result tables replaced; one that cannot be fails.
+        The new snapshot reads every column the views read and ``extra`` (``wanted_columns``), whichever view
+        is created first."""
+        self.wanted_columns[table] = self._columns_read(table) | set(extra)
+        try:
+            self._recreate_readers(table, reason, position, level)
+        finally:
+            self.wanted_columns.pop(table, None)
+
+    def _recreate_readers(self, table: str, reason: str, position: Any, level: int) -> None:
         doomed = self._with_readers(self.flow.readers(self.names.engine(table)))
         ordered = [v for v in self.flow.views if v in doomed]  # registration order: a view before its readers
         definitions = {name: sql for name, sql, _ in self.connector.control.views()}
-        log.warning("%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
-                    ", ".join(self.names.qualified(v) for v in ordered))
+        log.log(level, "%s changed: %s; following it anew from a new snapshot and recomputing %s", table, reason,
+                ", ".join(self.names.qualified(v) for v in ordered))
         for view in reversed(ordered):
             self.flow.drop_view(view)
         self.drop_unused_sources()
@@ -377,7 +420,8 @@ class TableProbe:
         return self.expansions[qualified]
 
     def relation_columns(self, name: str):
-        found = self.flow.relation_columns(name)
+        # A followed table as the database has it: the engine keeps only the columns its views read.
+        found = self.flow.relation_columns(name) if name not in self.flow.sources else None
         if found is not None:
             return found
         qualified = self.names.qualified(name)  # the front end names tables as the engine does

@@ -25,7 +25,7 @@ description (``Source.recheck``) is what is judged.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from freshview.connectors.base import Recheck, Transaction, after
 from freshview.schema import SqlType, TableSchema
@@ -61,10 +61,12 @@ class Refollow:
 
 
 def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Recheck,
-               identity: Iterable[tuple[str, str]] = (), statement: str | None = None) -> Fail | Refollow | None:
+               identity: Iterable[tuple[str, str]] = (), statement: str | None = None,
+               table_columns: Sequence[str] | None = None) -> Fail | Refollow | None:
     """What DDL on followed ``table`` (followed as ``schema`` with ``identity``, its views reading the columns
     ``read``; ``now`` as the catalog describes it, ``statement`` the DDL if the stream carried it) does to its
-    views; None: nothing (no change, added columns)."""
+    views; None: nothing (no change, added columns).  ``table_columns``: all the table's columns when it was
+    followed, in order (``schema`` may hold only those read); None: ``schema``'s."""
     by = f" (by `{_short(statement)}`)" if statement else ""
 
     def fail(what: str) -> Fail:
@@ -79,11 +81,12 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
         refusal = now.refusal.removeprefix("freshview: ")
         return Fail(f"freshview: {table} can no longer be followed{by}: {refusal}")
     unread: list[str] = []
-    new_names = [n for n in now.columns if n not in schema.names]
-    for i, col in enumerate(schema.columns):
+    followed = list(table_columns) if table_columns else schema.names
+    new_names = [n for n in now.columns if n not in followed]
+    for col in schema.columns:
         if col.name not in now.columns:
-            current = list(now.columns)
-            renamed = (current[i] if len(current) == len(schema.columns) and current[i] in new_names
+            current, i = list(now.columns), followed.index(col.name) if col.name in followed else -1
+            renamed = (current[i] if i >= 0 and len(current) == len(followed) and current[i] in new_names
                        and now.columns[current[i]] == col.type else None)
             what = (f"column {col.name} of {table} was renamed to {renamed} (ALTER TABLE ... RENAME COLUMN)"
                     if renamed else f"column {col.name} of {table} was dropped or renamed (ALTER TABLE ... DROP "
@@ -130,3 +133,15 @@ def awaits_statement(effect: Fail | Refollow | None, statement: str | None, sett
 def _short(statement: str, limit: int = 200) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def kept_columns(schema: TableSchema, read: Collection[str] | None) -> TableSchema:
+    """What the engine keeps of a table its views read ``read`` of (None: every column): those columns and
+    the key's (old rows are found by key); a table without a key of which nothing is read keeps its first
+    column (its rows still count)."""
+    if read is None:
+        return schema
+    names = (set(read) & set(schema.names)) | set(schema.primary_key)  # (a column gone: its view fails itself)
+    if not names and schema.columns:
+        names = {schema.columns[0].name}
+    return schema.projected(names)

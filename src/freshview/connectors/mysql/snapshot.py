@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Collection, Iterator, Sequence
 
 import pyarrow as pa
 import pymysql
@@ -96,10 +96,14 @@ class Snapshot:
         return Snapshot(conn, position, chosen)
 
     def read_table(self, table: SourceTable, batch_rows: int = BATCH_ROWS,
-                   progress: Callable[[int], None] | None = None) -> Iterator[pa.Table]:
-        """The table's rows under the snapshot as inserts (``_weight`` +1), in batches of ``batch_rows``."""
-        names = ", ".join(quote(c.name) for c in table.columns)
-        arrow = table.schema.arrow(with_weight=True)
+                   progress: Callable[[int], None] | None = None,
+                   columns: Collection[str] | None = None) -> Iterator[pa.Table]:
+        """The table's rows under the snapshot as inserts (``_weight`` +1), in batches of ``batch_rows``;
+        ``columns``: only these (in the table's order, ``TableSchema.projected``), selected by the query."""
+        arrow = table.schema.projected(columns).arrow(with_weight=True)
+        read = [c for c, named in zip(table.columns, table.schema.columns)  # (schema names may be folded)
+                if columns is None or named.name in set(columns)]
+        names = ", ".join(quote(c.name) for c in read) or "NULL"  # no column: count the rows
         done = 0
         cur = self.connection.cursor(pymysql.cursors.SSCursor)
         try:
@@ -108,8 +112,8 @@ class Snapshot:
                 rows = cur.fetchmany(batch_rows)
                 if not rows:
                     break
-                columns = list(zip(*rows))
-                arrays = [to_arrow(values, col) for values, col in zip(columns, table.columns)]
+                values_of = list(zip(*rows))
+                arrays = [to_arrow(values, col) for values, col in zip(values_of, read)]
                 arrays.append(pa.array([1] * len(rows), pa.int64()))
                 done += len(rows)
                 yield pa.Table.from_arrays(arrays, schema=arrow)

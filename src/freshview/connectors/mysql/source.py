@@ -174,8 +174,10 @@ class MySqlSnapshot:
             row = cur.fetchone()
         return int(row[0]) if row and row[0] else None
 
-    def read(self, table: base.SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
-        yield from self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress)
+    def read(self, table: base.SourceTable, chunk_rows: int, progress: Callable[[int], None],
+             columns: Collection[str] | None = None) -> Iterator[pa.Table]:
+        yield from self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress,
+                                          columns)
 
 
 @guarded(faults.classify)

@@ -7,8 +7,11 @@ consistent point, no matter what commits meanwhile.  ``progress(rows_done)``
 is called after every chunk so a caller can show a progress bar on large
 tables.
 
-Rows travel as ``COPY (SELECT ...) TO STDOUT WITH (FORMAT csv)`` and never
-become Python values: the COPY's rows (one per CopyData message, so counting
+Only the columns asked for are selected (``columns=``, ``TableSchema.projected``).
+Rows travel as binary COPY straight into Arrow where ADBC's PostgreSQL driver
+is installed (``binary_copy``: the default, same values as below), else as
+``COPY (SELECT ...) TO STDOUT WITH (FORMAT csv)``, and never become Python
+values: the COPY's rows (one per CopyData message, so counting
 messages counts rows) are joined into one CSV text per chunk, Arrow's CSV
 reader splits that into string columns (PostgreSQL's CSV writes NULL as an
 unquoted empty field and the empty string as ``""``, doubles quotes and
@@ -41,7 +44,8 @@ import itertools
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from functools import partial
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import psycopg
@@ -49,6 +53,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from psycopg import sql
 
+from freshview.connectors.postgres import binary_copy
 from freshview.connectors.postgres.identifiers import parse
 from freshview.connectors.postgres.types import to_arrow
 from freshview.errors import FreshviewError
@@ -67,21 +72,30 @@ Range = tuple[int, int | None]  # [first block, end block), end None = to the en
 
 def read_table(dsn: str, snapshot_name: str, table: str, schema: TableSchema,
                chunk_rows: int = CHUNK_ROWS, progress: Callable[[int], None] | None = None, *,
-               workers: int = 2, parallel_min_pages: int = PARALLEL_MIN_PAGES, only: bool = True) -> Iterator[pa.Table]:
+               workers: int = 2, parallel_min_pages: int = PARALLEL_MIN_PAGES, only: bool = True,
+               columns: Sequence[str] | None = None, binary: bool | None = None) -> Iterator[pa.Table]:
     """Yield the table's rows under the snapshot as inserts (+1) in chunks of at most ``chunk_rows``: its own
     rows (``only``: not its inheritance children's, which are tables of their own; a partitioned table is
-    read with its partitions, ``only=False``)."""
+    read with its partitions, ``only=False``).  ``columns``: only these of ``schema``'s (in ``schema``'s
+    order; the key kept only if all its columns are), selected by the query itself.  ``binary``: binary
+    COPY through ADBC (``binary_copy``; the default where the driver is installed) or CSV text."""
     name = parse(table)
     schema_name, table_name = name.schema, name.table
-    select = sql.SQL("SELECT {} FROM {}{}").format(
-        sql.SQL(", ").join(sql.Identifier(n) for n in schema.names), sql.SQL("ONLY " if only else ""),
-        sql.Identifier(schema_name, table_name))
+    out = schema.projected(columns)
+    binary = binary_copy.AVAILABLE if binary is None else binary
+    items = (binary_copy.select_list(out.columns) if binary
+             else sql.SQL(", ").join(sql.Identifier(n) for n in out.names))
+    if not out.columns and not binary:
+        items = sql.SQL("NULL")  # CSV: one empty field per row (a row of one NULL), no column kept
+    select = sql.SQL("SELECT {} FROM {}{}").format(items, sql.SQL("ONLY " if only else ""),
+                                                  sql.Identifier(schema_name, table_name))
+    read = partial(_read_binary if binary else _read_ranges, dsn, snapshot_name, select, out, chunk_rows)
     pages = _heap_pages(dsn, schema_name, table_name) if workers > 1 else 0
     if workers > 1 and pages >= max(parallel_min_pages, 1):
-        chunks = _read_parallel(dsn, snapshot_name, table, select, schema, chunk_rows, workers,
+        chunks = _read_parallel(read, snapshot_name, table, workers,
                                 _block_ranges(pages, workers * RANGES_PER_WORKER))
     else:
-        chunks = _read_ranges(dsn, snapshot_name, select, schema, chunk_rows, [(0, None)])
+        chunks = read([(0, None)])
     done = 0
     with contextlib.closing(chunks):  # closing us closes the reader, which stops its workers
         for chunk in chunks:
@@ -149,6 +163,22 @@ def _read_ranges(dsn: str, snapshot_name: str, select: sql.Composable, schema: T
         conn.rollback()
 
 
+def _read_binary(dsn: str, snapshot_name: str, select: sql.Composable, schema: TableSchema,
+                 chunk_rows: int, ranges: Iterable[Range],
+                 on_range: Callable[[Range], None] | None = None) -> Iterator[pa.Table]:
+    """``_read_ranges`` over binary COPY (``binary_copy``): record batches cut to ``chunk_rows``."""
+    session = binary_copy.Session(dsn, snapshot_name)
+    try:
+        for block_range in ranges:
+            if on_range:
+                on_range(block_range)
+            for batch in session.batches(_range_select(select, block_range)):
+                for start in range(0, batch.num_rows, max(chunk_rows, 1)):
+                    yield binary_copy.to_delta(batch.slice(start, max(chunk_rows, 1)), schema)
+    finally:
+        session.close()  # also ends a COPY left unfinished (an error, or the reader closed early)
+
+
 def _csv_chunks(messages: Iterator[memoryview], chunk_rows: int) -> Iterator[tuple[int, bytes]]:
     """Group the COPY's messages, one CSV row each, into (rows, text) of at most ``chunk_rows`` rows.
 
@@ -191,9 +221,10 @@ class _Failed:
 _DONE = object()  # a worker's last message when it ran out of ranges
 
 
-def _read_parallel(dsn: str, snapshot_name: str, table: str, select: sql.Composable, schema: TableSchema,
-                   chunk_rows: int, workers: int, ranges: list[Range]) -> Iterator[pa.Table]:
-    """Read the ranges in ``workers`` threads (one snapshot-importing connection each), yield here."""
+def _read_parallel(read: Callable[..., Iterator[pa.Table]], snapshot_name: str, table: str, workers: int,
+                   ranges: list[Range]) -> Iterator[pa.Table]:
+    """Read the ranges in ``workers`` threads (``read(ranges, on_range=)``: one snapshot-importing
+    connection each), yield here."""
     todo: queue.SimpleQueue[Range] = queue.SimpleQueue()
     for block_range in ranges:
         todo.put(block_range)
@@ -221,8 +252,7 @@ def _read_parallel(dsn: str, snapshot_name: str, table: str, select: sql.Composa
         try:
             # closing(): a _Stopped from put() closes the reader at once, which cancels its COPY
             # and closes its connection, instead of whenever the generator is collected.
-            with contextlib.closing(_read_ranges(dsn, snapshot_name, select, schema, chunk_rows,
-                                                 next_range(), on_range=current.append)) as chunks:
+            with contextlib.closing(read(next_range(), on_range=current.append)) as chunks:
                 for chunk in chunks:
                     put(chunk)
             put(_DONE)

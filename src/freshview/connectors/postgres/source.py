@@ -162,7 +162,8 @@ class PostgresSnapshot:
                                   (table,)).fetchone()[0]
         return int(total) if total and total > 0 else None
 
-    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None]) -> Iterator[pa.Table]:
+    def read(self, table: SourceTable, chunk_rows: int, progress: Callable[[int], None],
+             columns: Collection[str] | None = None) -> Iterator[pa.Table]:
         """The readers' sessions are named ``freshview snapshot``; one that cannot import the snapshot
         because the connection exporting it died (it was killed) meets a lost connection."""
         partitioned = self.conn.execute("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(%s)",
@@ -170,7 +171,7 @@ class PostgresSnapshot:
         dsn = psycopg.conninfo.make_conninfo(self.dsn, **named(self.dsn, "freshview snapshot"))
         try:
             yield from read_table(dsn, self.snapshot_name, table.name, table.schema, chunk_rows, progress,
-                                  only=not (partitioned and partitioned[0]))
+                                  only=not (partitioned and partitioned[0]), columns=columns)
         except psycopg.errors.InvalidParameterValue as exc:
             if "snapshot" not in str(exc):
                 raise
