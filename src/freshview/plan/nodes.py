@@ -351,6 +351,20 @@ class Recursive(Node):
         return self.anchor.columns
 
 
+@dataclass(frozen=True)
+class OuterRows(Node):
+    """Inside a subquery correlated by non-equalities, while the query builder decorrelates it: the
+    distinct values of its outer correlation expressions (one column each).  The builder replaces it with
+    those rows (``sql.join_tree``) before any rewrite runs, so no rule or executor meets it."""
+
+    index: int
+    schema_columns: Columns
+
+    @property
+    def columns(self) -> Columns:
+        return self.schema_columns
+
+
 def with_inputs(node: Node, inputs: tuple[Node, ...] | list[Node]) -> Node:
     """``node`` over new ``inputs`` (in ``node.inputs()`` order); its shape checks run again."""
     inputs = tuple(inputs)

@@ -46,7 +46,8 @@ from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjunct
 from freshview.plan.rewrite.joins import empty_value, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
-from freshview.sql import ctes
+from freshview.sql import ctes, magic_sets
+from freshview.sql.ast_walk import conjuncts_ast, own_columns as _own_columns, strip as _strip
 from freshview.sql.bind_expr import AGG_BASE, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
@@ -65,22 +66,9 @@ class SubqueryItem:
     on: list[exp.Expression] = field(default_factory=list)
     pad: tuple[Expr, ...] | None = None  # left: the subquery's row when there is no group
     not_in: exp.Expression | None = None  # not_in: the "x = y" comparison
+    outer: tuple[pn.OuterRows, tuple[Expr, ...]] | None = None  # over the outer rows' values (sql.magic_sets)
 
 
-def conjuncts_ast(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts_ast(node.left) + conjuncts_ast(node.right)
-    return [node]
-
-
-def _strip(node: exp.Expression) -> exp.Expression:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
 
 
 def predicate_kind(c: exp.Expression) -> str | None:
@@ -95,19 +83,6 @@ def predicate_kind(c: exp.Expression) -> str | None:
         return "not_in" if negated else "in"
     return None
 
-
-def _own_columns(node: exp.Expression):
-    """Columns of ``node`` outside any nested subquery (those belong to the subquery's scope)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, exp.Column):
-            yield n
-            continue
-        for child in n.iter_expressions():
-            if isinstance(child, (exp.Subquery, exp.Select, exp.Union)):
-                continue
-            stack.append(child)
 
 
 @dataclass
@@ -203,7 +178,7 @@ class Subqueries:
                     raise self.unsupported(query.args[key], f"{what} in a correlated IN/EXISTS subquery", what)
             if _has_aggregate(query):
                 raise self.unsupported(query, "an aggregate in a correlated IN/EXISTS subquery", "SELECT")
-            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=kind == "not_in")
+            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=False)
             exprs = []
             if lhs is not None:
                 if len(query.expressions) != 1:
@@ -243,9 +218,16 @@ class Subqueries:
         if not one_row:
             raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
                                          "(it may return several rows)", "(")
-        alias = self._new_alias()
         value = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
         outer_in_value = any(self._is_outer(c, self._inner_scope) for c in _own_columns(value))
+        if corr and magic_sets.is_theta(self, corr):
+            alias, plan, pad, outer, outside = magic_sets.theta_scalar(self, query, corr, node, aggregated,
+                                                                      outer_in_value)
+            self._add(SubqueryItem(alias, plan, "left", [], pad, outer=outer))
+            if outside is None:
+                return self._ref(alias, len(plan.columns) - 1)
+            return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
+        alias = self._new_alias()
         if not corr and not outer_in_value:
             plan = _rename(self.b.query(query), ("__v",))
             return self._place(alias, plan, "inner", [], None, node, aggregated, None)
@@ -363,7 +345,7 @@ class Subqueries:
             on: list[Expr] = []
             for c in item.on:
                 on += conjuncts(binder.bind(c))
-            step = Step(item.kind, on, item.pad)
+            step = Step(item.kind, on, item.pad, outer=item.outer)
             if item.not_in is not None:
                 eq = binder.bind(item.not_in)
                 step.not_in = (eq.args[0], eq.args[1])  # type: ignore[attr-defined]
