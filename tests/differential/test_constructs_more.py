@@ -44,3 +44,29 @@ def test_in_exists_correlated_by_non_equalities(make_flow, oracle):
         ("nin_mixed", "SELECT a_id FROM a WHERE a_v NOT IN (SELECT b_v FROM b WHERE b_k = a_k AND b_id < a_id)"),
         ("mark_theta", "SELECT a_id, a_k IN (SELECT c_k FROM c WHERE c_w <= a_v) AS m FROM a"),
     ], seed=232)
+
+
+def test_constant_relations(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B}, [
+        ("one", "SELECT 1 AS x, 'a' AS y, 2.5 * 2 AS z"),
+        ("vals_join", "SELECT a_id, v.label FROM a JOIN (VALUES (1, 'one'), (2, NULL), (1 + 2, 'th' || 'ree')) "
+                      "AS v(k, label) ON a_k = v.k"),
+        ("in_values", "SELECT a_id FROM a WHERE a_v IN (VALUES (1), (3), (NULL)) OR a_k NOT IN (VALUES (0), (4))"),
+        ("series", "SELECT g, COUNT(a_id) AS n FROM generate_series(0, 5) AS g LEFT JOIN a ON a_k = g GROUP BY g"),
+        ("whole_values", "VALUES (1, 'x'), (2, 'y'), (2, 'y')"),
+        ("nofrom_sub", "SELECT a_id, (SELECT 7) + a_v AS s FROM a"),
+        ("series_step", "SELECT x FROM generate_series(10, -2, -3) AS s(x) "
+                        "WHERE x NOT IN (SELECT b_v FROM b WHERE b_v IS NOT NULL)"),
+    ], seed=233)
+
+
+def test_parenthesised_joins(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
+        ("pj_full", "SELECT a_id, b.b_id, c_k, c_w, b2.b_id AS b2 FROM (a JOIN b ON a_k = b.b_k) "
+                    "FULL JOIN (c JOIN b AS b2 ON c_k = b2.b_k) ON a_v = c_w"),
+        ("pj_cross", "SELECT * FROM (a CROSS JOIN c) WHERE a_k = c_w"),
+        ("pj_nested", "SELECT x.a_id, b_id, c_w FROM ((a AS x LEFT JOIN b ON x.a_k = b_k AND b_v > 1) "
+                      "LEFT JOIN c ON c_k = b_v)"),
+        ("pj_alias", "SELECT j.a_id, j.c_w FROM (a JOIN c ON a_k = c_k) AS j WHERE j.a_v < 3"),
+        ("pj_right", "SELECT a_id, b_id, c_w FROM b RIGHT JOIN (a LEFT JOIN c ON a_v = c_w) ON b_k = a_k"),
+    ], seed=234)

@@ -38,6 +38,10 @@ class FromItem:
     alias: str
     node: pn.Node
     offset: int
+    relations: tuple[str, ...] | None = None  # a parenthesised join: each column's own alias (sql.paren_joins)
+
+    def relation(self, i: int) -> str:
+        return self.relations[i] if self.relations is not None else self.alias
 
 
 @dataclass

@@ -25,7 +25,7 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import ctes, expand
+from freshview.sql import constants, ctes, expand, paren_joins
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
@@ -95,6 +95,8 @@ class QueryBuilder:
             return build_set_operation(self, node)
         if isinstance(node, exp.Select):
             return self.select(node)
+        if isinstance(node, exp.Values):
+            return constants.values(self, node)
         raise self.unsupported(node, f"{node.key.upper()} as a query")
 
     def _refuse_modifiers(self, node: exp.Expression) -> None:
@@ -125,8 +127,11 @@ class QueryBuilder:
             raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
 
         items = self.from_items(node)
+        if items[0].node is constants.ONE_ROW and any(isinstance(s, exp.Star) or (
+                isinstance(s, exp.Column) and isinstance(s.this, exp.Star)) for s in node.expressions):
+            raise SqlError("SELECT * with no tables specified is not valid", locate(node, self.sql), self.sql)
         scope = Scope([
-            ScopeColumn(it.alias, name, t, it.offset + i)
+            ScopeColumn(it.relation(i), name, t, it.offset + i)
             for it in items for i, (name, t) in enumerate(it.node.columns)
         ])
 
@@ -314,8 +319,8 @@ class QueryBuilder:
     # ------------------------------------------------------------------ FROM
     def from_items(self, node: exp.Select) -> list[FromItem]:
         from_ = node.args.get("from_") or node.args.get("from")
-        if from_ is None:
-            raise self.unsupported(node, "SELECT without FROM", "SELECT")
+        if from_ is None:  # one row of no visible column (sql.constants)
+            return [FromItem("", constants.ONE_ROW, 0)]
         raw = [from_.this]
         if from_.expressions:
             raw += list(from_.expressions)
@@ -330,16 +335,23 @@ class QueryBuilder:
         offset = 0
         seen: set[str] = set()
         for r in raw:
-            alias, plan = self.from_item(r)
-            if alias in seen:
-                raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
-            seen.add(alias)
-            items.append(FromItem(alias, plan, offset))
-            offset += len(plan.columns)
+            if paren_joins.is_parenthesised_join(r):
+                aliases, item = paren_joins.parenthesised_join(self, r)
+            else:
+                alias, plan = self.from_item(r)
+                aliases, item = [alias], FromItem(alias, plan, 0)
+            for alias in aliases:
+                if alias in seen:
+                    raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
+                seen.add(alias)
+            items.append(FromItem(item.alias, item.node, offset, item.relations))
+            offset += len(item.node.columns)
         return items
 
     def from_item(self, r: exp.Expression) -> tuple[str, pn.Node]:
         if isinstance(r, exp.Table):
+            if isinstance(r.this, (exp.GenerateSeries, exp.ExplodingGenerateSeries)):
+                return self._series(r)
             if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
                 function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
                 called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
@@ -373,12 +385,6 @@ class QueryBuilder:
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
-            if isinstance(r.this, exp.Table):  # (a JOIN b ON ...) or (a): not a query in parentheses
-                what = "a parenthesised join" if r.this.args.get("joins") else "a table name in parentheses"
-                raise UnsupportedSqlError(
-                    f"{what} in FROM is not supported yet; write it as a subquery with an alias, "
-                    "(SELECT ... FROM a JOIN b ON ...) AS j, or without the parentheses where that means the same",
-                    locate(r, self.sql, "("), self.sql)
             if alias_node is None or not alias_node.name:
                 raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
             if r.args.get("lateral"):
@@ -387,14 +393,30 @@ class QueryBuilder:
             if alias_node.columns:
                 plan = self._rename(plan, alias_node, r)
             return alias_node.name, plan
-        if isinstance(r, (exp.Values,)):
-            raise self.unsupported(r, "VALUES in FROM", "VALUES")
+        if isinstance(r, exp.Values):
+            plan = constants.values(self, r)
+            alias_node = r.args.get("alias")
+            if alias_node is not None and alias_node.columns:
+                plan = self._rename(plan, alias_node, r)
+            return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
         if isinstance(r, exp.Unnest):
             raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
                                       "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")
+
+    def _series(self, r: exp.Table) -> tuple[str, pn.Node]:
+        """generate_series(...) in FROM: named as PostgreSQL names a function's column, after the function,
+        or after the table alias, or by the alias's column list."""
+        plan: pn.Node = constants.generate_series(self, r.this, r)
+        alias_node = r.args.get("alias")
+        if alias_node is None or not alias_node.name:
+            return "generate_series", plan
+        if alias_node.columns:
+            return alias_node.name, self._rename(plan, alias_node, r)
+        t = plan.columns[0][1]
+        return alias_node.name, pn.Project(plan, (ColumnRef(t, 0, alias_node.name),), (alias_node.name,))
 
     def _rename(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
         names = [c.name for c in alias_node.columns]

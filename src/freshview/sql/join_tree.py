@@ -69,7 +69,7 @@ class Step:
 def join_kinds(node) -> list[str]:
     """Per FROM item of a SELECT: ``inner`` for the FROM list and [INNER|CROSS] JOINs, else the side."""
     from_ = node.args.get("from_") or node.args.get("from")
-    kinds = ["inner"] * (1 + len(from_.expressions or [])) if from_ is not None else []
+    kinds = ["inner"] * (1 + len(from_.expressions or [])) if from_ is not None else ["inner"]  # (one row)
     for join in node.args.get("joins") or []:
         side = (join.args.get("side") or "").lower()
         kinds.append(side if side in ("left", "right", "full") else "inner")

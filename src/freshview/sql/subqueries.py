@@ -213,8 +213,8 @@ class Subqueries:
         if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
             raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
         corr, _local = self._correlated(query, allow_select=True)
-        one_row = (_has_aggregate(query) and query.args.get("group") is None
-                   and query.args.get("having") is None)
+        one_row = ((_has_aggregate(query) or not (query.args.get("from_") or query.args.get("where")))
+                   and query.args.get("group") is None and query.args.get("having") is None)
         if not one_row:
             raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
                                          "(it may return several rows)", "(")
@@ -373,7 +373,7 @@ class Subqueries:
     def _correlated_in_scope(self, query: exp.Select,
                              allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
         inner_items = self.b.from_items(query)
-        inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
+        inner = Scope([ScopeColumn(it.relation(i), n, t, it.offset + i)
                        for it in inner_items for i, (n, t) in enumerate(it.node.columns)])
         self._inner_scope = inner
         where = query.args.get("where")
