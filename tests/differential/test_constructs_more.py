@@ -70,3 +70,14 @@ def test_parenthesised_joins(make_flow, oracle):
         ("pj_alias", "SELECT j.a_id, j.c_w FROM (a JOIN c ON a_k = c_k) AS j WHERE j.a_v < 3"),
         ("pj_right", "SELECT a_id, b_id, c_w FROM b RIGHT JOIN (a LEFT JOIN c ON a_v = c_w) ON b_k = a_k"),
     ], seed=234)
+
+
+def test_distinct_on_and_renamed_duplicate_columns(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B}, [
+        ("don", "SELECT DISTINCT ON (a_k) a_k, a_v, a_id FROM a ORDER BY a_k, a_v DESC, a_id"),
+        ("don_alias", "SELECT DISTINCT ON (k) a_k AS k, a_id FROM a ORDER BY 1, a_id DESC"),
+        ("don_grouped", "SELECT DISTINCT ON (b_k) b_k, b_v, COUNT(*) AS n FROM b GROUP BY b_k, b_v "
+                        "ORDER BY b_k, n DESC, b_v NULLS FIRST"),
+        ("dup_rename", "SELECT * FROM (SELECT a_k, a_k, a_v FROM a) AS q(x, y, z) WHERE x = z"),
+        ("dup_cte", "WITH w(p, q) AS (SELECT b_v, b_v FROM b) SELECT p, COUNT(q) AS n FROM w GROUP BY p"),
+    ], seed=235)

@@ -26,6 +26,7 @@ from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
 from freshview.sql import constants, ctes, expand, paren_joins
+from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
@@ -61,6 +62,7 @@ def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres"
     d = get_dialect(dialect)
     tree = parse_query(sql, d.sqlglot)
     builder = QueryBuilder(sql, catalog, d)
+    builder.view_select = _naming_select(tree)
     plan = optimize(builder.query(tree), statistics=statistics)
     return plan, expand.splice(sql, builder.splices)
 
@@ -73,6 +75,7 @@ class QueryBuilder:
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
         self.splices: expand.Splices = {}  # FROM items read through a definition (sql.expand)
         self.depth = 0  # how deep in definitions of relations this text is
+        self.view_select: exp.Expression | None = None  # the SELECT that names the view's columns
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -124,7 +127,7 @@ class QueryBuilder:
                            "one column", locate(node, self.sql, "SELECT"), self.sql)
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
-            raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
+            return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
 
         items = self.from_items(node)
         if items[0].node is constants.ONE_ROW and any(isinstance(s, exp.Star) or (
@@ -223,7 +226,8 @@ class QueryBuilder:
                                             "and '24 hours' equal but prints them apart)")
             out_names.append(_output_name(sel, len(out_names)))
             out_origins.append(sel)
-        _check_unique_names(out_names, node, self.sql)
+        if node is self.view_select:  # (a derived table may repeat a name: q(a, b) renames it, a use is ambiguous)
+            _check_unique_names(out_names, node, self.sql)
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
         topk = window.bind_top_k(node, self.sql, select_binder, scope, out_names, out_exprs)
         select_binder.windows = window.NotHere(self.sql, "HAVING")  # only in the SELECT list and ORDER BY
@@ -506,6 +510,13 @@ def _output_name(sel: exp.Expression, position: int) -> str:
 def _pg_type_name(cast: exp.Cast) -> str:
     text = cast.to.sql(dialect="postgres").lower()
     return text.split("(")[0].strip()
+
+
+def _naming_select(tree: exp.Expression) -> exp.Expression:
+    """The SELECT whose output names are the view's columns (a set operation's first)."""
+    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
+        tree = tree.this
+    return tree
 
 
 def _check_unique_names(names: list[str], node: exp.Select, sql: str) -> None:
