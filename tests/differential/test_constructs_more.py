@@ -81,3 +81,15 @@ def test_distinct_on_and_renamed_duplicate_columns(make_flow, oracle):
         ("dup_rename", "SELECT * FROM (SELECT a_k, a_k, a_v FROM a) AS q(x, y, z) WHERE x = z"),
         ("dup_cte", "WITH w(p, q) AS (SELECT b_v, b_v FROM b) SELECT p, COUNT(q) AS n FROM w GROUP BY p"),
     ], seed=235)
+
+
+def test_grouping_sets_rollup_cube(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "c": C}, [
+        ("rollup", "SELECT a_k, a_v, COUNT(*) AS n, SUM(a_id) AS s, GROUPING(a_k, a_v) AS g FROM a "
+                   "GROUP BY ROLLUP (a_k, a_v)"),
+        ("cube", "SELECT c_k, c_w, COUNT(c_w) AS n, MAX(c_w) AS mx FROM c GROUP BY CUBE (c_k, c_w) "
+                 "HAVING COUNT(*) > 1"),
+        ("sets", "SELECT a_k, a_s, COUNT(*) AS n, GROUPING(a_s) AS gs FROM a "
+                 "GROUP BY GROUPING SETS ((a_k, a_s), (a_k), ())"),
+        ("mixed", "SELECT a_k, a_v, AVG(a_id) AS av FROM a WHERE a_id > 3 GROUP BY a_k, ROLLUP (a_v)"),
+    ], seed=236)

@@ -25,7 +25,8 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import constants, ctes, expand, paren_joins
+from freshview.sql import constants, ctes, expand, grouping_sets, paren_joins
+from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
@@ -201,6 +202,7 @@ class QueryBuilder:
         windows = select_binder.windows = window.WindowCollector(self.sql)
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
+        select_binder.grouping = node.args.get("group") is not None  # type: ignore[attr-defined]
         star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
         out_exprs: list[Expr] = []
         out_names: list[str] = []
@@ -235,12 +237,13 @@ class QueryBuilder:
         # GROUP BY: expressions, select aliases or ordinals.
         group_exprs: list[Expr] = []
         group_node = node.args.get("group")
+        sets = None  # GROUPING SETS / ROLLUP / CUBE: the sets, as positions in group_exprs (sql.grouping_sets)
         if group_node is not None:
-            for key in ("grouping_sets", "cube", "rollup"):
-                if group_node.args.get(key):
-                    raise self.unsupported(group_node, f"GROUP BY {key.upper().replace('_', ' ')}", key.upper().split("_")[0])
+            expanded = grouping_sets.expand(group_node, self.sql)
+            group_keys = group_node.expressions if expanded is None else expanded[0]
+            sets = None if expanded is None else expanded[1]
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
-            for g in group_node.expressions:
+            for g in group_keys:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
                 if group_exprs[-1].type.kind == "interval":
                     raise self.unsupported(g, "GROUP BY an interval (PostgreSQL groups '1 day' with '24 hours' "
@@ -258,10 +261,13 @@ class QueryBuilder:
         if collated_distinct:  # DISTINCT under a collation: a GROUP BY of the outputs (sql.collate_groups)
             group_exprs, distinct = list(out_exprs), None
         group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
+        as_bound, spelled = list(group_exprs), {}  # (GROUPING()'s arguments; spelling aggregate -> its key)
         if needs_collation(select_binder, group_exprs):
             group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
                            for n, g in zip(group_names, group_exprs)]
             group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
+            spelled = {j: i for i, g in enumerate(as_bound) for j, a in enumerate(aggs.aggs)
+                       if a.func == "spelling" and a.arg == g}
             out_exprs, having = rewritten[:-1], rewritten[-1]
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None or collated_distinct
 
@@ -273,13 +279,22 @@ class QueryBuilder:
             return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
 
         if aggregated:
-            agg_node = pn.Aggregate(
-                plan,
-                tuple(local(g) for g in group_exprs),
-                tuple(_remap_agg(a, mapping) for a in aggs.aggs),
-                tuple(group_names),
-            )
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
+            if sets is None and not grouping_sets.grouping_calls([*out_exprs, having]):
+                agg_node: pn.Node = pn.Aggregate(
+                    plan,
+                    tuple(local(g) for g in group_exprs),
+                    tuple(_remap_agg(a, mapping) for a in aggs.aggs),
+                    tuple(group_names),
+                )
+            else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
+                calls = grouping_sets.grouping_calls([*out_exprs, having])
+                agg_node = grouping_sets.aggregate(
+                    plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
+                    group_names, sets or [tuple(range(len(group_exprs)))], calls, as_bound, spelled, group_node,
+                    self.sql)
+                first = len(group_exprs) + len(aggs.aggs)
+                lift.grouping = {c: ColumnRef(ty.INT4, first + k, "grouping") for k, c in enumerate(calls)}
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
@@ -447,8 +462,11 @@ class _AggregateLift:
         self.group_exprs = group_exprs
         self.n_groups = n_groups
         self.sql = sql
+        self.grouping: dict[Expr, Expr] = {}  # GROUPING(...) call -> its column (sql.grouping_sets)
 
     def rewrite(self, e: Expr, origin: exp.Expression | None) -> Expr:
+        if e in self.grouping:
+            return self.grouping[e]
         for i, g in enumerate(self.group_exprs):
             if e == g:
                 return ColumnRef(g.type, i, getattr(g, "name", "") or f"g{i}")
