@@ -93,3 +93,16 @@ def test_grouping_sets_rollup_cube(make_flow, oracle):
                  "GROUP BY GROUPING SETS ((a_k, a_s), (a_k), ())"),
         ("mixed", "SELECT a_k, a_v, AVG(a_id) AS av FROM a WHERE a_id > 3 GROUP BY a_k, ROLLUP (a_v)"),
     ], seed=236)
+
+
+def test_lateral_subqueries(make_flow, oracle):
+    _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
+        ("lat_count", "SELECT a_id, s.n, s.t FROM a, LATERAL (SELECT COUNT(*) AS n, SUM(b_v) AS t FROM b "
+                      "WHERE b_k = a.a_k) s"),
+        ("lat_rows", "SELECT a_id, s.b_id FROM a LEFT JOIN LATERAL (SELECT b_id, b_v FROM b "
+                     "WHERE b_k = a.a_k AND b_v < a.a_v) s ON s.b_v > 0"),
+        ("lat_grouped", "SELECT a_id, k, m FROM a CROSS JOIN LATERAL (SELECT c_k, MAX(c_w) AS m FROM c "
+                        "WHERE c_w <= a_v GROUP BY c_k) AS s(k, m)"),
+        ("lat_nofrom", "SELECT a_id, x FROM a, LATERAL (SELECT a_v + a_k AS x) t WHERE x > 2"),
+        ("lat_distinct", "SELECT a_k, w FROM a, LATERAL (SELECT DISTINCT c_w AS w FROM c WHERE c_k = a.a_v) s"),
+    ], seed=237)

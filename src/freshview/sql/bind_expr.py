@@ -39,6 +39,8 @@ class FromItem:
     node: pn.Node
     offset: int
     relations: tuple[str, ...] | None = None  # a parenthesised join: each column's own alias (sql.paren_joins)
+    hidden: int = 0  # LATERAL: its first columns, the outer values it was computed for, out of scope (sql.lateral)
+    lateral: tuple | None = None  # LATERAL: (placeholder, outer expressions over the wide row, pad or None)
 
     def relation(self, i: int) -> str:
         return self.relations[i] if self.relations is not None else self.alias

@@ -25,7 +25,7 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import constants, ctes, expand, grouping_sets, paren_joins
+from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins
 from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
@@ -136,7 +136,7 @@ class QueryBuilder:
             raise SqlError("SELECT * with no tables specified is not valid", locate(node, self.sql), self.sql)
         scope = Scope([
             ScopeColumn(it.relation(i), name, t, it.offset + i)
-            for it in items for i, (name, t) in enumerate(it.node.columns)
+            for it in items for i, (name, t) in enumerate(it.node.columns) if i >= it.hidden
         ])
 
         using = resolve_using(items, node, self.sql)  # JOIN ... USING / NATURAL JOIN (sql.join_tree)
@@ -177,6 +177,11 @@ class QueryBuilder:
             subs.predicate(c)
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
+        for k, it in enumerate(items):
+            if it.lateral is not None:  # over the distinct outer values it reads (sql.lateral)
+                steps[k].outer = it.lateral[:2]
+                if it.lateral[2] is not None:  # an aggregate without GROUP BY: one row per outer row
+                    steps[k].kind, steps[k].pad = "left", it.lateral[2]
         commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or []) if starts_group(join)]
         for k, on in on_nodes:
             last_comma = max(c for c in commas if c < k)
@@ -354,7 +359,11 @@ class QueryBuilder:
         offset = 0
         seen: set[str] = set()
         for r in raw:
-            if paren_joins.is_parenthesised_join(r):
+            if isinstance(r, exp.Lateral):
+                join = r.parent if isinstance(r.parent, exp.Join) else None
+                item = lateral.lateral_item(self, r, items, join)
+                aliases = [item.alias]
+            elif paren_joins.is_parenthesised_join(r):
                 aliases, item = paren_joins.parenthesised_join(self, r)
             else:
                 alias, plan = self.from_item(r)
@@ -363,7 +372,7 @@ class QueryBuilder:
                 if alias in seen:
                     raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
                 seen.add(alias)
-            items.append(FromItem(item.alias, item.node, offset, item.relations))
+            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral))
             offset += len(item.node.columns)
         return items
 

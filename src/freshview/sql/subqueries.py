@@ -43,7 +43,7 @@ from sqlglot import exp
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
-from freshview.plan.rewrite.joins import empty_value, outer_join, refs
+from freshview.plan.rewrite.joins import empty_row, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
 from freshview.sql import ctes, magic_sets
@@ -322,20 +322,11 @@ class Subqueries:
 
     def _empty_row(self, plan: pn.Node, node: exp.Expression, n_keys: int) -> tuple[Expr, ...]:
         """The grouped subquery's row for a key with no rows: NULL keys, each value over no rows."""
-        if isinstance(plan, pn.Aggregate):
-            agg, exprs = plan, refs(plan.columns)
-        elif isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate):
-            agg, exprs = plan.input, plan.exprs
-        else:
-            raise self.unsupported(node, "this correlated scalar subquery", "(")
-        row: list[Expr] = [Literal(t, None) for _, t in plan.columns[:n_keys]]
-        for e in exprs[n_keys:]:
-            value = empty_value(e, agg.aggs, len(agg.group))
-            if columns_used(value):
-                raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation "
-                                             "column outside an aggregate", "(")
-            row.append(value)
-        return tuple(row)
+        row = empty_row(plan, n_keys)
+        if row is None:
+            raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation "
+                                         "column outside an aggregate", "(")
+        return row
 
     # ------------------------------------------------------------------ for the builder
     def steps(self, binder) -> list[Step]:
@@ -374,7 +365,7 @@ class Subqueries:
                              allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
         inner_items = self.b.from_items(query)
         inner = Scope([ScopeColumn(it.relation(i), n, t, it.offset + i)
-                       for it in inner_items for i, (n, t) in enumerate(it.node.columns)])
+                       for it in inner_items for i, (n, t) in enumerate(it.node.columns) if i >= it.hidden])
         self._inner_scope = inner
         where = query.args.get("where")
         corr, local = [], []

@@ -192,6 +192,25 @@ def empty_value(e: Expr, aggs, offset: int) -> Expr:
     return _substitute(e, mapping)
 
 
+def empty_row(plan: pn.Node, n_keys: int) -> tuple[Expr, ...] | None:
+    """The row of a grouped subquery ``plan`` (its first ``n_keys`` columns its group keys, then values over
+    an Aggregate) for a key with no rows: NULL keys, each value over no rows; None when ``plan`` is not that
+    shape or a value reads a column outside an aggregate."""
+    if isinstance(plan, pn.Aggregate):
+        agg, exprs = plan, refs(plan.columns)
+    elif isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate):
+        agg, exprs = plan.input, plan.exprs
+    else:
+        return None
+    row: list[Expr] = [Literal(t, None) for _, t in plan.columns[:n_keys]]
+    for e in exprs[n_keys:]:
+        value = empty_value(e, agg.aggs, len(agg.group))
+        if columns_used(value):
+            return None
+        row.append(value)
+    return tuple(row)
+
+
 def _substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
     if isinstance(e, ColumnRef):
         return mapping.get(e.index, e)
@@ -217,4 +236,4 @@ class _Lower(BottomUp):
         return outer_join(node.kind, *args, node.residual, node.pad)
 
 
-__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "null_safe", "has_null_safe_key", "empty_value", "lower_joins"]
+__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "null_safe", "has_null_safe_key", "empty_value", "empty_row", "lower_joins"]
