@@ -98,7 +98,7 @@ def test_grouping_sets_rollup_cube(make_flow, oracle):
 def test_lateral_subqueries(make_flow, oracle):
     _run(make_flow, oracle, {"a": A, "b": B, "c": C}, [
         ("lat_count", "SELECT a_id, s.n, s.t FROM a, LATERAL (SELECT COUNT(*) AS n, SUM(b_v) AS t FROM b "
-                      "WHERE b_k = a.a_k) s"),
+                      "WHERE b_k = a.a_k + 2) s"),
         ("lat_rows", "SELECT a_id, s.b_id FROM a LEFT JOIN LATERAL (SELECT b_id, b_v FROM b "
                      "WHERE b_k = a.a_k AND b_v < a.a_v) s ON s.b_v > 0"),
         ("lat_grouped", "SELECT a_id, k, m FROM a CROSS JOIN LATERAL (SELECT c_k, MAX(c_w) AS m FROM c "
@@ -106,3 +106,20 @@ def test_lateral_subqueries(make_flow, oracle):
         ("lat_nofrom", "SELECT a_id, x FROM a, LATERAL (SELECT a_v + a_k AS x) t WHERE x > 2"),
         ("lat_distinct", "SELECT a_k, w FROM a, LATERAL (SELECT DISTINCT c_w AS w FROM c WHERE c_k = a.a_v) s"),
     ], seed=237)
+
+
+AN = ("a_id INT, a_k INT, a_v INT, a_s TEXT", ["a_id"], {"a_k": _small + [None], "a_v": _small + [None]})
+BN = ("b_id INT, b_k INT, b_v INT, b_t TEXT", ["b_id"], {"b_k": _small + [None], "b_v": _small + [None]})
+
+
+def test_null_correlation_values(make_flow, oracle):
+    """NULLs in the outer values a subquery is computed for: each its own group, joined back null-safe."""
+    _run(make_flow, oracle, {"a": AN, "b": BN}, [
+        ("null_scalar", "SELECT a_id, (SELECT COUNT(*) FROM b WHERE b_v IS DISTINCT FROM a_v AND b_k < 3) AS n, "
+                        "(SELECT MIN(b_id) FROM b WHERE b_v > a_v) AS lo FROM a"),
+        ("null_lateral", "SELECT a_id, s.n FROM a, LATERAL (SELECT COUNT(b_id) AS n FROM b "
+                         "WHERE b_k IS NOT DISTINCT FROM a.a_k AND b_v <= 2) s"),
+        ("null_nin", "SELECT a_id FROM a WHERE a_k NOT IN (SELECT b_k FROM b WHERE b_v > a_v)"),
+        ("null_rollup", "SELECT a_k, a_v, COUNT(*) AS n, GROUPING(a_k, a_v) AS g FROM a GROUP BY ROLLUP (a_k, a_v)"),
+        ("null_don", "SELECT DISTINCT ON (a_k) a_k, a_v, a_id FROM a ORDER BY a_k, a_v NULLS FIRST, a_id"),
+    ], seed=238)

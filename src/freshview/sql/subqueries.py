@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
-from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
+from freshview.plan.expr import ColumnRef, Expr, Literal, conjuncts
 from freshview.plan.rewrite.joins import empty_row, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
