@@ -9,18 +9,7 @@ compared with PostgreSQL after every step under every executor.
 
 from __future__ import annotations
 
-from tests.support.differential import run_differential
-
-_small = [0, 1, 2, 3, 4]
-A = ("a_id INT, a_k INT, a_v INT, a_s TEXT", ["a_id"], {"a_k": _small, "a_v": _small})
-B = ("b_id INT, b_k INT, b_v INT, b_t TEXT", ["b_id"], {"b_k": _small, "b_v": _small})
-C = ("c_k INT, c_w INT", [], {"c_k": _small, "c_w": _small})  # no key: duplicates
-
-
-def _run(make_flow, oracle, sources, views, seed, steps=10):
-    report = run_differential(make_flow, oracle, sources=sources, views=views, seed=seed, steps=steps)
-    assert report.steps >= steps
-    return report
+from tests.differential.test_joins_subqueries import A, B, C, _run, _small  # the same sources and driver
 
 
 def test_scalar_subqueries_correlated_by_non_equalities(make_flow, oracle):

@@ -29,9 +29,8 @@ from sqlglot import exp
 from freshview.errors import UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Expr
-from freshview.plan.rewrite.joins import empty_row, has_null_safe_key, refs
-from freshview.sql import ctes
-from freshview.sql.ast_walk import own_columns
+from freshview.plan.rewrite.joins import empty_row, refs
+from freshview.sql.magic_sets import plan_over, to_holder
 from freshview.sql.bind_expr import ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.parse import locate
 
@@ -64,17 +63,8 @@ def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], joi
     rewritten = query.copy()
     texts: list[str] = []
     outer_exprs: list[Expr] = []
-    for col in list(own_columns(rewritten)):
-        if inner.resolve(col.name, col.table or None) or not outer_scope.resolve(col.name, col.table or None):
-            continue
-        text = col.sql(dialect="postgres")
-        if text not in texts:
-            bound = binder.bind(col)
-            if not has_null_safe_key(bound.type):
-                raise qb.unsupported(col, f"a LATERAL reference to a {bound.type} column")
-            texts.append(text)
-            outer_exprs.append(bound)
-        col.replace(exp.column(f"__o{texts.index(text)}", table=holder_name))
+    to_holder(qb, rewritten, lambda col: not inner.resolve(col.name, col.table or None) and bool(
+        outer_scope.resolve(col.name, col.table or None)), binder, holder_name, texts, outer_exprs)
     keys = [exp.column(f"__o{j}", table=holder_name) for j in range(len(texts))]
     aggregated = query.args.get("group") is not None or any(
         isinstance(n, exp.AggFunc) for e in query.expressions for n in e.walk())
@@ -96,12 +86,7 @@ def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], joi
         rewritten.set("group", exp.Group(expressions=[k.copy() for k in keys]
                                          + (list(group.expressions) if group is not None else [])))
     holder = pn.OuterRows(len(before), tuple((f"__o{j}", e.type) for j, e in enumerate(outer_exprs)))
-    saved = qb.cte_scope
-    qb.cte_scope = ctes.CteScope(holder_name, holder, saved)
-    try:
-        plan = qb.query(rewritten)
-    finally:
-        qb.cte_scope = saved
+    plan = plan_over(qb, holder_name, holder, rewritten)
     n = len(keys)
     if alias_node.columns:
         names = [c.name for c in alias_node.columns]

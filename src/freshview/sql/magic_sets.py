@@ -33,12 +33,14 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from freshview.plan import nodes as pn
+from freshview.plan.expr import Expr
 from freshview.plan.rewrite.joins import has_null_safe_key
 from freshview.sql import ctes
 from freshview.sql.ast_walk import conjuncts_ast, own_columns
 from freshview.sql.bind_expr import ExprBinder
 
 if TYPE_CHECKING:
+    from freshview.sql.build import QueryBuilder
     from freshview.sql.subqueries import Subqueries
 
 
@@ -73,17 +75,7 @@ def theta_scalar(subs: "Subqueries", query: exp.Select, corr: list[exp.Expressio
         if any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in c.walk()):
             raise subs.unsupported(c, "a subquery inside a correlated condition")
         rewritten = c.copy()
-        for col in list(own_columns(rewritten)):
-            if not subs._is_outer(col, inner):
-                continue
-            text = col.sql(dialect="postgres")
-            if text not in texts:
-                bound = binder.bind(col)
-                if not has_null_safe_key(bound.type):
-                    raise subs.unsupported(col, f"a non-equality correlation on a {bound.type} column")
-                texts.append(text)
-                outer_exprs.append(bound)
-            col.replace(exp.column(f"__o{texts.index(text)}", table=holder_name))
+        to_holder(subs.b, rewritten, lambda col: subs._is_outer(col, inner), binder, holder_name, texts, outer_exprs)
         conds.append(rewritten)
     value = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
     outside = None
@@ -105,14 +97,36 @@ def theta_scalar(subs: "Subqueries", query: exp.Select, corr: list[exp.Expressio
     out.set("distinct", None)
     holder = pn.OuterRows(subs.b._subquery_counter,  # type: ignore[attr-defined]
                           tuple((f"__o{j}", e.type) for j, e in enumerate(outer_exprs)))
-    saved = subs.b.cte_scope
-    subs.b.cte_scope = ctes.CteScope(holder_name, holder, saved)
-    try:
-        plan = subs.b.query(out)
-    finally:
-        subs.b.cte_scope = saved
+    plan = plan_over(subs.b, holder_name, holder, out)
     pad = subs._empty_row(plan, node, len(keys))
     return alias, plan, pad, (holder, tuple(outer_exprs)), outside
 
 
-__all__ = ["is_theta", "theta_scalar"]
+def to_holder(qb: "QueryBuilder", node: exp.Expression, is_outer, binder: ExprBinder, holder_name: str,
+              texts: list[str], outer_exprs: list[Expr]) -> None:
+    """Each outer column of ``node`` (``is_outer``) replaced, in place, by the placeholder's column for it
+    (``holder_name.__oJ``); a column met first is bound (``binder``) and added to ``texts``/``outer_exprs``."""
+    for col in list(own_columns(node)):
+        if not is_outer(col):
+            continue
+        text = col.sql(dialect="postgres")
+        if text not in texts:
+            bound = binder.bind(col)
+            if not has_null_safe_key(bound.type):
+                raise qb.unsupported(col, f"a correlation on a {bound.type} column (no NULL-safe key)")
+            texts.append(text)
+            outer_exprs.append(bound)
+        col.replace(exp.column(f"__o{texts.index(text)}", table=holder_name))
+
+
+def plan_over(qb: "QueryBuilder", holder_name: str, holder: pn.OuterRows, query: exp.Expression) -> pn.Node:
+    """The plan of ``query``, in which the FROM item ``holder_name`` is the placeholder ``holder``."""
+    saved = qb.cte_scope
+    qb.cte_scope = ctes.CteScope(holder_name, holder, saved)
+    try:
+        return qb.query(query)
+    finally:
+        qb.cte_scope = saved
+
+
+__all__ = ["is_theta", "theta_scalar", "to_holder", "plan_over"]
