@@ -106,3 +106,17 @@ def test_the_oracle_tells_the_dialects_apart(make_flow, maria):
     with pytest.raises(AssertionError, match="rows differ"):
         run_differential(make_flow, maria, sources={"t": T}, seed=7, steps=1, executions=["local"],
                          views=[("pg", "SELECT t_id, g / 2 AS a, s = 'a' AS eq FROM t")])
+
+
+def test_mysql_rollup_and_decimal_div(make_flow, maria):
+    _run(make_flow, maria, {"t": T}, [
+        ("div_dec", "SELECT t_id, d DIV 2 AS h, d DIV g AS q, g DIV d AS r FROM t"),
+        ("sum_div", "SELECT g, SUM(d) DIV 2 AS h FROM t GROUP BY g"),
+        ("rollup", "SELECT g, COUNT(*) AS n, SUM(d) AS sd FROM t GROUP BY g WITH ROLLUP"),
+    ], seed=23)
+
+
+def test_mysql_rollup_over_collated_text(make_flow, maria):
+    _run(make_flow, maria, {"t": T}, [  # a group's spelling is MariaDB's choice: compared by collation key
+        ("rollup_text", "SELECT s, g, COUNT(*) AS n FROM t GROUP BY s, g WITH ROLLUP"),
+    ], seed=24, canon=collation_keys)

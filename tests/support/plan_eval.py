@@ -46,6 +46,9 @@ class _Eval:
     def visit_Scan(self, node: pn.Scan) -> Counter:
         return Counter(self.tables[node.relation])
 
+    def visit_Constant(self, node: pn.Constant) -> Counter:
+        return Counter(node.rows)
+
     def visit_Filter(self, node: pn.Filter) -> Counter:
         rel = self.run(node.input)
         rows = list(rel)

@@ -16,6 +16,8 @@ def describe(node: pn.Node) -> str:
     if isinstance(node, pn.Scan):
         kind = "view" if node.is_view else "source"
         return f"Scan {kind} {node.relation} [{', '.join(n for n, _ in node.columns)}]"
+    if isinstance(node, pn.Constant):
+        return f"Constant {len(node.rows)} row(s) [{', '.join(n for n, _ in node.columns)}]"
     if isinstance(node, pn.Filter):
         return f"Filter {node.predicate}"
     if isinstance(node, pn.Project):

@@ -47,6 +47,24 @@ class Scan(Node):
 
 
 @dataclass(frozen=True)
+class Constant(Node):
+    """A relation written in the query (VALUES, SELECT without FROM, generate_series of constants): ``rows``,
+    Python values of ``schema_columns``' types, each once.  As a stream it is its rows at the view's first
+    computation and nothing after (Δ = rows at t = 0, then 0), so its integral is the constant."""
+
+    rows: tuple[tuple, ...]
+    schema_columns: Columns
+
+    def __post_init__(self) -> None:
+        if any(len(r) != len(self.schema_columns) for r in self.rows):
+            raise FreshviewError("internal: a constant row differs in width from its columns")
+
+    @property
+    def columns(self) -> Columns:
+        return self.schema_columns
+
+
+@dataclass(frozen=True)
 class _Unary(Node):
     input: Node
 
@@ -349,6 +367,20 @@ class Recursive(Node):
     @property
     def columns(self) -> Columns:
         return self.anchor.columns
+
+
+@dataclass(frozen=True)
+class OuterRows(Node):
+    """Inside a subquery correlated by non-equalities, while the query builder decorrelates it: the
+    distinct values of its outer correlation expressions (one column each).  The builder replaces it with
+    those rows (``sql.join_tree``) before any rewrite runs, so no rule or executor meets it."""
+
+    index: int
+    schema_columns: Columns
+
+    @property
+    def columns(self) -> Columns:
+        return self.schema_columns
 
 
 def with_inputs(node: Node, inputs: tuple[Node, ...] | list[Node]) -> Node:

@@ -151,6 +151,15 @@ class CircuitRunner:
             return None
         return k.of_arrow(table)
 
+    def visit_Constant(self, op: Operator, node: pn.Constant, inputs: InputFn, k: Kernels, force: bool
+                       ) -> Rel | None:
+        """Δ = the rows at the first computation (``force``), nothing after: the integral is the constant."""
+        if not force or not node.rows:
+            return None
+        arrays = [pa.array([r[i] for r in node.rows], t.arrow) for i, (_, t) in enumerate(node.columns)]
+        arrays.append(pa.array([1] * len(node.rows), pa.int64()))
+        return k.of_arrow(pa.Table.from_arrays(arrays, schema=arrow_schema(node.columns)))
+
     def visit_Filter(self, op: Operator, node: pn.Filter, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
         return filter_delta(k, node, d, self._memo_of(k, op)) if d is not None else None

@@ -39,6 +39,12 @@ class FromItem:
     alias: str
     node: pn.Node
     offset: int
+    relations: tuple[str, ...] | None = None  # a parenthesised join: each column's own alias (sql.paren_joins)
+    hidden: int = 0  # LATERAL: its first columns, the outer values it was computed for, out of scope (sql.lateral)
+    lateral: tuple | None = None  # LATERAL: (placeholder, outer expressions over the wide row, pad or None)
+
+    def relation(self, i: int) -> str:
+        return self.relations[i] if self.relations is not None else self.alias
 
 
 @dataclass
@@ -334,7 +340,7 @@ class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
         left, right = self.bind(node.left), self.bind(node.right)
         out = self.dialect.int_div(left, right)
         if out is None:
-            raise self.unsupported(node, f"DIV of {left.type} and {right.type} (DIV is computed for integers)",
+            raise self.unsupported(node, f"DIV of {left.type} and {right.type} (DIV is computed for integers and decimals)",
                                    "DIV")
         return out
 
@@ -692,6 +698,11 @@ class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
         if windows is None:
             raise self.unsupported(node, f"window function (OVER ...) in {self.context}", "OVER")
         return windows.add(self, node)
+
+    def visit_Grouping(self, node: exp.Grouping) -> Expr:
+        if not getattr(self, "grouping", False):  # the SELECT list and HAVING of a GROUP BY (sql.grouping_sets)
+            raise self.unsupported(node, f"GROUPING() in {self.context}", "GROUPING")
+        return Call(ty.INT4, "grouping", tuple(self.bind(a) for a in node.expressions))
 
     def visit_Subquery(self, node: exp.Subquery) -> Expr:
         if self.subquery is not None:  # the query builder decorrelates it (``sql.subqueries``)

@@ -25,7 +25,9 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import ctes, expand
+from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins
+from freshview.plan import typing as ty
+from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
@@ -61,6 +63,7 @@ def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres"
     d = get_dialect(dialect)
     tree = parse_query(sql, d.sqlglot)
     builder = QueryBuilder(sql, catalog, d)
+    builder.view_select = _naming_select(tree)
     plan = optimize(builder.query(tree), statistics=statistics)
     return plan, expand.splice(sql, builder.splices)
 
@@ -73,6 +76,7 @@ class QueryBuilder:
         self.cte_scope: ctes.CteScope | None = None  # the WITH names visible here (sql.ctes)
         self.splices: expand.Splices = {}  # FROM items read through a definition (sql.expand)
         self.depth = 0  # how deep in definitions of relations this text is
+        self.view_select: exp.Expression | None = None  # the SELECT that names the view's columns
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -95,6 +99,8 @@ class QueryBuilder:
             return build_set_operation(self, node)
         if isinstance(node, exp.Select):
             return self.select(node)
+        if isinstance(node, exp.Values):
+            return constants.values(self, node)
         raise self.unsupported(node, f"{node.key.upper()} as a query")
 
     def _refuse_modifiers(self, node: exp.Expression) -> None:
@@ -122,12 +128,15 @@ class QueryBuilder:
                            "one column", locate(node, self.sql, "SELECT"), self.sql)
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
-            raise self.unsupported(distinct, "DISTINCT ON", "DISTINCT ON")
+            return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
 
         items = self.from_items(node)
+        if items[0].node is constants.ONE_ROW and any(isinstance(s, exp.Star) or (
+                isinstance(s, exp.Column) and isinstance(s.this, exp.Star)) for s in node.expressions):
+            raise SqlError("SELECT * with no tables specified is not valid", locate(node, self.sql), self.sql)
         scope = Scope([
-            ScopeColumn(it.alias, name, t, it.offset + i)
-            for it in items for i, (name, t) in enumerate(it.node.columns)
+            ScopeColumn(it.relation(i), name, t, it.offset + i)
+            for it in items for i, (name, t) in enumerate(it.node.columns) if i >= it.hidden
         ])
 
         using = resolve_using(items, node, self.sql)  # JOIN ... USING / NATURAL JOIN (sql.join_tree)
@@ -168,6 +177,11 @@ class QueryBuilder:
             subs.predicate(c)
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
+        for k, it in enumerate(items):
+            if it.lateral is not None:  # over the distinct outer values it reads (sql.lateral)
+                steps[k].outer = it.lateral[:2]
+                if it.lateral[2] is not None:  # an aggregate without GROUP BY: one row per outer row
+                    steps[k].kind, steps[k].pad = "left", it.lateral[2]
         commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or []) if starts_group(join)]
         for k, on in on_nodes:
             last_comma = max(c for c in commas if c < k)
@@ -193,6 +207,7 @@ class QueryBuilder:
         windows = select_binder.windows = window.WindowCollector(self.sql)
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
+        select_binder.grouping = node.args.get("group") is not None  # type: ignore[attr-defined]
         star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
         out_exprs: list[Expr] = []
         out_names: list[str] = []
@@ -218,7 +233,8 @@ class QueryBuilder:
                                             "and '24 hours' equal but prints them apart)")
             out_names.append(_output_name(sel, len(out_names)))
             out_origins.append(sel)
-        _check_unique_names(out_names, node, self.sql)
+        if node is self.view_select:  # (a derived table may repeat a name: q(a, b) renames it, a use is ambiguous)
+            _check_unique_names(out_names, node, self.sql)
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
         topk = window.bind_top_k(node, self.sql, select_binder, scope, out_names, out_exprs)
         select_binder.windows = window.NotHere(self.sql, "HAVING")  # only in the SELECT list and ORDER BY
@@ -226,12 +242,13 @@ class QueryBuilder:
         # GROUP BY: expressions, select aliases or ordinals.
         group_exprs: list[Expr] = []
         group_node = node.args.get("group")
+        sets = None  # GROUPING SETS / ROLLUP / CUBE: the sets, as positions in group_exprs (sql.grouping_sets)
         if group_node is not None:
-            for key in ("grouping_sets", "cube", "rollup"):
-                if group_node.args.get(key):
-                    raise self.unsupported(group_node, f"GROUP BY {key.upper().replace('_', ' ')}", key.upper().split("_")[0])
+            expanded = grouping_sets.expand(group_node, self.sql)
+            group_keys = group_node.expressions if expanded is None else expanded[0]
+            sets = None if expanded is None else expanded[1]
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
-            for g in group_node.expressions:
+            for g in group_keys:
                 group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
                 if group_exprs[-1].type.kind == "json":
                     raise self.unsupported(g, "GROUP BY a json value (json has no equality operator; jsonb has)")
@@ -251,10 +268,13 @@ class QueryBuilder:
         if collated_distinct:  # DISTINCT under a collation: a GROUP BY of the outputs (sql.collate_groups)
             group_exprs, distinct = list(out_exprs), None
         group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
+        as_bound, spelled = list(group_exprs), {}  # (GROUPING()'s arguments; spelling aggregate -> its key)
         if needs_collation(select_binder, group_exprs):
             group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
                            for n, g in zip(group_names, group_exprs)]
             group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
+            spelled = {j: i for i, g in enumerate(as_bound) for j, a in enumerate(aggs.aggs)
+                       if a.func == "spelling" and a.arg == g}
             out_exprs, having = rewritten[:-1], rewritten[-1]
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None or collated_distinct
 
@@ -266,13 +286,22 @@ class QueryBuilder:
             return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
 
         if aggregated:
-            agg_node = pn.Aggregate(
-                plan,
-                tuple(local(g) for g in group_exprs),
-                tuple(_remap_agg(a, mapping) for a in aggs.aggs),
-                tuple(group_names),
-            )
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
+            if sets is None and not grouping_sets.grouping_calls([*out_exprs, having]):
+                agg_node: pn.Node = pn.Aggregate(
+                    plan,
+                    tuple(local(g) for g in group_exprs),
+                    tuple(_remap_agg(a, mapping) for a in aggs.aggs),
+                    tuple(group_names),
+                )
+            else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
+                calls = grouping_sets.grouping_calls([*out_exprs, having])
+                agg_node = grouping_sets.aggregate(
+                    plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
+                    group_names, sets or [tuple(range(len(group_exprs)))], calls, as_bound, spelled, group_node,
+                    self.sql)
+                first = len(group_exprs) + len(aggs.aggs)
+                lift.grouping = {c: ColumnRef(ty.INT4, first + k, "grouping") for k, c in enumerate(calls)}
             out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
             plan = agg_node
             plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
@@ -316,8 +345,8 @@ class QueryBuilder:
     # ------------------------------------------------------------------ FROM
     def from_items(self, node: exp.Select) -> list[FromItem]:
         from_ = node.args.get("from_") or node.args.get("from")
-        if from_ is None:
-            raise self.unsupported(node, "SELECT without FROM", "SELECT")
+        if from_ is None:  # one row of no visible column (sql.constants)
+            return [FromItem("", constants.ONE_ROW, 0)]
         raw = [from_.this]
         if from_.expressions:
             raw += list(from_.expressions)
@@ -332,16 +361,27 @@ class QueryBuilder:
         offset = 0
         seen: set[str] = set()
         for r in raw:
-            alias, plan = self.from_item(r)
-            if alias in seen:
-                raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
-            seen.add(alias)
-            items.append(FromItem(alias, plan, offset))
-            offset += len(plan.columns)
+            if isinstance(r, exp.Lateral):
+                join = r.parent if isinstance(r.parent, exp.Join) else None
+                item = lateral.lateral_item(self, r, items, join)
+                aliases = [item.alias]
+            elif paren_joins.is_parenthesised_join(r):
+                aliases, item = paren_joins.parenthesised_join(self, r)
+            else:
+                alias, plan = self.from_item(r)
+                aliases, item = [alias], FromItem(alias, plan, 0)
+            for alias in aliases:
+                if alias in seen:
+                    raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
+                seen.add(alias)
+            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral))
+            offset += len(item.node.columns)
         return items
 
     def from_item(self, r: exp.Expression) -> tuple[str, pn.Node]:
         if isinstance(r, exp.Table):
+            if isinstance(r.this, (exp.GenerateSeries, exp.ExplodingGenerateSeries)):
+                return self._series(r)
             if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
                 function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
                 called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
@@ -375,12 +415,6 @@ class QueryBuilder:
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
-            if isinstance(r.this, exp.Table):  # (a JOIN b ON ...) or (a): not a query in parentheses
-                what = "a parenthesised join" if r.this.args.get("joins") else "a table name in parentheses"
-                raise UnsupportedSqlError(
-                    f"{what} in FROM is not supported yet; write it as a subquery with an alias, "
-                    "(SELECT ... FROM a JOIN b ON ...) AS j, or without the parentheses where that means the same",
-                    locate(r, self.sql, "("), self.sql)
             if alias_node is None or not alias_node.name:
                 raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
             if r.args.get("lateral"):
@@ -389,14 +423,30 @@ class QueryBuilder:
             if alias_node.columns:
                 plan = self._rename(plan, alias_node, r)
             return alias_node.name, plan
-        if isinstance(r, (exp.Values,)):
-            raise self.unsupported(r, "VALUES in FROM", "VALUES")
+        if isinstance(r, exp.Values):
+            plan = constants.values(self, r)
+            alias_node = r.args.get("alias")
+            if alias_node is not None and alias_node.columns:
+                plan = self._rename(plan, alias_node, r)
+            return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
         if isinstance(r, exp.Unnest):
             raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
                                       "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")
+
+    def _series(self, r: exp.Table) -> tuple[str, pn.Node]:
+        """generate_series(...) in FROM: named as PostgreSQL names a function's column, after the function,
+        or after the table alias, or by the alias's column list."""
+        plan: pn.Node = constants.generate_series(self, r.this, r)
+        alias_node = r.args.get("alias")
+        if alias_node is None or not alias_node.name:
+            return "generate_series", plan
+        if alias_node.columns:
+            return alias_node.name, self._rename(plan, alias_node, r)
+        t = plan.columns[0][1]
+        return alias_node.name, pn.Project(plan, (ColumnRef(t, 0, alias_node.name),), (alias_node.name,))
 
     def _rename(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
         names = [c.name for c in alias_node.columns]
@@ -423,8 +473,11 @@ class _AggregateLift:
         self.group_exprs = group_exprs
         self.n_groups = n_groups
         self.sql = sql
+        self.grouping: dict[Expr, Expr] = {}  # GROUPING(...) call -> its column (sql.grouping_sets)
 
     def rewrite(self, e: Expr, origin: exp.Expression | None) -> Expr:
+        if e in self.grouping:
+            return self.grouping[e]
         for i, g in enumerate(self.group_exprs):
             if e == g:
                 return ColumnRef(g.type, i, getattr(g, "name", "") or f"g{i}")
@@ -486,6 +539,13 @@ def _output_name(sel: exp.Expression, position: int) -> str:
 def _pg_type_name(cast: exp.Cast) -> str:
     text = cast.to.sql(dialect="postgres").lower()
     return text.split("(")[0].strip()
+
+
+def _naming_select(tree: exp.Expression) -> exp.Expression:
+    """The SELECT whose output names are the view's columns (a set operation's first)."""
+    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
+        tree = tree.this
+    return tree
 
 
 def _check_unique_names(names: list[str], node: exp.Select, sql: str) -> None:

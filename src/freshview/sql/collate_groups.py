@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from freshview.plan.expr import AggCall, Expr
+from freshview.plan.expr import AggCall, Call, Expr
 from freshview.sql.dialect import collation_key
 
 if TYPE_CHECKING:
@@ -51,4 +51,6 @@ def collate_groups(binder: "ExprBinder", aggs: "AggCollector", group_exprs: list
 def _replace(e: Expr, shown: dict[Expr, Expr]) -> Expr:
     if e in shown:
         return shown[e]
+    if isinstance(e, Call) and e.op == "grouping":  # GROUPING(x) names the grouped x, not its spelling
+        return e
     return e.map_children(lambda c: _replace(c, shown))

@@ -147,10 +147,23 @@ class MySqlDialect(Dialect):
         return _modulo(left, right) if op == "%" else None
 
     def int_div(self, left: Expr, right: Expr) -> Expr | None:
-        if not (left.type.is_integer or left.type.kind == "null") or \
-                not (right.type.is_integer or right.type.kind == "null"):
+        """``a DIV b``: the quotient truncated toward zero, BIGINT; NULL for a zero ``b``.  Integers divide
+        as integers; with a DECIMAL operand the quotient is exact, (a − a MOD b) / b, a MOD b taking a's sign."""
+        exact = [t.is_integer or t.kind in ("numeric", "null") for t in (left.type, right.type)]
+        if not all(exact):
             return None
-        return Call(ty.INT8, "/", (_as(left, ty.INT8), _nonzero(_as(right, ty.INT8))))
+        if all(t.is_integer or t.kind == "null" for t in (left.type, right.type)):
+            return Call(ty.INT8, "/", (_as(left, ty.INT8), _nonzero(_as(right, ty.INT8))))
+        rest = _modulo(left, right)
+        whole_t = ty.arithmetic_type("-", left.type, rest.type) if rest is not None else None
+        if rest is None or whole_t is None:
+            return None
+        whole = Call(whole_t, "-", (_as(left, whole_t), _as(rest, whole_t)))
+        common = ty.common_type(whole_t, right.type)
+        quotient_t = ty.arithmetic_type("/", common, common) if common is not None else None
+        if common is None or quotient_t is None:
+            return None
+        return ty.cast_to(Call(quotient_t, "/", (_as(whole, common), _nonzero(_as(right, common)))), ty.INT8)
 
     def truth(self, e: Expr) -> Expr | None:
         if e.type.is_numeric:

@@ -66,6 +66,8 @@ _NONDETERMINISTIC_NAMES = {
     "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday", "setseed",
     "random_normal", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
     "txid_current", "pg_backend_pid", "inet_client_addr", "current_user", "session_user",
+    "now", "sysdate", "curtime", "utc_date", "utc_time", "utc_timestamp", "uuid", "uuid_short",  # MySQL
+    "connection_id",
 }
 
 
@@ -89,6 +91,9 @@ class FunctionBinding:
     def visit_Rand(self, node): raise self._nondeterministic(node, "random()")  # noqa: E704
     def visit_Uuid(self, node): raise self._nondeterministic(node, "gen_random_uuid()")  # noqa: E704
     def visit_CurrentDatetime(self, node): raise self._nondeterministic(node, "current_timestamp")  # noqa: E704
+    def visit_UtcTimestamp(self, node): raise self._nondeterministic(node, "utc_timestamp()")  # noqa: E704
+    def visit_UtcDate(self, node): raise self._nondeterministic(node, "utc_date()")  # noqa: E704
+    def visit_UtcTime(self, node): raise self._nondeterministic(node, "utc_time()")  # noqa: E704
 
     # ------------------------------------------------------------------ boolean tests
     def visit_NullSafeEQ(self, node: exp.NullSafeEQ) -> Expr:

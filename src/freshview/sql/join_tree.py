@@ -47,6 +47,7 @@ from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
 from freshview.plan.rewrite import mark_join
+from freshview.plan.rewrite.joins import null_safe
 from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
@@ -62,12 +63,13 @@ class Step:
     on: list[Expr] = field(default_factory=list)
     pad: tuple[Expr, ...] | None = None  # left: the right side's values on an unmatched row
     not_in: tuple[Expr, Expr] | None = None  # not_in, mark_in: (x over the left, y over this item)
+    outer: tuple[pn.OuterRows, tuple[Expr, ...]] | None = None  # a subquery over the left's correlation values
 
 
 def join_kinds(node) -> list[str]:
     """Per FROM item of a SELECT: ``inner`` for the FROM list and [INNER|CROSS] JOINs, else the side."""
     from_ = node.args.get("from_") or node.args.get("from")
-    kinds = ["inner"] * (1 + len(from_.expressions or [])) if from_ is not None else []
+    kinds = ["inner"] * (1 + len(from_.expressions or [])) if from_ is not None else ["inner"]  # (one row)
     for join in node.args.get("joins") or []:
         side = (join.args.get("side") or "").lower()
         kinds.append(side if side in ("left", "right", "full") else "inner")
@@ -216,6 +218,9 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
                 rkeys.append(ty.cast_to(over(right_cols)(re_), t))
             else:
                 residual.append(over(wide_cols + right_cols)(c))
+        if step.outer is not None:  # (sql.magic_sets): the item's first columns are its correlation values
+            right, lkeys, rkeys = _over_outer_rows(plan, right, [over(wide_cols)(e) for e in step.outer[1]],
+                                                   step.outer[0])
         res = conjoin(residual)
         lk, rk = tuple(lkeys), tuple(rkeys)
         if step.kind == "inner":
@@ -231,7 +236,7 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
         else:
             x_y = None
             if step.kind == "not_in":
-                assert step.not_in is not None and res is None
+                assert step.not_in is not None
                 x_y = (over(wide_cols)(step.not_in[0]), over(right_cols)(step.not_in[1]))
             plan = pn.LogicalJoin(step.kind, plan, right, lk, rk, res, step.pad, x_y)
         if step.kind in MARKS:  # one more column: the mark, the item's last
@@ -244,6 +249,21 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
         plan = pn.Filter(plan, conjoin([over(wide_cols)(c) for c in where]))  # type: ignore[arg-type]
     return plan, {w: j for j, w in enumerate(wide_cols)}
 
+
+
+def _over_outer_rows(left: pn.Node, right: pn.Node, exprs: list[Expr],
+                     holder: pn.OuterRows) -> tuple[pn.Node, list[Expr], list[Expr]]:
+    """``right`` with ``holder`` replaced by the distinct values of ``exprs`` over ``left``, and the
+    null-safe keys joining each left row to its values, the first ``len(exprs)`` columns of ``right``."""
+    names = tuple(n for n, _ in holder.columns)
+    values = pn.Distinct(pn.Project(left, tuple(exprs), names))
+
+    def put(node: pn.Node) -> pn.Node:
+        return values if node == holder else pn.with_inputs(node, [put(c) for c in node.inputs()])
+
+    right = put(right)
+    own = tuple(ColumnRef(t, i, n) for i, (n, t) in enumerate(right.columns[:len(exprs)]))
+    return right, list(null_safe(tuple(exprs))), list(null_safe(own))
 
 
 def equi_split(c: Expr, rels, joined: set[int], k: int) -> tuple[Expr, Expr] | None:

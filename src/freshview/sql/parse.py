@@ -41,10 +41,15 @@ def parse_query(sql: str, dialect: str = DIALECT) -> exp.Expression:
     if len(statements) != 1:
         raise SqlError(f"a view is one query; found {len(statements)} statements", None, sql)
     stmt = statements[0]
-    if not isinstance(stmt, (exp.Select, exp.SetOperation, exp.Subquery)):
+    if not isinstance(stmt, (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)):
         raise SqlError(
             f"a view must be a SELECT query, not {stmt.key.upper()}", locate(stmt, sql), sql
         )
+    for node in list(stmt.find_all(exp.In)):  # x IN (VALUES (1), (2)) is x IN (1, 2) (sql.constants)
+        found = node.expressions
+        if len(found) == 1 and isinstance(found[0], exp.Values) and all(
+                not isinstance(t, exp.Tuple) or len(t.expressions) == 1 for t in found[0].expressions):
+            node.set("expressions", [t.expressions[0] if isinstance(t, exp.Tuple) else t for t in found[0].expressions])
     if dialect == "mysql":
         return _fold_mysql(stmt)
     return normalize_identifiers(stmt, dialect=DIALECT)

@@ -42,11 +42,12 @@ from sqlglot import exp
 
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
-from freshview.plan.expr import ColumnRef, Expr, Literal, columns_used, conjuncts
-from freshview.plan.rewrite.joins import empty_value, outer_join, refs
+from freshview.plan.expr import ColumnRef, Expr, Literal, conjuncts
+from freshview.plan.rewrite.joins import empty_row, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
-from freshview.sql import ctes
+from freshview.sql import ctes, magic_sets
+from freshview.sql.ast_walk import conjuncts_ast, own_columns as _own_columns, strip as _strip
 from freshview.sql.bind_expr import AGG_BASE, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
@@ -65,22 +66,9 @@ class SubqueryItem:
     on: list[exp.Expression] = field(default_factory=list)
     pad: tuple[Expr, ...] | None = None  # left: the subquery's row when there is no group
     not_in: exp.Expression | None = None  # not_in: the "x = y" comparison
+    outer: tuple[pn.OuterRows, tuple[Expr, ...]] | None = None  # over the outer rows' values (sql.magic_sets)
 
 
-def conjuncts_ast(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts_ast(node.left) + conjuncts_ast(node.right)
-    return [node]
-
-
-def _strip(node: exp.Expression) -> exp.Expression:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
 
 
 def predicate_kind(c: exp.Expression) -> str | None:
@@ -95,19 +83,6 @@ def predicate_kind(c: exp.Expression) -> str | None:
         return "not_in" if negated else "in"
     return None
 
-
-def _own_columns(node: exp.Expression):
-    """Columns of ``node`` outside any nested subquery (those belong to the subquery's scope)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, exp.Column):
-            yield n
-            continue
-        for child in n.iter_expressions():
-            if isinstance(child, (exp.Subquery, exp.Select, exp.Union)):
-                continue
-            stack.append(child)
 
 
 @dataclass
@@ -203,7 +178,7 @@ class Subqueries:
                     raise self.unsupported(query.args[key], f"{what} in a correlated IN/EXISTS subquery", what)
             if _has_aggregate(query):
                 raise self.unsupported(query, "an aggregate in a correlated IN/EXISTS subquery", "SELECT")
-            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=kind == "not_in")
+            rewritten, on, names = self._decorrelate(query, corr, alias, scalar=False)
             exprs = []
             if lhs is not None:
                 if len(query.expressions) != 1:
@@ -238,14 +213,21 @@ class Subqueries:
         if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
             raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
         corr, _local = self._correlated(query, allow_select=True)
-        one_row = (_has_aggregate(query) and query.args.get("group") is None
-                   and query.args.get("having") is None)
+        one_row = ((_has_aggregate(query) or not (query.args.get("from_") or query.args.get("where")))
+                   and query.args.get("group") is None and query.args.get("having") is None)
         if not one_row:
             raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
                                          "(it may return several rows)", "(")
-        alias = self._new_alias()
         value = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
         outer_in_value = any(self._is_outer(c, self._inner_scope) for c in _own_columns(value))
+        if corr and magic_sets.is_theta(self, corr):
+            alias, plan, pad, outer, outside = magic_sets.theta_scalar(self, query, corr, node, aggregated,
+                                                                      outer_in_value)
+            self._add(SubqueryItem(alias, plan, "left", [], pad, outer=outer))
+            if outside is None:
+                return self._ref(alias, len(plan.columns) - 1)
+            return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
+        alias = self._new_alias()
         if not corr and not outer_in_value:
             plan = _rename(self.b.query(query), ("__v",))
             return self._place(alias, plan, "inner", [], None, node, aggregated, None)
@@ -340,20 +322,11 @@ class Subqueries:
 
     def _empty_row(self, plan: pn.Node, node: exp.Expression, n_keys: int) -> tuple[Expr, ...]:
         """The grouped subquery's row for a key with no rows: NULL keys, each value over no rows."""
-        if isinstance(plan, pn.Aggregate):
-            agg, exprs = plan, refs(plan.columns)
-        elif isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate):
-            agg, exprs = plan.input, plan.exprs
-        else:
-            raise self.unsupported(node, "this correlated scalar subquery", "(")
-        row: list[Expr] = [Literal(t, None) for _, t in plan.columns[:n_keys]]
-        for e in exprs[n_keys:]:
-            value = empty_value(e, agg.aggs, len(agg.group))
-            if columns_used(value):
-                raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation "
-                                             "column outside an aggregate", "(")
-            row.append(value)
-        return tuple(row)
+        row = empty_row(plan, n_keys)
+        if row is None:
+            raise self.unsupported(node, "a correlated scalar subquery whose value uses a correlation "
+                                         "column outside an aggregate", "(")
+        return row
 
     # ------------------------------------------------------------------ for the builder
     def steps(self, binder) -> list[Step]:
@@ -363,7 +336,7 @@ class Subqueries:
             on: list[Expr] = []
             for c in item.on:
                 on += conjuncts(binder.bind(c))
-            step = Step(item.kind, on, item.pad)
+            step = Step(item.kind, on, item.pad, outer=item.outer)
             if item.not_in is not None:
                 eq = binder.bind(item.not_in)
                 step.not_in = (eq.args[0], eq.args[1])  # type: ignore[attr-defined]
@@ -391,8 +364,8 @@ class Subqueries:
     def _correlated_in_scope(self, query: exp.Select,
                              allow_select: bool) -> tuple[list[exp.Expression], list[exp.Expression]]:
         inner_items = self.b.from_items(query)
-        inner = Scope([ScopeColumn(it.alias, n, t, it.offset + i)
-                       for it in inner_items for i, (n, t) in enumerate(it.node.columns)])
+        inner = Scope([ScopeColumn(it.relation(i), n, t, it.offset + i)
+                       for it in inner_items for i, (n, t) in enumerate(it.node.columns) if i >= it.hidden])
         self._inner_scope = inner
         where = query.args.get("where")
         corr, local = [], []

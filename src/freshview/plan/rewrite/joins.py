@@ -12,6 +12,7 @@ and each inherits the delta rules of its parts:
 * right join        = the left join of the swapped inputs, columns put back in order
 * full join         = σ_θ(L ⋈_k R) ∪ pad(L ▷ R) ∪ pad(R ▷ L)
 * NOT IN (3-valued) = [σ_{x not null} L ▷_{c, x=y} R ▷_c σ_{y null} R] ∪ [σ_{x null} L ▷_c R]
+  (c: the correlation keys and residual θ, e.g. ``x NOT IN (SELECT y FROM R WHERE R.d < L.d)``)
 
 Join keys compare as SQL ``=`` (a NULL key matches nothing), so the rules
 above are exactly PostgreSQL's.  The null-safe join that takes M back to L
@@ -140,15 +141,15 @@ def _swap(residual: Expr | None, nl: int, nr: int) -> Expr | None:
 
 
 def not_in(left: pn.Node, right: pn.Node, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...],
-           x: Expr, y: Expr) -> pn.Node:
-    """Rows of ``left`` where ``x NOT IN (y of the right rows matching on the keys)`` is true.
+           x: Expr, y: Expr, residual: Expr | None = None) -> pn.Node:
+    """Rows of ``left`` where ``x NOT IN (y of the right rows matching on the keys and the residual)`` is true.
 
     For a non-NULL x: no y equals x and no y is NULL; for a NULL x: no right row at all."""
     x_null = Call(BOOL, "is_null", (x,))
     y_null = Call(BOOL, "is_null", (y,))
-    some_x = antijoin(pn.Filter(left, Call(BOOL, "not", (x_null,))), right, lkeys + (x,), rkeys + (y,))
-    no_null_y = antijoin(some_x, pn.Filter(right, y_null), lkeys, rkeys)
-    null_x = antijoin(pn.Filter(left, x_null), right, lkeys, rkeys)
+    some_x = antijoin(pn.Filter(left, Call(BOOL, "not", (x_null,))), right, lkeys + (x,), rkeys + (y,), residual)
+    no_null_y = antijoin(some_x, pn.Filter(right, y_null), lkeys, rkeys, residual)
+    null_x = antijoin(pn.Filter(left, x_null), right, lkeys, rkeys, residual)
     return pn.UnionAll((no_null_y, null_x))
 
 
@@ -162,12 +163,23 @@ _ZERO = {
 
 def null_safe_keys(columns: pn.Columns) -> tuple[Expr, ...]:
     """Join keys under which NULL matches NULL: per column (COALESCE(x, zero), x IS NULL)."""
+    return null_safe(refs(columns))
+
+
+def has_null_safe_key(t: SqlType) -> bool:
+    """Whether ``null_safe`` keys of a value of type ``t`` match exactly the equal values and NULL with NULL."""
+    return t.kind in _ZERO or t.kind == "null"
+
+
+def null_safe(exprs: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """``null_safe_keys`` of expressions: per expression (COALESCE(e, zero), e IS NULL) (a type without a
+    zero, an array, only the latter: callers keep such columns out)."""
     out: list[Expr] = []
-    for i, (name, t) in enumerate(columns):
-        col = ColumnRef(t, i, name)
+    for e in exprs:
+        t = e.type
         if t.kind in _ZERO:
-            out.append(Call(t, "coalesce", (col, Literal(t, _ZERO[t.kind]))))
-        out.append(Call(BOOL, "is_null", (col,)))
+            out.append(Call(t, "coalesce", (e, Literal(t, _ZERO[t.kind]))))
+        out.append(Call(BOOL, "is_null", (e,)))
     return tuple(out)
 
 
@@ -178,6 +190,25 @@ def empty_value(e: Expr, aggs, offset: int) -> Expr:
     for j, a in enumerate(aggs):
         mapping[offset + j] = Literal(a.type, 0 if a.func in ("count", "count_star") else None)
     return _substitute(e, mapping)
+
+
+def empty_row(plan: pn.Node, n_keys: int) -> tuple[Expr, ...] | None:
+    """The row of a grouped subquery ``plan`` (its first ``n_keys`` columns its group keys, then values over
+    an Aggregate) for a key with no rows: NULL keys, each value over no rows; None when ``plan`` is not that
+    shape or a value reads a column outside an aggregate."""
+    if isinstance(plan, pn.Aggregate):
+        agg, exprs = plan, refs(plan.columns)
+    elif isinstance(plan, pn.Project) and isinstance(plan.input, pn.Aggregate):
+        agg, exprs = plan.input, plan.exprs
+    else:
+        return None
+    row: list[Expr] = [Literal(t, None) for _, t in plan.columns[:n_keys]]
+    for e in exprs[n_keys:]:
+        value = empty_value(e, agg.aggs, len(agg.group))
+        if columns_used(value):
+            return None
+        row.append(value)
+    return tuple(row)
 
 
 def _substitute(e: Expr, mapping: dict[int, Expr]) -> Expr:
@@ -201,8 +232,8 @@ class _Lower(BottomUp):
             return antijoin(*args, node.residual)
         if node.kind == "not_in":
             assert node.not_in is not None
-            return not_in(*args, *node.not_in)
+            return not_in(*args, *node.not_in, node.residual)
         return outer_join(node.kind, *args, node.residual, node.pad)
 
 
-__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "empty_value", "lower_joins"]
+__all__ = ["semijoin", "antijoin", "outer_join", "not_in", "null_safe_keys", "null_safe", "has_null_safe_key", "empty_value", "empty_row", "lower_joins"]
