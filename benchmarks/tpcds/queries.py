@@ -50,3 +50,14 @@ def view_sql(name: str) -> str:
 
 
 VIEWS: dict[str, str] = {name: view_sql(name) for name in QUERIES}
+
+# PostgreSQL before 16 wants an alias on every subquery in FROM (freshview, like 16+, does not).
+POSTGRES_15_FIXES: dict[str, list[tuple[str, str]]] = {"q2": [("FROM   web_sales)\n", "FROM   web_sales) x\n")]}
+
+
+def postgres_15_sql(sql: str, name: str) -> str:
+    """``sql`` (view ``name``'s text) with the aliases PostgreSQL 15 wants."""
+    for old, new in POSTGRES_15_FIXES.get(name, []):
+        assert old in sql, (name, old)
+        sql = sql.replace(old, new)
+    return sql
