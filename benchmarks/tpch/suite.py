@@ -226,19 +226,21 @@ class Postgres:
     ``settings`` go over freshview's throwaway-server defaults (``PostgresServer``).
     """
 
-    def __init__(self, tables: Tables, views: dict[str, str], settings: dict[str, str] = PG_SETTINGS) -> None:
+    def __init__(self, tables: Tables, views: dict[str, str], settings: dict[str, str] = PG_SETTINGS,
+                 primary_keys: dict[str, list[str]] = PRIMARY_KEYS) -> None:
         import psycopg
 
         from freshview.service.embedded import PostgresServer
 
         self.views = views
+        self.primary_keys = primary_keys
         self.server = PostgresServer(settings=settings)
         self.conn = psycopg.connect(self.server.start(), autocommit=True)
         started = time.perf_counter()
         for name, table in tables.data.items():
             self.conn.execute(f"CREATE TABLE {name} ({tables.ddl(name)})")
             self._copy(name, table)
-            self.conn.execute(f"ALTER TABLE {name} ADD PRIMARY KEY ({', '.join(PRIMARY_KEYS[name])})")
+            self.conn.execute(f"ALTER TABLE {name} ADD PRIMARY KEY ({', '.join(primary_keys[name])})")
         self.conn.execute("VACUUM ANALYZE")
         for name, sql in views.items():
             self.conn.execute(f"CREATE MATERIALIZED VIEW {name}_mv AS {sql}")
@@ -259,7 +261,7 @@ class Postgres:
 
         with self.conn.transaction():
             for name, delta in deltas.items():
-                keys = PRIMARY_KEYS[name]
+                keys = self.primary_keys[name]
                 gone = delta.filter(pc.less(delta[WEIGHT], 0))
                 if gone.num_rows:
                     arrays = [gone[k].to_pylist() for k in keys]

@@ -221,8 +221,8 @@ class SqlType:
             return SqlType.numeric(dtype.precision, dtype.scale)
         if pa.types.is_timestamp(dtype):
             return SqlType("timestamptz" if dtype.tz else "timestamp")
-        if pa.types.is_large_string(dtype) or pa.types.is_string(dtype):
-            return SqlType("text")
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
+            return SqlType("text")  # string_view: e.g. tpcgen-cli's and DuckDB's Parquet/Arrow output
         for kind, arrow_type in _ARROW.items():
             if kind != "null" and dtype == arrow_type:
                 return SqlType(kind)

@@ -95,3 +95,14 @@ def test_interval_columns(make_flow, oracle):
         ("i4", "SELECT c_id, d + INTERVAL '1 hour' AS d1, d > INTERVAL '10 days' AS far, d * 2 AS twice, "
                "EXTRACT(EPOCH FROM a) AS ea FROM i1"),
     ], seed=53)
+
+
+def test_date_literals_in_postgresql_forms(make_flow, oracle):
+    # PostgreSQL reads a year-month-day with one-digit fields ('2021-2-1', TPC-DS's '2002-3-01') and a date
+    # with a time part (DATE '2021-12-01 10:00' is 2021-12-01).
+    _run(make_flow, oracle, {"orders": ORDERS, "customers": CUSTOMERS}, [
+        ("dl1", "SELECT o_id, o_date FROM orders WHERE o_date BETWEEN '2021-2-1' AND Cast('2022-2-1' AS DATE) "
+                "OR o_date = DATE '2024-12-1' OR o_date > DATE '2024-12-01 10:00'"),
+        ("dl2", "SELECT c_id FROM customers WHERE c_ts < TIMESTAMP '2022-1-1 00:00:00' "
+                "OR c_ts >= CAST('2024-2-1 09:30' AS TIMESTAMP)"),
+    ], seed=35, steps=4)

@@ -155,3 +155,24 @@ def test_correlated_scalars_after_aggregation(make_flow, oracle):
 
 # The TPC-H queries that use these constructs (Q2, Q4, Q13, Q16-Q18, Q20-Q22) run unmodified in
 # tests/differential/test_tpch.py.
+
+
+def test_subqueries_in_from_without_alias(make_flow, oracle):
+    # PostgreSQL 16+: a subquery in FROM may go without an alias; its columns are referred to unqualified.
+    views = [
+        ("anon1", "SELECT a_k, COUNT(*) AS n FROM (SELECT a_k FROM a WHERE a_v > 1 UNION ALL "
+                  "SELECT b_k FROM b) GROUP BY a_k"),
+        ("anon2", "SELECT a_id, b_id FROM (SELECT a_id, a_k FROM a), (SELECT b_id, b_k FROM b WHERE b_v < 3) "
+                  "WHERE a_k = b_k"),
+        ("anon3", "SELECT SUM(m) AS s FROM (SELECT MAX(a_v) AS m FROM a GROUP BY a_k)"),
+    ]
+    # The oracle's PostgreSQL (15) wants aliases: the same queries with them.
+    aliased = {
+        "anon1": views[0][1].replace("FROM b)", "FROM b) t"),
+        "anon2": views[1][1].replace("FROM a)", "FROM a) t1").replace("b_v < 3)", "b_v < 3) t2"),
+        "anon3": views[2][1].replace("a_k)", "a_k) t"),
+    }
+    assert all(aliased[n] != sql for n, sql in views)
+    report = run_differential(make_flow, oracle, sources={"a": A, "b": B}, views=views, seed=39, steps=5,
+                              oracle_sql=aliased)
+    assert report.steps == 5

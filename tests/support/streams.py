@@ -182,6 +182,13 @@ class RandomTable:
         rng.shuffle(order)
         return self._to_table([out[i] for i in order], [weights[i] for i in order])
 
+    def load(self, rows: Sequence[tuple]) -> pa.Table:
+        """Insert exactly ``rows`` (a fixed content) and return them as a delta."""
+        net: Counter[tuple] = Counter()
+        for row in rows:
+            self._insert(tuple(row), net)
+        return self._to_table([tuple(r) for r in rows], [1] * len(rows))
+
     # -- primitive changes --------------------------------------------------------
     def _insert(self, row: tuple, net: Counter) -> None:
         if self.has_key:

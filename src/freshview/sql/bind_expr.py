@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -773,11 +774,12 @@ def _convert_literal(value, target: SqlType):
         return bool(value)
     if kind == "date":
         if isinstance(value, str):
-            return dt.date.fromisoformat(value.strip())
+            text = _iso_date_part(value)
+            return dt.date.fromisoformat(text[:10] if len(text) > 10 and text[10] in " T" else text)
         return value
     if kind in ("timestamp", "timestamptz"):
         if isinstance(value, str):
-            parsed = dt.datetime.fromisoformat(value.strip())
+            parsed = dt.datetime.fromisoformat(_iso_date_part(value))
             if kind == "timestamptz" and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=dt.timezone.utc)
             if kind == "timestamp" and parsed.tzinfo is not None:
@@ -788,3 +790,13 @@ def _convert_literal(value, target: SqlType):
                                tzinfo=dt.timezone.utc if kind == "timestamptz" else None)
         return value
     raise ValueError(f"cannot convert {value!r} to {target}")
+
+
+_YMD = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?=$|[ T])")
+
+
+def _iso_date_part(value: str) -> str:
+    """``value`` stripped, its leading year-month-day zero-padded: PostgreSQL reads '2002-3-1' as 2002-03-01."""
+    text = value.strip()
+    m = _YMD.match(text)
+    return f"{m[1]}-{int(m[2]):02d}-{int(m[3]):02d}{text[m.end():]}" if m else text

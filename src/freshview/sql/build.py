@@ -77,6 +77,7 @@ class QueryBuilder:
         self.splices: expand.Splices = {}  # FROM items read through a definition (sql.expand)
         self.depth = 0  # how deep in definitions of relations this text is
         self.view_select: exp.Expression | None = None  # the SELECT that names the view's columns
+        self.unnamed = 0  # subqueries in FROM without an alias so far
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -415,11 +416,15 @@ class QueryBuilder:
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
-            if alias_node is None or not alias_node.name:
+            if (alias_node is None or not alias_node.name) and not self.dialect.unnamed_subqueries:
                 raise SqlError("a subquery in FROM must have an alias", locate(r, self.sql, "("), self.sql)
             if r.args.get("lateral"):
                 raise self.unsupported(r, "LATERAL subquery", "LATERAL")
             plan = self.query(r.this)
+            if alias_node is None or not alias_node.name:
+                # No name its columns can be qualified with (as in PostgreSQL): one no identifier can spell.
+                self.unnamed += 1
+                return f"(subquery {self.unnamed})", plan
             if alias_node.columns:
                 plan = self._rename(plan, alias_node, r)
             return alias_node.name, plan

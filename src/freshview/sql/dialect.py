@@ -48,6 +48,7 @@ class Dialect:
     sqlglot = "postgres"
     ungrouped_hint = ""  # appended to the error for a column outside GROUP BY
     string_arithmetic = ""  # non-empty: arithmetic on text is refused as this construct (else a type error)
+    unnamed_subqueries = True  # PostgreSQL 16+: a subquery in FROM may go without an alias
 
     def collation(self, t: SqlType) -> str | None:
         """The collation text of type ``t`` compares by, or None for code points (no key needed)."""
@@ -102,6 +103,7 @@ def _precision(t: SqlType) -> int:
 
 class MySqlDialect(Dialect):
     name = "mysql"
+    unnamed_subqueries = False  # "Every derived table must have its own alias"
     sqlglot = "mysql"
     ungrouped_hint = (" (MySQL without ONLY_FULL_GROUP_BY would show an indeterminate value of it; freshview "
                       "refuses that: wrap it in MIN() or MAX(), or add it to GROUP BY)")

@@ -210,7 +210,7 @@ class Subqueries:
         query = node.this
         if not isinstance(query, exp.Select):
             raise self.unsupported(node, "a scalar subquery that is not a plain SELECT", "(")
-        if len(query.expressions) != 1 or isinstance(query.expressions[0], exp.Star):
+        if len(query.expressions) != 1:  # (SELECT * ...) is never an aggregate: refused below
             raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
         corr, _local = self._correlated(query, allow_select=True)
         one_row = ((_has_aggregate(query) or not (query.args.get("from_") or query.args.get("where")))

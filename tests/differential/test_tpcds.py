@@ -1,0 +1,145 @@
+"""The 99 TPC-DS queries as views against PostgreSQL on random change streams of the fact tables.
+
+Each group of queries runs over small TPC-DS-shaped tables whose domains come
+from the group's own literals (``tests.support.tpcds``): the dimensions are
+fixed rows, the fact tables (store_sales, store_returns, catalog_sales,
+catalog_returns, web_sales, web_returns, inventory) get random inserts,
+deletes and updates with NULLs in their nullable foreign keys.  After every
+step, under every executor, each view must equal PostgreSQL's answer to the
+same SQL.
+
+Top-k views keep the queries' ORDER BY ... LIMIT 100 (the data stays under a
+hundred rows per view, so ties at the boundary do not arise).  Queries that
+return two columns of the same name are aliased (``VIEW_FIXES``): a result
+table needs unique column names (PostgreSQL's CREATE VIEW refuses them too).
+
+Not maintained, with the reason (tested as refusals below, or pending):
+
+* ``PENDING``: ROLLUP / GROUPING() and a non-equality correlation, implemented
+  on the ``constructs`` branch; the tests are xfail (not strict) until it is merged.
+* ``REFUSED``: a scalar subquery that is not an aggregate (it may return
+  several rows, which PostgreSQL reports as an error at run time).
+* ``SPARK_FAILS``: q9 runs in-process only; its Spark step fails (see there).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.tpcds.queries import QUERIES, VIEWS, postgres_15_sql
+from freshview.errors import UnsupportedSqlError
+from tests.support.differential import run_differential
+from tests.support.tpcds import SCHEMAS, Shape
+
+CONSTRUCTS = "ROLLUP/GROUPING() and non-equality correlations: branch 'constructs'"
+PENDING = {**{q: "ROLLUP / GROUPING()" for q in ("q5", "q18", "q22", "q27", "q36", "q67", "q70", "q77", "q80",
+                                                  "q86")},
+           "q41": "a correlation that is not an equality"}
+SCALAR = "a scalar subquery that is not an aggregate"
+REFUSED = {q: SCALAR for q in ("q6", "q14", "q23", "q44", "q54", "q58")}
+
+
+
+# A count over few rows can be zero, and q90 divides by one: on the test's small data both systems would
+# fail the step with "division by zero" (a test of that belongs to tests/runtime); NULLIF keeps the step.
+SMALL_DATA_FIXES = {"q90": [("/ Cast(pmc AS DECIMAL(15, 4))", "/ NULLIF(Cast(pmc AS DECIMAL(15, 4)), 0)")]}
+
+
+def _fixed(sql: str, fixes: list[tuple[str, str]]) -> str:
+    for old, new in fixes:
+        assert old in sql, old
+        sql = sql.replace(old, new)
+    return sql
+
+
+def view_sql(name: str) -> str:
+    return _fixed(VIEWS[name], SMALL_DATA_FIXES.get(name, []))
+
+
+def oracle_sql(name: str) -> str:
+    # PostgreSQL 15 (the oracle) wants an alias on every subquery in FROM; freshview, like PostgreSQL 16+, does not.
+    return postgres_15_sql(view_sql(name), name)
+
+
+MAINTAINED = [q for q in QUERIES if q not in PENDING and q not in REFUSED]
+GROUP_SIZE = 6
+GROUPS = {f"g{i // GROUP_SIZE + 1}": MAINTAINED[i:i + GROUP_SIZE] for i in range(0, len(MAINTAINED), GROUP_SIZE)}
+
+
+def test_every_query_is_accounted_for():
+    assert len(QUERIES) == 99
+    assert sorted(MAINTAINED + list(PENDING) + list(REFUSED)) == sorted(QUERIES)
+
+
+# Views that fail under the Spark executor (run in-process only here, and as an xfail under Spark).
+SPARK_FAILS = {"q9": "fifteen uncorrelated scalar subqueries over store_sales: the Spark step collects more than "
+                     "spark.driver.maxResultSize (1 GiB) of task results even on 60 rows"}
+
+
+def _run(make_flow, oracle, queries: list[str], seed: int, steps: int, executions=None, skip=()):
+    shape = Shape([VIEWS[q] for q in queries], seed)  # the group's data, whichever of its views run
+    views = [q for q in queries if q not in skip]
+    report = run_differential(make_flow, oracle, sources=shape.sources(), views=[(q, view_sql(q)) for q in views],
+                              seed=seed, steps=steps, initial_rows=60, changes_per_step=(1, 15), null_prob=0.03,
+                              fixed_rows=shape.fixed_rows(), oracle_sql={q: oracle_sql(q) for q in views},
+                              **({"executions": executions} if executions else {}))
+    return report
+
+
+def _group_of(query: str) -> str:
+    return next(g for g, qs in GROUPS.items() if query in qs)
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_tpcds(make_flow, oracle, group):
+    report = _run(make_flow, oracle, GROUPS[group], seed=int(group[1:]), steps=2, skip=SPARK_FAILS)
+    assert report.steps == 2
+    # Views that never had a row check little (their plans still run on every change): listed in the
+    # output (pytest -s) and in docs/benchmarks.md; the group must not be all empty.
+    empty = [name for name, counts in report.view_rows.items() if not any(counts)]
+    print(f"TPC-DS group {group}: rows per step {report.view_rows}; never a row: {empty}")
+    assert len(empty) < len(report.view_rows), f"views that never had a row: {empty}"
+
+
+@pytest.mark.parametrize("query", list(SPARK_FAILS))
+def test_tpcds_in_process_only(make_flow, oracle, query):
+    group = _group_of(query)
+    others = [q for q in GROUPS[group] if q != query]
+    report = _run(make_flow, oracle, GROUPS[group], seed=int(group[1:]), steps=2, executions=("local",), skip=others)
+    assert any(report.view_rows[query]), "the view never had a row"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="see SPARK_FAILS", strict=False)
+@pytest.mark.parametrize("query", list(SPARK_FAILS))
+def test_tpcds_under_spark(make_flow, oracle, query):
+    group = _group_of(query)
+    others = [q for q in GROUPS[group] if q != query]
+    _run(make_flow, oracle, GROUPS[group], seed=int(group[1:]), steps=2, executions=("spark",), skip=others)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_tpcds_longer(make_flow, oracle, group):
+    report = _run(make_flow, oracle, GROUPS[group], seed=100 + int(group[1:]), steps=12, skip=SPARK_FAILS)
+    assert report.steps == 12
+
+
+@pytest.mark.xfail(reason=CONSTRUCTS, strict=False)
+@pytest.mark.parametrize("query", list(PENDING))
+def test_tpcds_pending(make_flow, oracle, query):
+    _run(make_flow, oracle, [query], seed=7, steps=3)
+
+
+class _Catalog:
+    def relation_columns(self, name):
+        s = SCHEMAS.get(name)
+        return (tuple((c.name, c.type) for c in s.columns), False) if s is not None else None
+
+
+@pytest.mark.parametrize("query", list(REFUSED))
+def test_tpcds_refused_with_the_reason(query):
+    from freshview.sql import build_plan
+
+    with pytest.raises(UnsupportedSqlError, match=REFUSED[query]):
+        build_plan(VIEWS[query], _Catalog())
