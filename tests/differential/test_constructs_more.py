@@ -93,6 +93,7 @@ def test_lateral_subqueries(make_flow, oracle):
         ("lat_grouped", "SELECT a_id, k, m FROM a CROSS JOIN LATERAL (SELECT c_k, MAX(c_w) AS m FROM c "
                         "WHERE c_w <= a_v GROUP BY c_k) AS s(k, m)"),
         ("lat_nofrom", "SELECT a_id, x FROM a, LATERAL (SELECT a_v + a_k AS x) t WHERE x > 2"),
+        ("lat_uncorrelated", "SELECT a_id, u.n FROM a CROSS JOIN LATERAL (SELECT COUNT(*) AS n FROM b) u"),
         ("lat_distinct", "SELECT a_k, w FROM a, LATERAL (SELECT DISTINCT c_w AS w FROM c WHERE c_k = a.a_v) s"),
     ], seed=237)
 

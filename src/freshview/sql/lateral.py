@@ -65,6 +65,11 @@ def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], joi
     outer_exprs: list[Expr] = []
     to_holder(qb, rewritten, lambda col: not inner.resolve(col.name, col.table or None) and bool(
         outer_scope.resolve(col.name, col.table or None)), binder, holder_name, texts, outer_exprs)
+    if not texts:  # reads nothing of the items before it: an ordinary subquery in FROM
+        plan = qb.query(query)
+        if alias_node.columns:
+            plan = qb._rename(plan, alias_node, r)
+        return FromItem(alias_node.name, plan, 0)
     keys = [exp.column(f"__o{j}", table=holder_name) for j in range(len(texts))]
     aggregated = query.args.get("group") is not None or any(
         isinstance(n, exp.AggFunc) for e in query.expressions for n in e.walk())
