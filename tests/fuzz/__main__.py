@@ -2,6 +2,7 @@
 
     python3 -m tests.fuzz --seconds 3600            # new seeds until the hour is up
     python3 -m tests.fuzz --seed 1234 --only 2      # replay one failure
+    python3 -m tests.fuzz --seed 1234 --only 2 --executors local --shrink 300   # and shrink it
     python3 -m tests.fuzz --seed 1 --cases 50 --executors local --features +lateral,-window
 
 Starts its own throwaway PostgreSQL (or uses ``$FRESHVIEW_TEST_PG_DSN``) and a
@@ -22,6 +23,7 @@ from pathlib import Path
 from freshview.runtime.cost import EXECUTORS
 from tests.fuzz.generate import FEATURES, make_case
 from tests.fuzz.run import Stats, run_case
+from tests.fuzz.shrink import shrink
 
 
 def _features(text: str) -> dict[str, bool]:
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated query indices of the seed to run")
     ap.add_argument("--executors", default=",".join(EXECUTORS))
     ap.add_argument("--features", default="", help="e.g. +lateral,-window (see tests/fuzz/generate.py FEATURES)")
+    ap.add_argument("--shrink", type=float, default=0, metavar="SECONDS",
+                    help="shrink each failing query for up to this long (drop clauses while it still fails)")
     ap.add_argument("--print-sql", action="store_true", help="print the schema and queries of each seed")
     args = ap.parse_args(argv)
 
@@ -81,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_case(case, make_flow, oracle, steps=args.steps, executions=executions, only=only, stats=stats)
                 for f in stats.failures[before[0]:]:
                     print(f.render(), flush=True)
+                    if args.shrink:
+                        small = shrink(case, f, make_flow, oracle, args.shrink,
+                                       log=lambda s: print("  ", s, file=sys.stderr, flush=True))
+                        print(f"  shrunk: {small}", flush=True)
                 for text in stats.invalid[before[1]:]:
                     print("GENERATOR BUG (PostgreSQL rejected):", text, flush=True)
                 print(f"seed={seed} done: {stats.summary().splitlines()[0]}", file=sys.stderr, flush=True)

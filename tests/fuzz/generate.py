@@ -132,6 +132,7 @@ class Generator:
         self._alias = itertools.count()
         self._colname = itertools.count()
         self.ctes: list[tuple[str, list[tuple[str, str]]]] = []  # visible CTEs: (name, [(col, type)])
+        self._ordered_window = False  # the SELECT being generated has an order-sensitive window function
 
     # ------------------------------------------------------------------ helpers
     def on(self, feature: str, p: float = 1.0) -> bool:
@@ -429,6 +430,7 @@ class Generator:
                 tail += f" HAVING {self.expr('bool', actx, 1)}"
         else:
             items = []
+            self._ordered_window = False
             for t in types:
                 if mode == "window" and r.random() < 0.5:
                     items.append(self.window_call(t, scope))
@@ -440,7 +442,18 @@ class Generator:
         return f"SELECT {distinct}{select} FROM {frm}{where}{tail}", names, types
 
     def window_call(self, t: str, scope: list[Col]) -> str:
+        """A window function of type ``t``.
+
+        At most one per SELECT depends on the order among peers (ROW_NUMBER,
+        NTILE, LAG/LEAD, FIRST_VALUE, a ROWS frame), ordered by every column in
+        scope: equal rows are then interchangeable.  Two such functions with
+        different windows could pair their values differently over equal rows.
+        """
         r = self.rng
+        if self._ordered_window:
+            return r.choice([f"COUNT(*) OVER ()", f"{r.choice(['rank', 'dense_rank'])}() OVER ()"]) \
+                if t == "int" else self.expr(t, _Ctx(scope=scope, subqueries=False), 1)
+        self._ordered_window = True
         ctx = _Ctx(scope=scope, subqueries=False)
         parts = r.sample(scope, min(len(scope), r.choice([0, 1, 1, 2])))
         partition = f"PARTITION BY {', '.join(c.ref for c in parts)} " if parts else ""

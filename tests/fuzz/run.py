@@ -158,7 +158,7 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
 
     def fail(i: int, kind: str, step: int | None, e: str | None, detail: str) -> None:
         failed.add(i)
-        active.difference_update({(i, x) for x in executions})
+        active.difference_update({(i, x) for x in executions} if e is None else {(i, e)})
         stats.failures.append(Failure(case.seed, i, case.queries[i], schema_text, kind, step, e, detail))
 
     def register(i: int, step: int) -> None:
