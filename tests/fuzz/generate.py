@@ -23,8 +23,10 @@ front end learns it.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import random
+from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -52,14 +54,29 @@ FEATURES: dict[str, bool] = {
     "lateral": False,
 }
 
+NULL_PROB = 0.15
 TEXT_LITERALS = ["a", "b", "B", "abc", "", " ", "x%y", "zz", "é", "Zebra"]
 LIKE_PATTERNS = ["a%", "%b%", "A_c", "_", "%", "x\\%y", "%e%", "Z%"]
-DATE_LITERALS = ["2021-01-01", "2022-02-15", "2022-12-28", "2024-01-15"]
+DATE_LITERALS = ["2021-01-01", "2022-02-15", "2022-12-28", "2024-01-15", "2024-02-29"]
 
 
 def float_domain(rng: random.Random) -> float:
-    """Float column values: dyadic (k/8), so sums are exact in any order."""
-    return rng.randint(-40, 119) / 8
+    """Float column values: dyadic (k/4), so sums are exact in any order."""
+    return rng.randint(-4, 12) / 4
+
+
+def numeric_domain(rng: random.Random) -> Decimal:
+    return Decimal(rng.randint(-8, 16)) / 4
+
+
+def date_domain(rng: random.Random) -> dt.date:
+    return rng.choice(_DATES)
+
+
+_DATES = [dt.date(2021, 1, 1), dt.date(2022, 2, 15), dt.date(2022, 12, 28), dt.date(2024, 1, 15),
+          dt.date(2024, 2, 29), dt.date(2020, 12, 31)]
+# Small domains so joins match, groups collide and filters keep rows (ints are 0..9 already).
+_DOMAINS = {"float": float_domain, "num": numeric_domain, "date": date_domain}
 
 
 @dataclass
@@ -73,7 +90,10 @@ class Table:
         return ", ".join(f"{n} {_PG_TYPE[t]}" for n, t in self.columns)
 
     def domains(self) -> dict:
-        return {n: float_domain for n, t in self.columns if t == "float"}
+        """Value domains for ``RandomTable`` (a domain replaces its NULLs: they are drawn here)."""
+        def nullable(draw):
+            return lambda rng: None if rng.random() < NULL_PROB else draw(rng)
+        return {n: nullable(_DOMAINS[t]) for n, t in self.columns if t in _DOMAINS and n not in self.primary_key}
 
 
 @dataclass
@@ -175,6 +195,10 @@ class Generator:
         if depth <= 0 or r.random() < 0.2:
             if t == "bool":
                 return self.comparison(ctx, 0)
+            if not cols and r.random() < 0.7:
+                converted = self.converted(t, ctx)
+                if converted is not None:
+                    return converted
             return self.literal(t)
         options: list[Callable[[], str]] = [lambda: self.expr(t, ctx, 0)]
         if t == "bool":
@@ -236,6 +260,26 @@ class Generator:
         if t in NUMBERS and ctx.subqueries and not ctx.aggregate and self.f["scalar_subquery"]:
             options.append(lambda: self.scalar_subquery(t, ctx))
         return r.choice(options)()
+
+    def converted(self, t: str, ctx: _Ctx) -> str | None:
+        """A value of type ``t`` computed from a column of another type (so it varies with the data)."""
+        r = self.rng
+        have = {c.type: c for c in (ctx.groups if ctx.aggregate else ctx.scope)}
+        ways = {
+            "int": [("text", "length({})"), ("num", "CAST({} AS INT)"), ("date", "EXTRACT(DAY FROM {})::INT"),
+                    ("bool", "CASE WHEN {} THEN 1 ELSE 0 END"), ("float", "CAST({} AS INT)")],
+            "num": [("int", "CAST({} AS NUMERIC(10,2))"), ("float", "CAST({} AS NUMERIC(10,2))")],
+            "float": [("int", "CAST({} AS FLOAT8)"), ("num", "CAST({} AS FLOAT8)")],
+            "text": [("int", "CAST({} AS TEXT)"), ("date", "CAST({} AS TEXT)"), ("bool", "CAST({} AS TEXT)"),
+                     ("num", "CAST({} AS TEXT)")],
+            "date": [("int", "(DATE '2022-01-01' + {})")],
+        }.get(t, [])
+        ways = [(src, fmt) for src, fmt in ways if src in have]
+        if not ways:
+            return None
+        src, fmt = r.choice(ways)
+        col = r.choice([c for c in (ctx.groups if ctx.aggregate else ctx.scope) if c.type == src])
+        return fmt.format(col.ref)
 
     def comparison(self, ctx: _Ctx, depth: int) -> str:
         r = self.rng
@@ -415,7 +459,7 @@ class Generator:
         names = [self.out_name() for _ in types]
         where = ""
         if r.random() < 0.6:
-            where = f" WHERE {self.expr('bool', ctx, 2)}"
+            where = f" WHERE {self.expr('bool', ctx, r.choice([1, 1, 2]))}"
         mode = r.choices(["plain", "group", "window"],
                          weights=[5, 4 if self.f["group_by"] else 0, 2 if self.f["window"] else 0])[0]
         tail = ""
@@ -471,9 +515,12 @@ class Generator:
                              f"SUM({self.expr(t, ctx, 1)}) OVER ({partition}{total} "
                              f"ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
                              f"MAX({self.expr(t, ctx, 1)}) OVER ({partition.strip()})"])
-        return r.choice([f"lag({self.expr(t, ctx, 1)}) OVER ({partition}{total})",
-                         f"lead({self.expr(t, ctx, 1)}, 1) OVER ({partition}{total})",
-                         f"first_value({self.expr(t, ctx, 1)}) OVER ({partition}{total})"])
+        arg = self.expr(t, ctx, 1)
+        if arg.startswith("'"):  # an untyped literal: lag('a') is ambiguous in PostgreSQL
+            arg = f"CAST({arg} AS TEXT)"
+        return r.choice([f"lag({arg}) OVER ({partition}{total})",
+                         f"lead({arg}, 1) OVER ({partition}{total})",
+                         f"first_value({arg}) OVER ({partition}{total})"])
 
     def query(self, depth: int, want: list[str] | None, top: bool) -> tuple[str, list[str], list[str]]:
         """A SELECT or a chain of set operations, WITH and ORDER BY … LIMIT at the top."""
@@ -497,7 +544,7 @@ class Generator:
         if top and self.on("order_limit", 0.2):
             keys = ", ".join(f"{i + 1} {r.choice(['ASC', 'DESC'])} NULLS {r.choice(['FIRST', 'LAST'])}"
                              for i in range(len(types)))
-            sql += f" ORDER BY {keys} LIMIT {r.randint(0, 8)}"
+            sql += f" ORDER BY {keys} LIMIT {r.randint(0, 8) if r.random() < 0.1 else r.randint(1, 8)}"
             if r.random() < 0.3:
                 sql += f" OFFSET {r.randint(1, 4)}"
         self.ctes = saved

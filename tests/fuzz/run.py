@@ -36,7 +36,7 @@ import psycopg
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.runtime.cost import EXECUTORS
 from freshview.schema import schema_from_ddl
-from tests.fuzz.generate import Case
+from tests.fuzz.generate import NULL_PROB, Case
 from tests.support.oracle import PgOracle, diff_rows, table_rows
 from tests.support.streams import RandomTable
 
@@ -67,6 +67,7 @@ class Stats:
     cases: int = 0
     queries: int = 0          # valid queries run (PostgreSQL accepted them)
     passed: int = 0           # compared after every step, never differed
+    empty: int = 0            # of those: views PostgreSQL had no row in at any step (checked little)
     refused: Counter = field(default_factory=Counter)   # refusal message (normalized) -> count
     unlocated: int = 0        # refusals without a line/column
     invalid: list[str] = field(default_factory=list)    # generator bugs: PostgreSQL rejected the SQL
@@ -74,7 +75,7 @@ class Stats:
     failures: list[Failure] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"cases={self.cases} queries={self.queries} passed={self.passed} "
+        lines = [f"cases={self.cases} queries={self.queries} passed={self.passed} (always empty {self.empty}) "
                  f"refused={sum(self.refused.values())} (unlocated {self.unlocated}) "
                  f"failures={len(self.failures)} invalid={len(self.invalid)} pg_errors={self.pg_errors}"]
         for msg, n in self.refused.most_common():
@@ -118,7 +119,7 @@ def _diff_text(actual: Any, expected: Any) -> str | None:
 
 def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, steps: int = 5,
              executions: Sequence[str] = EXECUTORS, only: Sequence[int] | None = None,
-             stats: Stats | None = None, isolate: bool = True) -> Stats:
+             stats: Stats | None = None, isolate: bool = True, initial_rows: int = 12) -> Stats:
     """Run every query of ``case`` (or those in ``only``) for ``steps`` steps; add outcomes to ``stats``."""
     stats = stats if stats is not None else Stats()
     stats.cases += 1
@@ -130,7 +131,7 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
         schema = schema_from_ddl(t.ddl, t.primary_key)
         oracle.create_table(t.name, schema)
         tables[t.name] = RandomTable(t.name, schema, random.Random(f"{case.seed}:{t.name}"), t.domains(),
-                                     null_prob=0.15)
+                                     null_prob=NULL_PROB)
     indices = list(only) if only is not None else list(range(len(case.queries)))
     views: dict[int, str] = {}
     for i in indices:
@@ -140,9 +141,9 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
             stats.invalid.append(f"seed={case.seed} query={i}: {str(exc).splitlines()[0]}\n  {case.queries[i]}")
             continue
         views[i] = f"q{i}"
-    # Each query's place (before or after the initial load) is drawn for every index,
-    # so running a subset (``only``) keeps the others' choices.
-    late_all = [rng.random() < 0.5 for _ in case.queries]
+    # Each query's place (before or after the initial load) has its own draw, so the
+    # streams and places do not depend on which or how many queries run (``only``, regressions).
+    late_all = [random.Random(f"{case.seed}:late:{i}").random() < 0.5 for i in range(len(case.queries))]
     stats.queries += len(views)
 
     # The in-process executor also computes a view's first result in-process (the Spark flow does it on Spark).
@@ -153,6 +154,7 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
             flow.register_source(t.name, t.ddl, primary_key=t.primary_key or None)
     active: set[tuple[int, str]] = set()
     failed: set[int] = set()
+    had_rows: set[int] = set()
     crashed: dict[str, int] = {}   # executor -> step whose tick raised
     crash_exc: dict[str, BaseException] = {}
 
@@ -208,6 +210,8 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
                 failed.add(i)
                 active.difference_update({(i, x) for x in executions})
                 continue
+            if expected.num_rows:
+                had_rows.add(i)
             for e, flow in flows.items():
                 if (i, e) not in active or e in crashed:
                     continue
@@ -224,7 +228,7 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
         for i in views:
             if not late_all[i]:
                 register(i, 0)
-        tick({n: t.step(20, inserts_only=True) for n, t in tables.items()}, 0)
+        tick({n: t.step(initial_rows, inserts_only=True) for n, t in tables.items()}, 0)
         for i in views:
             if late_all[i]:
                 register(i, 0)
@@ -233,7 +237,7 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
             if not active:
                 break
             chosen = rng.sample(sorted(tables), rng.randint(1, len(tables)))
-            tick({n: tables[n].step(rng.randint(1, 12)) for n in chosen}, step)
+            tick({n: tables[n].step(rng.randint(1, 8)) for n in chosen}, step)
             compare(step)
     finally:
         for flow in flows.values():
@@ -259,4 +263,5 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
                 fail(i, "crash", step, e, f"tick raised (not alone: together with queries {suspects})\n"
                                           f"{_exc_text(crash_exc[e])}")
     stats.passed += sum(1 for i in views if i not in failed)
+    stats.empty += sum(1 for i in views if i not in failed and i not in had_rows)
     return stats
