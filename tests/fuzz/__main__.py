@@ -20,10 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from freshview.runtime.cost import EXECUTORS
-from tests.fuzz.generate import FEATURES, make_case
-from tests.fuzz.run import Stats, run_case
-from tests.fuzz.shrink import shrink
+# The checkout's own src/ first (as pytest's config does), not whatever freshview is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from freshview.runtime.cost import EXECUTORS  # noqa: E402
+from tests.fuzz.generate import FEATURES, make_case  # noqa: E402
+from tests.fuzz.run import Stats, run_case  # noqa: E402
+from tests.fuzz.shrink import shrink  # noqa: E402
 
 
 def _features(text: str) -> dict[str, bool]:
