@@ -18,10 +18,9 @@ import pytest
 from tests.fuzz.generate import FEATURES, Case, Table, make_case
 from tests.fuzz.run import Stats, run_case
 
-# Seed 102 (a crash: scalar subquery beside a window function) is kept in regressions/ as an xfail.
-LOCAL_SEEDS = (100, 101, 103, 104, 105)
+LOCAL_SEEDS = (100, 101, 102, 103, 104)
 SPARK_SEEDS = range(200, 202)
-SLOW_SEEDS = range(301, 306)  # 300 hits the same crash as 102 (regressions/)
+SLOW_SEEDS = range(300, 306)
 
 
 def _check(stats: Stats, min_passed: int) -> None:
