@@ -20,7 +20,7 @@ from tests.fuzz.run import Stats, run_case
 
 LOCAL_SEEDS = (100, 101, 102, 103, 104)
 SPARK_SEEDS = range(200, 202)
-SLOW_SEEDS = range(300, 306)
+SLOW_SEEDS = range(301, 306)
 
 
 def _check(stats: Stats, min_passed: int) -> None:
