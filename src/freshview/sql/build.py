@@ -184,11 +184,13 @@ class QueryBuilder:
                 if it.lateral[2] is not None:  # an aggregate without GROUP BY: one row per outer row
                     steps[k].kind, steps[k].pad = "left", it.lateral[2]
         commas = [0] + [first_join + j for j, join in enumerate(node.args.get("joins") or []) if starts_group(join)]
+        joins_ast = node.args.get("joins") or []
+        for k in range(first_join, len(kinds)):
+            if kinds[k] in ("right", "full") and max(c for c in commas if c < k) > 0:  # a, b RIGHT JOIN c is a × (b ⟖ c)
+                raise self.unsupported(joins_ast[k - first_join], f"{kinds[k].upper()} JOIN after a comma-separated "
+                                       "FROM list (write the FROM list with JOIN ... ON)", kinds[k].upper())
         for k, on in on_nodes:
             last_comma = max(c for c in commas if c < k)
-            if kinds[k] in ("right", "full") and last_comma > 0:  # a, b RIGHT JOIN c is a × (b ⟖ c)
-                raise self.unsupported(on.parent, f"{kinds[k].upper()} JOIN after a comma-separated FROM list "
-                                                  "(write the FROM list with JOIN ... ON)", kinds[k].upper())
             e = on_binder.bind(on)
             if any(i < items[last_comma].offset for i in columns_used(e)):
                 raise SqlError("invalid reference to a FROM item before the last comma in a JOIN's ON "

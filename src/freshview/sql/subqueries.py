@@ -456,7 +456,9 @@ def aggregates_ast(query: exp.Select) -> bool:
 
 
 def _has_aggregate(query: exp.Select) -> bool:
-    return any(isinstance(n, exp.AggFunc) for e in query.expressions for n in _walk_own(e))
+    # A window function (sqlglot's Lag, Max ... OVER are AggFuncs) does not aggregate the query; its arguments may.
+    return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
+               for e in query.expressions for n in _walk_own(e))
 
 
 def _walk_own(node: exp.Expression):

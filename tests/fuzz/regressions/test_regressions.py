@@ -1,0 +1,66 @@
+"""Failures the query fuzzer found, kept as regression tests.
+
+Each case is the (shrunk) query with the schema and seed it failed with: the
+seed fixes the change streams (``tests.fuzz.run.run_case``), so the test
+replays the exact steps that went wrong, under both executors.  Cases not
+fixed yet are ``xfail(strict=True)`` with the reason: when a fix lands they
+turn red until the mark is removed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.generate import Case, Table
+from tests.fuzz.run import run_case
+
+
+def replay(make_flow, oracle, seed, tables, sql, steps=4, executions=("local", "spark")):
+    stats = run_case(Case(seed, tables, [sql]), make_flow, oracle, steps=steps, executions=list(executions))
+    assert not stats.invalid, stats.invalid
+    assert not stats.failures, "\n\n".join(f.render() for f in stats.failures)
+    assert stats.passed == 1 and not stats.refused, stats.summary()
+
+
+# seed=5021 query=2 (python3 -m tests.fuzz --seed 5021, before the streams were drawn per query):
+# `a, b NATURAL FULL JOIN c` is a × (b ⟗ c); freshview computed (a × b) ⟗ c (20 rows for PostgreSQL's 0).
+# RIGHT/FULL JOIN … ON after a comma list was refused already; USING/NATURAL now are too.
+T5021 = [Table("t0", [("b1", "bool"), ("n1", "num"), ("i1", "int")], []),
+         Table("t1", [("n1", "num"), ("n2", "num"), ("i1", "int"), ("s1", "text"), ("b1", "bool"),
+                      ("d1", "date"), ("d2", "date")], [])]
+COMMA_THEN = ("SELECT a13.s1 AS x26 FROM (SELECT 2 AS x22 FROM t1 AS a11 WHERE (a11.s1 < a11.s1)) AS a12, "
+              "t1 AS a13 NATURAL {} JOIN t0 AS a14")
+
+
+@pytest.mark.parametrize("side", ["FULL", "RIGHT"])
+def test_5021_right_or_full_natural_join_after_a_comma_is_refused(make_flow, oracle, side):
+    sql = COMMA_THEN.format(side)
+    stats = run_case(Case(5021, T5021, [sql]), make_flow, oracle, steps=2, executions=["local"])
+    assert not stats.failures, "\n\n".join(f.render() for f in stats.failures)
+    assert list(stats.refused) == [f"{side} JOIN after a comma-separated FROM list (write the FROM list with "
+                                   "JOIN ... ON) is not supported"]
+    assert stats.unlocated == 0
+
+
+def test_5021_left_natural_join_after_a_comma(make_flow, oracle):
+    replay(make_flow, oracle, 5021, T5021, COMMA_THEN.format("LEFT").replace(" WHERE (a11.s1 < a11.s1)", ""))
+
+
+# seed=102 query=1 and seed=300 query=2 (tests/fuzz/test_fuzz.py's seeds, shrunk by hand from the shrinker's
+# 580 chars): an uncorrelated scalar subquery in the SELECT list beside a window function failed to compile
+# ("internal: projection refers to column $2000000"): sqlglot's LAG and MAX … OVER are AggFuncs, so the query
+# was taken for an aggregating one and the subquery placed after an aggregation that never came.
+T102 = [Table("t0", [("n1", "num"), ("b1", "bool"), ("b2", "bool"), ("d1", "date"), ("s1", "text"),
+                     ("s2", "text"), ("i1", "int")], [])]
+
+
+def test_102_scalar_subquery_beside_a_window_function(make_flow, oracle):
+    replay(make_flow, oracle, 102, T102,
+           "SELECT (SELECT MAX(a22.i1) FROM t0 AS a22) AS x17, LAG(a19.b2) OVER (ORDER BY a19.i1, a19.b2) AS x19, "
+           "SUM(a19.i1) OVER (PARTITION BY a19.s1) AS x20 FROM t0 AS a19", steps=3)
+
+
+def test_102_scalar_subquery_beside_a_window_over_aggregates(make_flow, oracle):
+    replay(make_flow, oracle, 102, T102,
+           "SELECT a0.s1 AS x0, (SELECT MAX(a1.i1) FROM t0 AS a1) AS x1, SUM(SUM(a0.i1)) OVER () AS x2, "
+           "rank() OVER (ORDER BY COUNT(*)) AS x3 FROM t0 AS a0 GROUP BY a0.s1", steps=3, executions=("local",))
