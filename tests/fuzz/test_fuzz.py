@@ -18,7 +18,7 @@ import pytest
 from tests.fuzz.generate import FEATURES, Case, Table, make_case
 from tests.fuzz.run import Stats, run_case
 
-LOCAL_SEEDS = (100, 101, 102, 103, 104)
+LOCAL_SEEDS = (100, 101, 102)  # 102: the window-in-a-subquery crash it found
 SPARK_SEEDS = range(200, 202)
 SLOW_SEEDS = range(301, 306)
 
