@@ -112,14 +112,6 @@ def test_tpcds(make_flow, oracle, group):
     assert len(empty) < len(report.view_rows), f"views that never had a row: {empty}"
 
 
-@pytest.mark.parametrize("query", list(SPARK_FAILS))
-def test_tpcds_in_process_only(make_flow, oracle, query):
-    group = _group_of(query)
-    others = [q for q in GROUPS[group] if q != query]
-    report = _run(make_flow, oracle, GROUPS[group], seed=int(group[1:]), steps=2, executions=("local",), skip=others)
-    assert any(report.view_rows[query]), "the view never had a row"
-
-
 @pytest.mark.slow
 @pytest.mark.xfail(reason="see SPARK_FAILS", strict=False)
 @pytest.mark.parametrize("query", list(SPARK_FAILS))
