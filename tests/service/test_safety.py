@@ -33,10 +33,9 @@ def refused(conn: psycopg.Connection, name: str, sql: str) -> str:
 
 MALFORMED = [
     ("SELECT FROM t", "a SELECT list with no columns is not supported"),
-    ("SELECT g FROM generate_series(1, 10) g", "set-returning functions in FROM are not supported"),
+    ("SELECT key FROM json_each('{}') g", "set-returning functions in FROM are not supported"),
     ("SELECT id FROM t WHERE EXISTS (WITH w AS (SELECT id FROM t) SELECT 1 FROM w WHERE w.id = t.id AND w.nope)",
      "unknown column 'w.nope'"),
-    ("SELECT t.id FROM (t JOIN t u ON t.id = u.id) JOIN t w ON w.id = t.id", "a parenthesised join in FROM"),
     ("SELECT id FROM t TABLESAMPLE SYSTEM (50)", "TABLESAMPLE is not supported"),
     ("SELECT id, random() AS r FROM t", "random() is not supported"),
     ("SELECT id, now() AS r FROM t", "now() / current_timestamp is not supported"),
@@ -99,7 +98,7 @@ INSERT INTO parent SELECT g, g % 4 FROM generate_series(1, 10) g;
 INSERT INTO child SELECT g, g % 4, 'c' FROM generate_series(11, 20) g;
 INSERT INTO loose_child SELECT g, g % 4 FROM generate_series(21, 25) g;
 CREATE VIEW north AS SELECT id, amount FROM pt WHERE region IN ('north', 'east');
-CREATE VIEW series AS SELECT g FROM generate_series(1, 3) g;
+CREATE VIEW series AS SELECT key AS g FROM json_each('{"a": 1}');
 CREATE MATERIALIZED VIEW mv AS SELECT region, sum(amount) AS s FROM pt GROUP BY region;
 CREATE FOREIGN DATA WRAPPER fv_test_fdw;
 CREATE SERVER fv_test_server FOREIGN DATA WRAPPER fv_test_fdw;

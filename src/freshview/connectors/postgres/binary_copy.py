@@ -57,10 +57,16 @@ _INFINITY = {"day": {int(np.int32(2**31 - 1 - 2**32 + 10957)): "infinity", -2**3
              "us": {2**63 - 1 - 2**64 + 946684800000000: "infinity", -2**63 + 946684800000000: "-infinity"}}
 
 
+# Selected as their text and converted as the text path converts them: numerics (see above), and the kinds
+# whose binary form is not their text (jsonb's version byte, uuid's 16 bytes, inet's address family, an
+# array's header) or whose text form the engine keeps (json's spelling, an enum's label).
+AS_TEXT = ("numeric", "json", "jsonb", "uuid", "inet", "enum", "array")
+
+
 def select_list(columns: Sequence[Column]) -> sql.Composable:
-    """The columns as the binary COPY selects them: numerics as their text, the rest as they are."""
+    """The columns as the binary COPY selects them: ``AS_TEXT`` kinds as their text, the rest as they are."""
     items = [sql.SQL("{}::text AS {}").format(sql.Identifier(c.name), sql.Identifier(c.name))
-             if c.type.kind == "numeric" else sql.Identifier(c.name) for c in columns]
+             if c.type.kind in AS_TEXT else sql.Identifier(c.name) for c in columns]
     return sql.SQL(", ").join(items) if items else sql.SQL("true AS fv_rows")  # no column: count the rows
 
 
@@ -156,7 +162,7 @@ def _column(values: pa.Array, column: Column) -> pa.Array:
     kind = t.kind
     if isinstance(values.type, pa.ExtensionType):
         values = values.storage
-    if kind == "numeric":
+    if kind in AS_TEXT:
         return to_arrow(values.cast(pa.string()), t)
     if kind == "date":
         days = values.cast(pa.date32()).view(pa.int32())
