@@ -22,7 +22,7 @@ VALUES += ["Straße  ", "ÁbC", " a ", "a\t", "😀x😺", "", None, "İı"]
 
 
 def _expr(collation: str, op: str = "collkey") -> Call:
-    return Call(TEXT, f"{op}:{collation}", (ColumnRef(TEXT, 0, "s"),))
+    return Call(TEXT, op, (ColumnRef(TEXT, 0, "s"),), collation)
 
 
 def test_arrow_key_is_the_collation_key():

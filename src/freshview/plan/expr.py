@@ -7,14 +7,16 @@ depend on names.  Every node carries its PostgreSQL result type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
+from freshview.plan.functions import FUNCTIONS, FunctionDef, function
 from freshview.schema import SqlType
 
 
 @dataclass(frozen=True)
 class Expr:
     type: SqlType
+    is_literal: ClassVar[bool] = False  # (true of ``Literal`` only: for plan.functions, below this module)
 
     def children(self) -> tuple["Expr", ...]:
         return ()
@@ -35,6 +37,7 @@ class ColumnRef(Expr):
 @dataclass(frozen=True)
 class Literal(Expr):
     value: Any
+    is_literal: ClassVar[bool] = True
 
     def __str__(self) -> str:
         return "NULL" if self.value is None else repr(self.value)
@@ -42,19 +45,31 @@ class Literal(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """An operator or function; ``op`` names it (e.g. ``+``, ``and``, ``lower``, ``extract:year``)."""
+    """An operator or function: ``op`` names its ``FunctionDef`` in ``plan.functions`` (``+``, ``and``,
+    ``lower``, ``extract``); ``param`` is a parameterised function's parameter (EXTRACT's field
+    ``year``, date_trunc's unit, a collation), "" for the others.  A name not registered, a wrong
+    number of arguments or a missing parameter is refused here (a binder bug, never a user's error)."""
 
     op: str
     args: tuple[Expr, ...]
+    param: str = ""
+
+    def __post_init__(self) -> None:
+        function(self.op).check(self)
+
+    @property
+    def definition(self) -> FunctionDef:
+        return FUNCTIONS[self.op]
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
 
     def map_children(self, fn: Callable[[Expr], Expr]) -> Expr:
-        return Call(self.type, self.op, tuple(fn(a) for a in self.args))
+        return Call(self.type, self.op, tuple(fn(a) for a in self.args), self.param)
 
-    def __str__(self) -> str:
-        return f"{self.op}({', '.join(map(str, self.args))})"
+    def __str__(self) -> str:  # (explain text: ``extract:year($0)``, as before the registry)
+        name = f"{self.op}:{self.param}" if self.param else self.op
+        return f"{name}({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)

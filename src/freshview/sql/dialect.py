@@ -196,7 +196,7 @@ def get_dialect(name: "str | Dialect") -> Dialect:
 
 def collation_key(e: Expr, collation: str) -> Expr:
     """``e`` as the key text compares by under ``collation`` (ci: folded + PAD SPACE; bin: PAD SPACE)."""
-    return Call(ty.TEXT, f"collkey:{collation}", (e,))
+    return Call(ty.TEXT, "collkey", (e,), collation)
 
 
 def unsupported_collation(collation: str) -> str:

@@ -320,7 +320,7 @@ class FunctionBinding:
         a, b = (self._timestamp_arg(node, x, "age") for x in args)
         if a.type != b.type:
             a, b = self.coerce(a, SqlType("timestamptz")), self.coerce(b, SqlType("timestamptz"))
-        return Call(INTERVAL, "make_interval", tuple(Call(ty.INT8, f"age:{part}", (a, b))
+        return Call(INTERVAL, "make_interval", tuple(Call(ty.INT8, "age", (a, b), part)
                                                      for part in ("months", "days", "micros")))
 
     def fn_date_part(self, node: exp.Expression, args: list) -> Expr:  # (when sqlglot leaves it anonymous)
@@ -349,7 +349,7 @@ class FunctionBinding:
         if arg.type.kind == "date" and field_name in ("hour", "minute", "second", "milliseconds", "microseconds"):
             raise self.type_error(node, f'unit "{field_name}" not supported for type date')
         scale = 6 if field_name in ("second", "epoch", "milliseconds") else 0
-        return Call(SqlType.numeric(None, scale), f"extract:{field_name}", (arg,))
+        return Call(SqlType.numeric(None, scale), "extract", (arg,), field_name)
 
     def visit_TimeToStr(self, node: exp.TimeToStr) -> Expr:
         from freshview.sql import to_char
@@ -510,7 +510,7 @@ def _parts(e: Expr) -> tuple[Expr, Expr, Expr] | None:
     if isinstance(e, Call) and e.op == "make_interval":
         return e.args  # type: ignore[return-value]
     if e.type.kind == "interval":  # a column, a CASE ...: taken apart where evaluated
-        return tuple(Call(ty.INT8, f"interval_part:{p}", (e,)) for p in ("months", "days", "micros"))  # type: ignore[return-value]
+        return tuple(Call(ty.INT8, "interval_part", (e,), p) for p in ("months", "days", "micros"))  # type: ignore[return-value]
     return None
 
 

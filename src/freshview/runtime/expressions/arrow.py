@@ -49,7 +49,6 @@ functions ``arrow_functions``.
 from __future__ import annotations
 
 import decimal
-import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -58,6 +57,7 @@ import pyarrow.compute as pc
 
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
+from freshview.plan.functions import may_raise
 from freshview.runtime.expressions import arrow_functions as _functions
 from freshview.runtime.expressions import arrow_json as _json
 from freshview.runtime.expressions.arrow_casts import (
@@ -121,14 +121,6 @@ def evaluate(expr: Expr, table: pa.Table | pa.RecordBatch) -> pa.Array:
 def evaluate_filter(expr: Expr, table: pa.Table | pa.RecordBatch) -> pa.BooleanArray:
     """WHERE semantics: a boolean array without NULLs (NULL counts as false), for ``table.filter``."""
     return pc.fill_null(evaluate(expr, table), False)
-
-# Expressions that never raise, by op (arguments permitting).
-_SAFE_OPS = frozenset({
-    "=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "is_null", "in", "||", "concat",
-    "lower", "upper", "length", "coalesce", "nullif", "greatest", "least", "trim", "ltrim", "rtrim",
-    "extract", "date_trunc", "round", "floor", "ceil",  # rounding never gains digits beyond the result type
-})
-
 
 class _Evaluator:
     def __init__(self, column: Callable[[int], pa.Array], n: int, memo: dict[int, bool]) -> None:
@@ -231,11 +223,10 @@ class _Evaluator:
         return self.cast(self.visit(e.arg), e.arg.type, e.type)
 
     def visit_Call(self, e: Call) -> Datum:
-        name, _, param = e.op.partition(":")
-        method = _OPS.get(name)
+        method = IMPLEMENTATIONS.get(e.op)
         if method is None:
             raise FreshviewError(f"internal: no Arrow evaluation for {e.op}")
-        return method(self, e, param) if param else method(self, e)
+        return method(self, e, e.param) if e.param else method(self, e)
 
     def visit_Case(self, e: Case) -> Datum:
         t = e.type.arrow
@@ -636,18 +627,7 @@ def _can_fail(e: Expr, rec: Callable[[Expr], bool]) -> bool:
     if isinstance(e, Cast):
         return not _safe_cast(e.arg.type, e.type)
     assert isinstance(e, Call)
-    op = e.op.partition(":")[0]
-    if op in _SAFE_OPS:
-        return False
-    if op in ("like", "ilike"):  # a pattern ending in the escape character raises
-        pattern = e.args[1]
-        return not (isinstance(pattern, Literal) and
-                    (pattern.value is None or not re.search(r"(^|[^\\])(\\\\)*\\$", pattern.value)))
-    if op in ("+", "-", "*", "neg", "abs"):
-        return not e.type.is_float
-    if op == "substring":
-        return len(e.args) == 3  # negative length
-    return True  # / % and anything new
+    return may_raise(e)  # the function's own rule (plan.functions)
 
 
 def _safe_cast(src: SqlType, dst: SqlType) -> bool:
@@ -670,7 +650,9 @@ def _safe_cast(src: SqlType, dst: SqlType) -> bool:
     return False
 
 
-_OPS: dict[str, Callable[..., Datum]] = {
+# The Arrow implementation of each function in plan.functions, by name (tests/plan/test_functions.py
+# checks that every registered function has one).
+IMPLEMENTATIONS: dict[str, Callable[..., Datum]] = {
     "+": _Evaluator.op_add, "-": _Evaluator.op_sub, "*": _Evaluator.op_mul,
     "/": _Evaluator.op_div, "%": _Evaluator.op_mod, "neg": _Evaluator.op_neg,
     "=": _Evaluator.op_cmp, "<>": _Evaluator.op_cmp, "<": _Evaluator.op_cmp,
@@ -688,6 +670,5 @@ _OPS: dict[str, Callable[..., Datum]] = {
     "floor": _Evaluator.op_floor, "ceil": _Evaluator.op_ceil,
     "extract": _Evaluator.op_extract, "date_trunc": _Evaluator.op_date_trunc,
 }
-_OPS.update(_functions.OPS)  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...): their own module
-_OPS.update(_json.OPS)  # json/jsonb and arrays
-_SAFE_OPS = _SAFE_OPS | _functions.SAFE_OPS | _json.SAFE_OPS
+IMPLEMENTATIONS.update(_functions.OPS)  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...)
+IMPLEMENTATIONS.update(_json.OPS)  # json/jsonb and arrays

@@ -597,7 +597,3 @@ OPS: dict[str, Callable[..., Datum]] = {
     "make_date": op_make_date, "epoch_us": op_epoch_us, "add_interval": op_add_interval, "age": op_age,
     "make_interval": op_make_interval, "interval_part": op_interval_part,
 }
-# Ops that never raise (their arguments permitting): evaluated eagerly under CASE/COALESCE/AND/OR.
-SAFE_OPS = frozenset({"collkey", "collfold", "cbrt", "sign", "replace", "strpos", "left", "right", "lpad", "rpad", "reverse",
-                      "initcap", "md5", "starts_with", "octet_length", "concat_ws", "regexp_replace",
-                      "epoch_us", "age", "interval_part"})
