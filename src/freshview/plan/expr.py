@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+from freshview.plan.aggregates import AGGREGATES, AggregateDef, aggregate
 from freshview.plan.functions import FUNCTIONS, FunctionDef, function
 from freshview.schema import SqlType
 
@@ -126,9 +127,10 @@ class AggOrder:
 
 @dataclass(frozen=True)
 class AggCall:
-    """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
-    var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg or spelling (MIN of text whose
-    group is a collation key: the spelling a MySQL collation group shows, ``sql.collate_groups``).
+    """An aggregate: ``func`` names its ``AggregateDef`` in ``plan.aggregates`` (count_star, count, sum,
+    avg, min, max, bool_and, bool_or, var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg or
+    spelling: MIN of text whose group is a collation key, the spelling a MySQL collation group shows,
+    ``sql.collate_groups``).
 
     ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg;
     array_agg: over the distinct values, NULL one of them).
@@ -143,11 +145,18 @@ class AggCall:
     order: tuple[AggOrder, ...] = ()
     separator: str | None = None
 
+    def __post_init__(self) -> None:
+        aggregate(self.func).check(self)
+
+    @property
+    def definition(self) -> AggregateDef:
+        return AGGREGATES[self.func]
+
     @property
     def recomputed(self) -> bool:
         """Whether the operator recomputes it per touched group from the group's stored values
         (string_agg, array_agg: their result depends on every value and its order)."""
-        return self.func in ("string_agg", "array_agg")
+        return AGGREGATES[self.func].state == "values"
 
     def exprs(self) -> tuple[Expr, ...]:
         """Every expression over the input row: the argument, then the ORDER BY keys."""

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from freshview.errors import SqlError, UnsupportedSqlError
+from freshview.plan.aggregates import aggregate
 from freshview.plan.expr import AggCall, AggOrder, Case, Cast, Expr, Literal
 from freshview.schema import AVG_MIN_SCALE, SqlType
 from freshview.plan import typing as ty
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 _VARIANCE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 _ORDER_FREE = ("count", "sum", "avg", "min", "max", "bool_and", "bool_or") + _VARIANCE
-_DISTINCT_DROPPED = ("min", "max", "bool_and", "bool_or")
 
 # sqlglot node -> aggregate (the ones FILTER may wrap; ``every`` is an Anonymous call)
 AGG_FUNCS: dict[type, str] = {
@@ -132,7 +132,7 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if collation is not None and func in ("min", "max"):
         raise b.unsupported(node, f"{name.upper()} of text under the case-insensitive collation {collation} "
                                   "(use COLLATE utf8mb4_bin for the smallest/largest by code point)")
-    if func in _DISTINCT_DROPPED:
+    if aggregate(func).distinct == "dropped":
         distinct = False
     order: tuple[AggOrder, ...] = ()
     separator = None
