@@ -1,4 +1,4 @@
-"""The collation key (``collkey:<collation>``) in both evaluators equals ``freshview.collation.key``.
+"""The collation key (``collkey``, the collation its parameter) in both evaluators equals ``freshview.collation.key``.
 
 The key's table itself is MariaDB's (tests/sql/test_mysql_dialect.py checks
 facts; tests/differential/test_mysql_dialect.py compares whole views with MariaDB).

@@ -23,7 +23,7 @@ expressions (or an interval literal), so ``date + qty * INTERVAL '1 day'``,
 ``ts1 - ts2 > INTERVAL '2 hours'`` and ``EXTRACT(EPOCH FROM ts1 - ts2)``
 bind to ``add_interval`` and integer arithmetic on the parts; an interval
 column (of a source, or of a view read by another) is taken apart with
-``interval_part:months|days|micros``.  Evaluated, ``make_interval`` is an
+``interval_part`` (param months, days or micros).  Evaluated, ``make_interval`` is an
 interval value (an output column: Arrow month_day_nano, see ``SqlType``).
 Intervals compare as PostgreSQL's interval_cmp (a month is 30 days, a day
 24 hours); GROUP BY, DISTINCT and set operations over an interval are

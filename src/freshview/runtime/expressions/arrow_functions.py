@@ -387,12 +387,12 @@ def op_md5(ev, e) -> Datum:
 
 
 def op_collkey(ev, e, collation: str) -> Datum:
-    """``collkey:<collation>``: the key text compares by under a MySQL collation (freshview.collation)."""
+    """``collkey`` (param: the collation): the key text compares by under a MySQL collation (freshview.collation)."""
     return _each_distinct(ev, e, lambda v: collation_key(v, collation))
 
 
 def op_collfold(ev, e, collation: str) -> Datum:
-    """``collfold:<collation>``: the collation's weights without PAD SPACE (what LIKE matches)."""
+    """``collfold`` (param: the collation): the collation's weights without PAD SPACE (what LIKE matches)."""
     return _each_distinct(ev, e, collation_fold)
 
 
