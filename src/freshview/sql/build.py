@@ -14,7 +14,7 @@ Anything outside the supported subset is refused with its position.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 from sqlglot import exp
 
@@ -30,6 +30,7 @@ from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren
 from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
+from freshview.sql.context import Catalog
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step, Using, build_join_tree, join_kinds, resolve_using, starts_group
@@ -38,15 +39,6 @@ from freshview.sql.recursive import recursive_ctes
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
 from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, predicate_kind
-
-
-class Catalog(Protocol):
-    """Relations by name.  A catalog may have a ``default_schema`` (else ``public``): ``<it>.x`` in SQL
-    names the relation ``x`` when no relation is called ``<it>.x`` (PostgreSQL's ``public``, the
-    MySQL database the service follows)."""
-
-    def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
-        """Columns of a source (False) or view (True) named ``name``, or None."""
 
 
 def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
@@ -108,6 +100,8 @@ class _Grouping:
 
 
 class QueryBuilder:
+    """Builds one query's plain plan; the construct modules see it as a ``sql.context.QueryContext``."""
+
     def __init__(self, sql: str, catalog: Catalog, dialect: Dialect = POSTGRES) -> None:
         self.sql = sql
         self.catalog = catalog
@@ -117,6 +111,7 @@ class QueryBuilder:
         self.depth = 0  # how deep in definitions of relations this text is
         self.view_select: exp.Expression | None = None  # the SELECT that names the view's columns
         self.unnamed = 0  # subqueries in FROM without an alias so far
+        self.subquery_count = 0  # subqueries made FROM items so far (sql.subqueries)
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -124,15 +119,15 @@ class QueryBuilder:
     # ------------------------------------------------------------------ queries
     def query(self, node: exp.Expression) -> pn.Node:
         if isinstance(node, exp.Subquery):
-            self._refuse_modifiers(node)
+            self.refuse_modifiers(node)
             return self.query(node.this)
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
             scoped = recursive_ctes if with_.args.get("recursive") else ctes.with_scope
-            return scoped(self, with_, lambda: self._query_body(node))
-        return self._query_body(node)
+            return scoped(self, with_, lambda: self.query_body(node))
+        return self.query_body(node)
 
-    def _query_body(self, node: exp.Expression) -> pn.Node:
+    def query_body(self, node: exp.Expression) -> pn.Node:
         if isinstance(node, exp.SetOperation):
             if any(node.args.get(k) is not None for k in ("limit", "offset", "fetch")):
                 return window.union_top_k(self, node)
@@ -143,7 +138,7 @@ class QueryBuilder:
             return constants.values(self, node)
         raise self.unsupported(node, f"{node.key.upper()} as a query")
 
-    def _refuse_modifiers(self, node: exp.Expression) -> None:
+    def refuse_modifiers(self, node: exp.Expression) -> None:
         if node.args.get("limit") is not None or node.args.get("offset") is not None:
             raise self.unsupported(node.args.get("limit") or node.args.get("offset"),
                                    "ORDER BY ... LIMIT/OFFSET (top-k)", "LIMIT")
@@ -485,7 +480,7 @@ class QueryBuilder:
             alias = alias_node.name if alias_node is not None else r.name
             plan: pn.Node = pn.Scan(name, columns, is_view)
             if alias_node is not None and alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
@@ -499,13 +494,13 @@ class QueryBuilder:
                 self.unnamed += 1
                 return f"(subquery {self.unnamed})", plan
             if alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return alias_node.name, plan
         if isinstance(r, exp.Values):
             plan = constants.values(self, r)
             alias_node = r.args.get("alias")
             if alias_node is not None and alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
         if isinstance(r, exp.Unnest):
             raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
@@ -522,11 +517,11 @@ class QueryBuilder:
         if alias_node is None or not alias_node.name:
             return "generate_series", plan
         if alias_node.columns:
-            return alias_node.name, self._rename(plan, alias_node, r)
+            return alias_node.name, self.rename_columns(plan, alias_node, r)
         t = plan.columns[0][1]
         return alias_node.name, pn.Project(plan, (ColumnRef(t, 0, alias_node.name),), (alias_node.name,))
 
-    def _rename(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
+    def rename_columns(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
         names = [c.name for c in alias_node.columns]
         if len(names) > len(plan.columns):
             raise SqlError(f"{alias_node.name} has {len(plan.columns)} columns but {len(names)} were named",
