@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from freshview.runtime.expressions import arrow, arrow_functions, arrow_json  # noqa: E402
+from freshview.runtime.expressions import arrow, arrow_json, arrow_text as arrow_functions  # noqa: E402
 from freshview.runtime.expressions import spark_functions, spark_json  # noqa: E402
 
 

@@ -58,7 +58,7 @@ import pyarrow.compute as pc
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.plan.functions import may_raise
-from freshview.runtime.expressions import arrow_functions as _functions
+from freshview.runtime.expressions import arrow_text as _functions
 from freshview.runtime.expressions import arrow_json as _json
 from freshview.runtime.expressions.arrow_casts import (
     _CASTS,
