@@ -67,3 +67,13 @@ def test_which_calls_may_raise():
     assert may_raise(Call(BOOL, "like", (s, s)))
     assert not may_raise(Call(TEXT, "substring", (s, x)))
     assert may_raise(Call(TEXT, "substring", (s, x, x)))  # a negative length
+
+
+def test_each_family_is_its_own_module_in_the_arrow_evaluator():
+    from freshview.runtime.expressions import arrow
+
+    module = {"operator": "arrow", "conditional": "arrow", "numeric": "arrow_numeric", "text": "arrow_text",
+              "collation": "arrow_collation", "temporal": "arrow_temporal", "json": "arrow_json",
+              "array": "arrow_json"}
+    for name, impl in arrow.IMPLEMENTATIONS.items():
+        assert impl.__module__ == "freshview.runtime.expressions." + module[FUNCTIONS[name].family], name

@@ -4,8 +4,9 @@ Every ``Call`` names one ``FunctionDef`` here (``Call.__post_init__`` refuses an
 table *is* the set of functions the front end can emit).  A definition says what the executors and the
 rewrites need to know of a function without reading its implementation:
 
-* ``family``: the evaluator module family that implements it (operator, numeric, text, collation,
-  temporal, conditional, json, array);
+* ``family``: the family whose module implements it in the Arrow evaluator (operator and conditional:
+  ``runtime.expressions.arrow`` itself; numeric, text, collation, temporal: ``arrow_<family>``; json and
+  array: ``arrow_json``);
 * ``arity``: the number of arguments (``max_args`` None: any number from ``min_args``);
 * ``param``: what ``Call.param`` names for a parameterised function (EXTRACT's field, date_trunc's unit,
   a collation key's collation, an interval part), or None: the function takes no parameter;
@@ -114,7 +115,7 @@ _ALL: list[FunctionDef] = [
     FunctionDef("grouping", "conditional", 1, None, result="int4",
                 bound_away="GROUPING(...) becomes a column of the grouping-sets union (sql.grouping_sets)"),
     # -- numeric -----------------------------------------------------------------------------------
-    FunctionDef("abs", "numeric", 1, 1, raises=_unless_float),
+    FunctionDef("abs", "operator", 1, 1, raises=_unless_float),  # (checked, as neg)
     FunctionDef("round", "numeric", 1, 2, raises=_never),  # never gains digits beyond the result type
     *_defs("numeric", "floor ceil", 1, 1, raises=_never),
     *_defs("numeric", "sqrt exp ln log10", 1, 1, result="float8"),  # out of domain, overflow

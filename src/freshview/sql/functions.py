@@ -7,7 +7,7 @@ model.  Result types follow PostgreSQL's function resolution: an integer
 argument of a math function picks the ``double precision`` variant (sqrt(int),
 power(int, int), trunc(int) are float8), a numeric one keeps numeric
 (trunc, sign), text functions return text.  Each function becomes a plan
-``Call`` that both executors evaluate (runtime/expressions/arrow_functions.py
+``Call`` that both executors evaluate (runtime/expressions/arrow_<family>.py
 and spark_functions.py), or a rewrite into existing operators:
 
 * ``a IS [NOT] DISTINCT FROM b``  -> CASE on ``IS NULL`` and ``=``

@@ -1,207 +1,121 @@
-"""PostgreSQL's scalar functions over Arrow (the in-process executor), op by op.
+"""PostgreSQL's text functions over Arrow (the in-process executor), the ``text`` family of
+``plan.functions``: ``||``, concat, lower, upper, length, substring, trim/ltrim/rtrim, replace, split_part,
+strpos, left, right, lpad, rpad, repeat, reverse, initcap, md5, starts_with, octet_length, concat_ws,
+regexp_replace.  ``spark`` and ``spark_functions`` lower the same functions for Spark.
 
-The companion of ``arrow``: each function here takes the evaluator and the
-``Call`` and returns a datum; ``arrow`` registers them in its op table.  The
-Spark lowering of the same ops is ``spark_functions``; both follow
-PostgreSQL (sql/functions.py binds them):
-
-* math in double precision with PostgreSQL's errors: sqrt and ln/log of a
-  negative, ln/log of zero, power's "zero raised to a negative power" and
-  "negative number raised to a non-integer power", and "value out of range:
-  overflow/underflow" when exp or power of finite arguments leave the
-  double range; power's NaN and infinity cases are PostgreSQL's (not C's or
-  Java's); sign(NaN) is 0, as PostgreSQL's C comparisons make it.
-* text functions count characters, not bytes (left, right, lpad, rpad,
-  strpos); lpad/rpad cut a longer string to the length; split_part counts
-  from the end for a negative field and refuses field 0.
-* make_date checks its fields ("date field value out of range: 2023-02-30")
-  and reads a negative year as BC; add_interval adds months (clamping the
-  day to the month's end), then days, then microseconds, as PostgreSQL's
-  timestamp + interval does; age gives PostgreSQL's symbolic
-  (months, days, microseconds) difference.
-
-Text functions whose pattern argument differs per row (replace,
-starts_with, lpad's fill ...) fall back to per-row Python for those rows;
-literal patterns, the common case, run as one kernel.
+Text functions count characters, not bytes (left, right, lpad, rpad, strpos); lpad/rpad cut a longer
+string to the length; split_part counts from the end for a negative field and refuses field 0; a negative
+substring length raises.  Functions whose pattern argument differs per row (replace, starts_with, trim's
+characters, lpad's fill ...) fall back to per-row Python (or one kernel call per distinct pattern) for
+those rows; literal patterns, the common case, run as one kernel.
 """
 
 from __future__ import annotations
 
-from freshview.collation import fold as collation_fold
-from freshview.collation import key as collation_key
 import hashlib
-from decimal import Decimal
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.plan.expr import Literal
+from freshview.plan.expr import Call
 from freshview.runtime.expressions import arrow_values as A
-from freshview.runtime.expressions.pgtext import DATE_MAX_DAYS, DATE_MIN_DAYS
-from freshview.schema import interval_array, interval_parts
 
 Datum = A.Datum
-_F8 = pa.float64()
-_DAY_US = 86_400_000_000
-# PostgreSQL's timestamp range: 4714-11-24 BC 00:00 .. 294277-01-01 00:00 (exclusive), in µs since 1970.
-_TS_MIN_US = -211813488000_000000
-_TS_END_US = 2**63 - 1  # (PostgreSQL ends at 294277-01-01, beyond int64 microseconds since 1970)
 
 
-def _scalar_out(fn: Callable[..., Datum], *args: Datum) -> Datum:
-    """Run an array kernel on scalars too (as a one-row array)."""
+def op_concat_op(ev, e: Call) -> Datum:  # ||
+    args = [A._text(a) for a in (ev.visit(x) for x in e.args)]
     if all(A._is_scalar(a) for a in args):
-        return fn(*[A._broadcast(a, 1) for a in args])[0]
-    return fn(*args)
+        return pa.scalar(None if any(not a.is_valid for a in args) else "".join(a.as_py() for a in args))
+    return pc.binary_join_element_wise(*args, "", null_handling="emit_null")
 
 
-def _f8(ev, e) -> tuple[np.ndarray, np.ndarray]:
-    (x,) = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    return A._np(A._as(x, e.args[0].type), n, 0.0).astype(np.float64), A._valid_mask(x, n)
+def op_concat(ev, e: Call) -> Datum:  # concat(): NULL arguments are skipped
+    args = [pc.fill_null(A._text(ev.visit(x)), "") for x in e.args]
+    if all(A._is_scalar(a) for a in args):
+        return pa.scalar("".join(a.as_py() for a in args))
+    return pc.binary_join_element_wise(*args, "", null_handling="emit_null")
 
 
-def _out_f8(values: np.ndarray, valid: np.ndarray, scalar: bool) -> Datum:
-    out = A._from_np(values, valid, _F8)
-    return out[0] if scalar else out
+def op_lower(ev, e: Call) -> Datum:
+    return pc.utf8_lower(A._text(ev.visit(e.args[0])))
 
 
-def _all_scalar(ev, e) -> bool:
-    return all(isinstance(a, Literal) for a in e.args)
+def op_upper(ev, e: Call) -> Datum:
+    return pc.utf8_upper(A._text(ev.visit(e.args[0])))
 
 
-def _rows(ev, e) -> int:
-    """Rows to compute: one for an all-constant call (its scalar result), else the batch's."""
-    return 1 if _all_scalar(ev, e) else ev.n
+def op_length(ev, e: Call) -> Datum:
+    return pc.utf8_length(A._text(ev.visit(e.args[0]))).cast(pa.int32())
 
 
-def _range_checks(result: np.ndarray, finite_in: np.ndarray, nonzero_in: np.ndarray) -> None:
-    if (np.isinf(result) & finite_in).any():
-        raise A._fail("value out of range: overflow")
-    if ((result == 0) & finite_in & nonzero_in).any():
-        raise A._fail("value out of range: underflow")
+def op_substring(ev, e: Call) -> Datum:
+    vals = ev.strict_args(e.args)
+    s, start = A._text(vals[0]), vals[1]
+    length = vals[2] if len(vals) == 3 else None
+    n = ev.n
+    if length is not None:
+        neg = pc.and_(pc.less(length, 0), pc.and_(pc.is_valid(s), pc.is_valid(start)))
+        if (neg.as_py() if A._is_scalar(neg) else pc.any(neg).as_py()):
+            raise A._fail("negative substring length not allowed")
+    if A._is_scalar(start) and (length is None or A._is_scalar(length)):
+        if not start.is_valid or (length is not None and not length.is_valid):
+            return A._null(pa.string())
+        st = start.as_py()
+        first = max(st, 1) - 1
+        if length is None:
+            return pc.utf8_slice_codeunits(s, start=first)
+        stop = st - 1 + length.as_py()  # PostgreSQL: characters start .. start+length-1, clipped at 1
+        if stop <= first:
+            return pc.if_else(pc.is_valid(s), "", A._null(pa.string()))
+        return pc.utf8_slice_codeunits(s, start=first, stop=stop)
+    # per-row start/length
+    arr = A._broadcast(s, n, pa.string())
+    valid = A._valid_mask(arr, n) & A._valid_mask(start, n)
+    st = A._np(start, n, 1).astype(np.int64)
+    first = np.maximum(st, 1) - 1
+    if length is None:
+        count = np.full(n, 2**40, np.int64)
+    else:
+        valid &= A._valid_mask(length, n)
+        count = np.maximum(st - 1 + A._np(length, n, 0).astype(np.int64) - first, 0)
+    return A._slice_chars(arr, first, count, valid)
 
 
-def op_sqrt(ev, e) -> Datum:
-    x, valid = _f8(ev, e)
-    if (valid & (x < 0)).any():
-        raise A._fail("cannot take square root of a negative number")
-    with np.errstate(all="ignore"):
-        return _out_f8(np.sqrt(x), valid, _all_scalar(ev, e))
+def _trim(ev, e: Call, which: str) -> Datum:
+    vals = ev.strict_args(e.args)
+    s = A._text(vals[0])
+    kernel = {"trim": pc.utf8_trim, "ltrim": pc.utf8_ltrim, "rtrim": pc.utf8_rtrim}[which]
+    chars = A._text(vals[1]) if len(vals) == 2 else pa.scalar(" ")
+    if A._is_scalar(chars):
+        if not chars.is_valid:
+            return A._null(pa.string())
+        if chars.as_py() == "":
+            return s
+        if A._is_scalar(s):
+            return kernel(pa.array([s.as_py()], pa.string()), characters=chars.as_py())[0]
+        return kernel(s, characters=chars.as_py())
+    return A._per_pattern(A._broadcast(s, ev.n, pa.string()), chars,
+                        lambda v, c: kernel(v, characters=c) if c else v, pa.string())
 
 
-def op_cbrt(ev, e) -> Datum:
-    x, valid = _f8(ev, e)
-    return _out_f8(np.cbrt(x), valid, _all_scalar(ev, e))
+def op_trim(ev, e: Call) -> Datum:
+    return _trim(ev, e, "trim")
 
 
-def op_exp(ev, e) -> Datum:
-    x, valid = _f8(ev, e)
-    with np.errstate(all="ignore"):
-        out = np.exp(x)
-    _range_checks(np.where(valid, out, 1.0), np.isfinite(x), np.ones(len(x), bool))
-    return _out_f8(out, valid, _all_scalar(ev, e))
+def op_ltrim(ev, e: Call) -> Datum:
+    return _trim(ev, e, "ltrim")
 
 
-def _log(ev, e, fn: Callable[[np.ndarray], np.ndarray]) -> Datum:
-    x, valid = _f8(ev, e)
-    if (valid & (x == 0)).any():
-        raise A._fail("cannot take logarithm of zero")
-    if (valid & (x < 0)).any():
-        raise A._fail("cannot take logarithm of a negative number")
-    with np.errstate(all="ignore"):
-        return _out_f8(fn(x), valid, _all_scalar(ev, e))
+def op_rtrim(ev, e: Call) -> Datum:
+    return _trim(ev, e, "rtrim")
 
-
-def op_ln(ev, e) -> Datum:
-    return _log(ev, e, np.log)
-
-
-def op_log10(ev, e) -> Datum:
-    return _log(ev, e, np.log10)
-
-
-def op_power(ev, e) -> Datum:
-    a, b = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    valid = A._valid_mask(a, n) & A._valid_mask(b, n)
-    x = np.where(valid, A._np(a, n, 1.0), 1.0).astype(np.float64)
-    y = np.where(valid, A._np(b, n, 1.0), 1.0).astype(np.float64)
-    out, error = power_values(x, y)
-    if error is not None:
-        raise A._fail(error)
-    return _out_f8(out, valid, _all_scalar(ev, e))
-
-
-def power_values(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """PostgreSQL's dpow, vectorised: (results, the error message of the first failing rule or None)."""
-    xnan, ynan = np.isnan(x), np.isnan(y)
-    plain = ~xnan & ~ynan
-    with np.errstate(all="ignore"):
-        if (plain & (x == 0) & (y < 0)).any():
-            return x, "zero raised to a negative power is undefined"
-        if (plain & (x < 0) & (np.floor(y) != y)).any():
-            return x, "a negative number raised to a non-integer power yields a complex result"
-        out = np.power(x, y)
-        finite = plain & np.isfinite(x) & np.isfinite(y)
-        if (finite & np.isinf(out)).any():
-            return x, "value out of range: overflow"
-        if (finite & (out == 0) & (x != 0)).any():
-            return x, "value out of range: underflow"
-        absx = np.abs(x)
-        # infinite exponent (PostgreSQL: |x| = 1 gives 1; C agrees, Java gives NaN)
-        out = np.where(plain & np.isinf(y) & (absx == 1.0), 1.0, out)
-        out = np.where(xnan, np.where(~ynan & (y == 0), 1.0, np.nan), out)
-        out = np.where(~xnan & ynan, np.where(x == 1.0, 1.0, np.nan), out)
-    return out, None
-
-
-def op_sign(ev, e) -> Datum:
-    (x,) = ev.strict_args(e.args)
-    if e.type.kind == "numeric":
-        zero = pa.scalar(Decimal(0), x.type)
-        pos = pc.if_else(pc.greater(x, zero), 1, pc.if_else(pc.less(x, zero), -1, 0))
-        p, s = e.type.decimal_precision_scale
-        return A._to_decimal(A._as_type(pos, pa.int64()), p, s)
-    n = 1 if A._is_scalar(x) else ev.n
-    values, valid = A._np(x, n, 0.0), A._valid_mask(x, n)
-    out = np.where(values > 0, 1.0, np.where(values < 0, -1.0, 0.0))  # NaN: 0, as PostgreSQL's C comparisons
-    return _out_f8(out, valid, A._is_scalar(x))
-
-
-def op_trunc(ev, e) -> Datum:
-    if len(e.args) == 1:  # double precision
-        x, valid = _f8(ev, e)
-        return _out_f8(np.trunc(x), valid, _all_scalar(ev, e))
-    (x,) = ev.strict_args(e.args[:1])
-    places = e.args[1].value
-    d = A._as_decimal(x, e.args[0].type)
-    wide = d.cast(pa.decimal256(76, d.type.scale))
-    if places < d.type.scale:
-        wide = pc.round(wide, ndigits=places, round_mode="towards_zero")
-    p, s = e.type.decimal_precision_scale
-    return A._to_decimal(wide, p, s)
-
-
-# ---------------------------------------------------------------------------
-# text
-# ---------------------------------------------------------------------------
 
 def _texts(ev, e) -> list[Datum]:
     return [A._text(v) if pa.types.is_string(v.type) or pa.types.is_null(v.type) else v
             for v in ev.strict_args(e.args)]
-
-
-def _per_row(fn: Callable[..., object], args: list[Datum], n: int, out_type: pa.DataType) -> Datum:
-    """Fallback: ``fn`` on each row's Python values (None if any is NULL)."""
-    if all(A._is_scalar(a) for a in args):
-        values = [a.as_py() for a in args]
-        return pa.scalar(None if None in values else fn(*values), out_type)
-    cols = [A._broadcast(a, n).to_pylist() for a in args]
-    out = [None if None in row else fn(*row) for row in zip(*cols)]
-    return pa.array(out, out_type)
 
 
 def _literal_args(args: list[Datum]) -> bool:
@@ -222,8 +136,8 @@ def op_replace(ev, e) -> Datum:
             return A._null(pa.string())
         if old.as_py() == "":
             return s
-        return _scalar_out(lambda v: pc.replace_substring(v, pattern=old.as_py(), replacement=new.as_py()), s)
-    return _per_row(lambda a, b, c: a.replace(b, c) if b else a, [s, old, new], ev.n, pa.string())
+        return A._scalar_out(lambda v: pc.replace_substring(v, pattern=old.as_py(), replacement=new.as_py()), s)
+    return A._per_row(lambda a, b, c: a.replace(b, c) if b else a, [s, old, new], ev.n, pa.string())
 
 
 def _split_part(s: str, delim: str, k: int) -> str:
@@ -249,7 +163,7 @@ def op_split_part(ev, e) -> Datum:
                            pc.is_valid(A._broadcast(delim, n)))
             if A._any(zero):
                 raise A._fail("field position must not be zero")
-        return _per_row(_split_part, [s, delim, k], n, pa.string())
+        return A._per_row(_split_part, [s, delim, k], n, pa.string())
     index = k.as_py()
     lists = pc.split_pattern(s, pattern=delim.as_py())
     lengths = A._np(pc.list_value_length(lists), n, 0).astype(np.int64)
@@ -275,7 +189,7 @@ def op_strpos(ev, e) -> Datum:
     s, sub = _texts(ev, e)
     n = ev.n
     if not _literal_args([sub]) or A._is_scalar(s):
-        return _per_row(lambda a, b: a.find(b) + 1, [s, sub], n, pa.int32())
+        return A._per_row(lambda a, b: a.find(b) + 1, [s, sub], n, pa.int32())
     if not sub.is_valid:
         return A._null(pa.int32())
     found = A._np(pc.find_substring(s, pattern=sub.as_py()), n, -1).astype(np.int64)
@@ -328,7 +242,7 @@ def _pad_op(ev, e, left: bool) -> Datum:
     s, k, fill = _texts(ev, e)
     n = ev.n
     if _literal_args([s, k, fill]) or not _literal_args([fill]):
-        return _per_row(lambda a, b, c: _pad(a, b, c, left), [s, k, fill], n, pa.string())
+        return A._per_row(lambda a, b, c: _pad(a, b, c, left), [s, k, fill], n, pa.string())
     if not fill.is_valid:
         return A._null(pa.string())
     f = fill.as_py()
@@ -358,12 +272,12 @@ def op_rpad(ev, e) -> Datum:
 def op_repeat(ev, e) -> Datum:
     s, k = ev.strict_args(e.args)
     times = pc.max_element_wise(A._as_type(k, pa.int64()), pa.scalar(0, pa.int64()), skip_nulls=False)
-    return _scalar_out(lambda a, b: pc.binary_repeat(a, b), A._text(s), times)
+    return A._scalar_out(lambda a, b: pc.binary_repeat(a, b), A._text(s), times)
 
 
 def op_reverse(ev, e) -> Datum:
     (s,) = ev.strict_args(e.args)
-    return _scalar_out(pc.utf8_reverse, A._text(s))
+    return A._scalar_out(pc.utf8_reverse, A._text(s))
 
 
 def initcap_text(s: str) -> str:
@@ -378,32 +292,12 @@ def initcap_text(s: str) -> str:
 
 def op_initcap(ev, e) -> Datum:
     (s,) = ev.strict_args(e.args)
-    return _per_row(initcap_text, [A._text(s)], ev.n, pa.string())
+    return A._per_row(initcap_text, [A._text(s)], ev.n, pa.string())
 
 
 def op_md5(ev, e) -> Datum:
     (s,) = ev.strict_args(e.args)
-    return _per_row(lambda v: hashlib.md5(v.encode("utf-8")).hexdigest(), [A._text(s)], ev.n, pa.string())
-
-
-def op_collkey(ev, e, collation: str) -> Datum:
-    """``collkey`` (param: the collation): the key text compares by under a MySQL collation (freshview.collation)."""
-    return _each_distinct(ev, e, lambda v: collation_key(v, collation))
-
-
-def op_collfold(ev, e, collation: str) -> Datum:
-    """``collfold`` (param: the collation): the collation's weights without PAD SPACE (what LIKE matches)."""
-    return _each_distinct(ev, e, collation_fold)
-
-
-def _each_distinct(ev, e, fn: Callable[[str], str]) -> Datum:
-    (s,) = ev.strict_args(e.args)
-    s = A._text(s)
-    if A._is_scalar(s):
-        return _per_row(fn, [s], ev.n, pa.string())
-    encoded = pc.dictionary_encode(A._broadcast(s, ev.n))  # each distinct value once
-    keys = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
-    return pc.take(keys, encoded.indices)
+    return A._per_row(lambda v: hashlib.md5(v.encode("utf-8")).hexdigest(), [A._text(s)], ev.n, pa.string())
 
 
 def op_starts_with(ev, e) -> Datum:
@@ -412,12 +306,12 @@ def op_starts_with(ev, e) -> Datum:
         if not prefix.is_valid:
             return A._null(pa.bool_())
         return pc.starts_with(s, pattern=prefix.as_py())
-    return _per_row(lambda a, b: a.startswith(b), [s, prefix], ev.n, pa.bool_())
+    return A._per_row(lambda a, b: a.startswith(b), [s, prefix], ev.n, pa.bool_())
 
 
 def op_octet_length(ev, e) -> Datum:
     (s,) = ev.strict_args(e.args)
-    return _scalar_out(lambda v: pc.binary_length(v).cast(pa.int32()), A._text(s))
+    return A._scalar_out(lambda v: pc.binary_length(v).cast(pa.int32()), A._text(s))
 
 
 def op_concat_ws(ev, e) -> Datum:
@@ -444,156 +338,33 @@ def op_concat_ws(ev, e) -> Datum:
 def op_regexp_replace(ev, e) -> Datum:
     s = A._text(ev.visit(e.args[0]))
     pattern, repl, every = e.args[1].value, e.args[2].value, e.args[5].value
-    return _scalar_out(lambda v: pc.replace_substring_regex(
+    return A._scalar_out(lambda v: pc.replace_substring_regex(
         v, pattern=pattern, replacement=repl, max_replacements=None if every else 1), s)
 
 
-# ---------------------------------------------------------------------------
-# dates, timestamps, intervals
-# ---------------------------------------------------------------------------
-
-def _civil_from_days(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(year, month, day) of days since 1970-01-01, proleptic Gregorian (H. Hinnant), vectorised."""
-    z = z + 719468
-    era = np.floor_divide(z, 146097)
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    y = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = np.where(mp < 10, mp + 3, mp - 9)
-    return y + (m <= 2), m, d
-
-
-def op_make_date(ev, e) -> Datum:
-    y, m, d = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    valid = A._valid_mask(y, n) & A._valid_mask(m, n) & A._valid_mask(d, n)
-    yy, mm, dd = (A._np(v, n, 1).astype(np.int64) for v in (y, m, d))
-    yy, mm, dd = np.where(valid, yy, 1), np.where(valid, mm, 1), np.where(valid, dd, 1)
-    astro = np.where(yy < 0, yy + 1, yy)  # 1 BC is year 0
-    bad = valid & ((yy == 0) | (mm < 1) | (mm > 12) | (dd < 1) | (dd > A._days_in_month(astro, np.clip(mm, 1, 12))))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise A._fail(f"date field value out of range: {yy[i]}-{mm[i]:02d}-{dd[i]:02d}")
-    days = A._days_from_civil(astro, mm, dd)
-    out_of = valid & ((days < DATE_MIN_DAYS) | (days > DATE_MAX_DAYS))
-    if out_of.any():
-        i = int(np.flatnonzero(out_of)[0])
-        raise A._fail(f"date out of range: {yy[i]}-{mm[i]:02d}-{dd[i]:02d}")
-    out = A._from_np(days.astype(np.int32), valid, pa.int32()).cast(pa.date32())
-    return out[0] if _all_scalar(ev, e) else out
-
-
-def _micros(d: Datum, kind: str, n: int) -> np.ndarray:
-    arr = A._broadcast(d, n)
-    if kind == "date":
-        return A._np(arr.cast(pa.int32()), n, 0).astype(np.int64) * _DAY_US
-    return A._np(arr.cast(pa.int64()), n, 0).astype(np.int64)
-
-
-def op_epoch_us(ev, e) -> Datum:
-    (x,) = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    out = A._from_np(_micros(x, e.args[0].type.kind, n), A._valid_mask(x, n), pa.int64())
-    return out[0] if _all_scalar(ev, e) else out
-
-
-def op_add_interval(ev, e) -> Datum:
-    ts, months, days, micros = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    valid = A._valid_mask(ts, n)
-    for part in (months, days, micros):
-        valid = valid & A._valid_mask(part, n)
-    us = _micros(ts, e.args[0].type.kind, n)
-    mo, dd, uu = (np.where(valid, A._np(p, n, 0).astype(np.int64), 0) for p in (months, days, micros))
-    day = np.floor_divide(us, _DAY_US)
-    tod = us - day * _DAY_US
-    y, m, d = _civil_from_days(day)
-    total = y * 12 + (m - 1) + mo
-    y2, m2 = np.floor_divide(total, 12), np.mod(total, 12) + 1
-    d2 = np.minimum(d, A._days_in_month(y2, m2))
-    with np.errstate(over="ignore"):
-        out = (A._days_from_civil(y2, m2, d2) + dd) * _DAY_US + tod + uu
-    big = (np.abs(mo) > 3_000_000) | (np.abs(dd) > 110_000_000) | (np.abs(uu) > 2**62)
-    if (valid & (big | (out < _TS_MIN_US) | (out >= _TS_END_US))).any():
-        raise A._fail("timestamp out of range")
-    res = A._from_np(np.where(valid, out, 0), valid, pa.int64()).cast(e.type.arrow)
-    return res[0] if _all_scalar(ev, e) else res
-
-
-def age_parts(a_us: np.ndarray, b_us: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """PostgreSQL's timestamp_age(a, b) as (months, days, microseconds), in closed form.
-
-    PostgreSQL subtracts field by field on the later-minus-earlier pair, borrows a day when
-    the time of day goes negative, then borrows months while the day goes negative (adding the
-    length of the month of the later timestamp's month as tm1/tm2 give it: a's when a < b, else b's;
-    at most two borrows, as the days differ by at most 31) and years for negative months (which
-    cancel in the month total), and restores the sign.
-    """
-    sign = np.where(a_us < b_us, -1, 1)
-
-    def fields(us: np.ndarray):
-        day = np.floor_divide(us, _DAY_US)
-        y, m, d = _civil_from_days(day)
-        return y, m, d, us - day * _DAY_US
-
-    y1, m1, d1, t1 = fields(a_us)
-    y2, m2, d2, t2 = fields(b_us)
-    borrow = (t1 - t2) * sign < 0
-    mday = (d1 - d2) * sign - borrow
-    ref_y, ref_m = np.where(sign < 0, y1, y2), np.where(sign < 0, m1, m2)
-    dim = A._days_in_month(ref_y, ref_m)
-    k = np.where(mday < 0, np.where(mday + dim < 0, 2, 1), 0)
-    months = (y1 - y2) * 12 + (m1 - m2) - sign * k
-    days = (mday + k * dim) * sign
-    micros = (t1 - t2) + sign * borrow * _DAY_US
-    return months, days, micros
-
-
-def op_age(ev, e, part: str) -> Datum:
-    a, b = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    valid = A._valid_mask(a, n) & A._valid_mask(b, n)
-    kind = e.args[0].type.kind
-    months, days, micros = age_parts(_micros(a, kind, n), _micros(b, kind, n))
-    values = {"months": months, "days": days, "micros": micros}[part]
-    out = A._from_np(np.where(valid, values, 0), valid, pa.int64())
-    return out[0] if _all_scalar(ev, e) else out
-
-
-def op_make_interval(ev, e) -> Datum:
-    """(months, days, microseconds) int8 parts → month_day_nano_interval (NULL if a part is NULL)."""
-    parts = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    valid = np.ones(n, bool)
-    for part in parts:
-        valid = valid & A._valid_mask(part, n)
-    try:
-        out = interval_array(*(A._np(p, n, 0).astype(np.int64) for p in parts), valid)
-    except OverflowError:
-        raise A._fail("interval out of range") from None
-    return out[0] if _all_scalar(ev, e) else out
-
-
-def op_interval_part(ev, e, part: str) -> Datum:
-    """One int8 part (months, days, micros) of an interval."""
-    (x,) = ev.strict_args(e.args)
-    n = _rows(ev, e)
-    arr = A._broadcast(x, n, pa.month_day_nano_interval())
-    months, days, micros, valid = interval_parts(arr)
-    out = A._from_np({"months": months, "days": days, "micros": micros}[part], valid, pa.int64())
-    return out[0] if _all_scalar(ev, e) else out
-
-
 OPS: dict[str, Callable[..., Datum]] = {
-    "sqrt": op_sqrt, "cbrt": op_cbrt, "exp": op_exp, "ln": op_ln, "log10": op_log10, "power": op_power,
-    "sign": op_sign, "trunc": op_trunc,
-    "replace": op_replace, "split_part": op_split_part, "strpos": op_strpos, "left": op_left,
-    "right": op_right, "lpad": op_lpad, "rpad": op_rpad, "repeat": op_repeat, "reverse": op_reverse,
-    "initcap": op_initcap, "md5": op_md5, "collkey": op_collkey, "collfold": op_collfold, "starts_with": op_starts_with, "octet_length": op_octet_length,
-    "concat_ws": op_concat_ws, "regexp_replace": op_regexp_replace,
-    "make_date": op_make_date, "epoch_us": op_epoch_us, "add_interval": op_add_interval, "age": op_age,
-    "make_interval": op_make_interval, "interval_part": op_interval_part,
+    "||": op_concat_op,
+    "concat": op_concat,
+    "lower": op_lower,
+    "upper": op_upper,
+    "length": op_length,
+    "substring": op_substring,
+    "trim": op_trim,
+    "ltrim": op_ltrim,
+    "rtrim": op_rtrim,
+    "replace": op_replace,
+    "split_part": op_split_part,
+    "strpos": op_strpos,
+    "left": op_left,
+    "right": op_right,
+    "lpad": op_lpad,
+    "rpad": op_rpad,
+    "repeat": op_repeat,
+    "reverse": op_reverse,
+    "initcap": op_initcap,
+    "md5": op_md5,
+    "starts_with": op_starts_with,
+    "octet_length": op_octet_length,
+    "concat_ws": op_concat_ws,
+    "regexp_replace": op_regexp_replace,
 }
