@@ -62,7 +62,7 @@ def test_jsonb_literals_are_canonical_and_enum_order_is_declared():
     ("SELECT MIN(ip) FROM t", SqlTypeError, r"min\(inet\)"),
     ("SELECT MAX(u) FROM t", SqlTypeError, r"max\(uuid\)"),
     ("SELECT id FROM t ORDER BY j LIMIT 3", UnsupportedSqlError, "ORDER BY a jsonb"),
-    ("SELECT unnest(xs) FROM t", UnsupportedSqlError, "set-returning"),
+    ("SELECT count(unnest(xs)) FROM t", UnsupportedSqlError, "set-returning"),
     ("SELECT id FROM t WHERE m = 'angry'", SqlTypeError, "invalid input value for enum mood"),
     ("SELECT id FROM t WHERE u = 'not-a-uuid'", SqlTypeError, "invalid input value for type uuid"),
     ("SELECT id FROM t WHERE m = s", SqlTypeError, "cannot compare"),

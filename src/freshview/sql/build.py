@@ -25,7 +25,7 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins
+from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins, srf
 from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
@@ -131,6 +131,7 @@ class QueryBuilder:
         if distinct is not None and distinct.args.get("on") is not None:
             return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
 
+        node = srf.select_list(self, node)  # SRFs in the SELECT list: a ROWS FROM item (sql.srf)
         items = self.from_items(node)
         if items[0].node is constants.ONE_ROW and any(isinstance(s, exp.Star) or (
                 isinstance(s, exp.Column) and isinstance(s.this, exp.Star)) for s in node.expressions):
@@ -179,6 +180,8 @@ class QueryBuilder:
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
         for k, it in enumerate(items):
+            if it.srf is not None:  # set-returning functions over each row before it (sql.srf)
+                steps[k].srf = it.srf
             if it.lateral is not None:  # over the distinct outer values it reads (sql.lateral)
                 steps[k].outer = it.lateral[:2]
                 if it.lateral[2] is not None:  # an aggregate without GROUP BY: one row per outer row
@@ -211,7 +214,8 @@ class QueryBuilder:
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
         select_binder.grouping = node.args.get("group") is not None  # type: ignore[attr-defined]
-        star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
+        star_columns = [c for c in scope.columns if c.index < subs.outer_width  # not the subqueries' columns
+                        and c.relation not in srf.hidden_names()]  # nor the SELECT list's SRFs (sql.srf)
         out_exprs: list[Expr] = []
         out_names: list[str] = []
         out_origins: list[exp.Expression] = []  # the SELECT item each output came from, for errors
@@ -364,7 +368,10 @@ class QueryBuilder:
         offset = 0
         seen: set[str] = set()
         for r in raw:
-            if isinstance(r, exp.Lateral):
+            if srf.is_item(r):  # a set-returning function over the items before it (sql.srf)
+                item = srf.srf_item(self, r, items, r.parent if isinstance(r.parent, exp.Join) else None)
+                aliases = [item.alias]
+            elif isinstance(r, exp.Lateral):
                 join = r.parent if isinstance(r.parent, exp.Join) else None
                 item = lateral.lateral_item(self, r, items, join)
                 aliases = [item.alias]
@@ -377,7 +384,7 @@ class QueryBuilder:
                 if alias in seen:
                     raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
                 seen.add(alias)
-            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral))
+            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral, item.srf))
             offset += len(item.node.columns)
         return items
 
@@ -388,8 +395,9 @@ class QueryBuilder:
             if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
                 function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
                 called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
-                raise UnsupportedSqlError(f"set-returning functions in FROM are not supported ({called}(...)): "
-                                          "a view reads tables and views", locate(r, self.sql), self.sql)
+                raise UnsupportedSqlError(f"function {called}(...) in FROM is not supported (the set-returning "
+                                          f"functions a view takes: {', '.join(sorted(srf.NAMES))})",
+                                          locate(r, self.sql), self.sql)
             if r.args.get("joins"):
                 raise self.unsupported(r, "a parenthesised join in FROM")
             if r.args.get("sample") is not None:

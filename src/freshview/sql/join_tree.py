@@ -38,7 +38,7 @@ is an expression over columns whose changes the join already carries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from sqlglot import exp
@@ -46,6 +46,7 @@ from sqlglot import exp
 from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.rewrite import mark_join
 from freshview.plan.rewrite.joins import null_safe
 from freshview.plan import typing as ty
@@ -64,6 +65,7 @@ class Step:
     pad: tuple[Expr, ...] | None = None  # left: the right side's values on an unmatched row
     not_in: tuple[Expr, Expr] | None = None  # not_in, mark_in: (x over the left, y over this item)
     outer: tuple[pn.OuterRows, tuple[Expr, ...]] | None = None  # a subquery over the left's correlation values
+    srf: tuple | None = None  # (SrfCall over the wide row, ordinality): set-returning functions of each left row (sql.srf)
 
 
 def join_kinds(node) -> list[str]:
@@ -218,6 +220,15 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
                 rkeys.append(ty.cast_to(over(right_cols)(re_), t))
             else:
                 residual.append(over(wide_cols + right_cols)(c))
+        if step.srf is not None:  # each left row followed by its functions' rows (sql.srf, plan.flatmap)
+            calls, ordinality = step.srf
+            calls = tuple(replace(c, args=tuple(over(wide_cols)(a) for a in c.args)) for c in calls)
+            plan = FlatMap(plan, calls, ordinality, step.kind == "left")
+            wide_cols = wide_cols + right_cols
+            joined.add(k)
+            if residual:
+                plan = pn.Filter(plan, conjoin(residual))  # type: ignore[arg-type]
+            continue
         if step.outer is not None:  # (sql.magic_sets): the item's first columns are its correlation values
             right, lkeys, rkeys = _over_outer_rows(plan, right, [over(wide_cols)(e) for e in step.outer[1]],
                                                    step.outer[0])

@@ -21,9 +21,11 @@ import pyarrow.compute as pc
 from freshview.algebra.batch import consolidate, group_ids, normalize_floats
 from freshview.errors import ExecutionError
 from freshview.plan.expr import ColumnRef, Expr
+from freshview.plan.flatmap import FlatMap
+from freshview.runtime.expressions import srf
 from freshview.runtime.expressions.arrow import evaluate, evaluate_filter
 from freshview.runtime.kernels import Term, sums_schema
-from freshview.runtime.relation import col_name, conform
+from freshview.runtime.relation import arrow_schema, col_name, conform
 from freshview.schema import WEIGHT
 
 
@@ -66,6 +68,19 @@ class ArrowKernels:
             raise ExecutionError("bigint out of range (a row's multiplicity)") from None
         out = rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, w)
         return out.filter(pc.not_equal(w, 0))
+
+    def flat_map(self, rel: pa.Table, node: FlatMap, memo: dict) -> pa.Table:
+        schema = arrow_schema(node.columns)
+        if rel.num_rows == 0:
+            return schema.empty_table()
+        calls = [srf.rows(c, [_value(a, rel) for a in c.args]) for c in node.calls]
+        parent, added, position = srf.zipped(calls, rel.num_rows, node.outer)
+        taken = pa.array(parent, pa.int64())
+        arrays = [rel.column(col_name(i)).take(taken) for i in range(len(node.input.columns))] + added
+        if node.ordinality:
+            arrays.append(position)
+        arrays.append(rel.column(WEIGHT).take(taken))
+        return conform(pa.Table.from_arrays(arrays, names=schema.names), schema)
 
     def evaluate(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         return self.project(rel, exprs, schema, memo)

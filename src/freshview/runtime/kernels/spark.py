@@ -15,6 +15,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from freshview.plan.expr import ColumnRef, Expr
+from freshview.plan.flatmap import FlatMap
 from freshview.runtime.delta import Delta, column, for_spark, spark_schema
 from freshview.runtime.expressions.spark import lower
 from freshview.runtime.kernels import Term, sums_schema
@@ -80,6 +81,14 @@ class SparkKernels:
             w = (F.col(WEIGHT) * factor).cast("long").alias(WEIGHT)
             cols = memo["reweight"] = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [w]
         return Delta(rel.schema, rel.frame().select(*cols).filter(F.col(WEIGHT) != 0), None, self.spark)
+
+    def flat_map(self, rel: Delta, node: FlatMap, memo: dict) -> Delta:
+        """The functions run on the rows collected to the driver (``runtime.expressions.srf``, the
+        in-process code): a change is small, and a first computation's input is on the driver already."""
+        from freshview.runtime.kernels.arrow import ArrowKernels
+
+        table = rel.arrow if rel.df is None else rel.materialize()
+        return Delta.of_arrow(ArrowKernels().flat_map(table, node, memo), self.spark)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
@@ -213,6 +222,11 @@ class BulkKernels(SparkKernels):
         if rel.df is None:  # a table on the driver: reweighted in place, no round trip
             return self.of_arrow(self._local.reweight(rel.arrow, weight, memo))
         return super().reweight(rel, weight, memo)
+
+    def flat_map(self, rel: Delta, node: FlatMap, memo: dict) -> Delta:
+        if rel.df is None:
+            return self.of_arrow(self._local.flat_map(rel.arrow, node, memo))
+        return super().flat_map(rel, node, memo)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         if rel.df is None:
