@@ -425,6 +425,28 @@ def mariadb_arrayagg(values: list | None, kind: str) -> str | None:
     return "[" + ",".join(_maria_value(v, kind) for v in values) + "]"
 
 
+# ---------------------------------------------------------------------------- jsonb equality
+def equality_key(text: str) -> str:
+    """The text two jsonb values are equal by in PostgreSQL: the canonical text with each number as its
+    value (``1.0`` and ``1``, ``1.50`` and ``1.5`` are equal jsonb; their output keeps the written scale)."""
+    if "." not in text:  # a canonical text without a fraction has its numbers as their values already
+        return text
+    return _keyed(parse(text))
+
+
+def _keyed(node: Node) -> str:
+    kind, payload = node[0], node[1]
+    if kind == "obj":
+        items = sorted(dict(payload).items(), key=lambda kv: _key_order(kv[0]))
+        return "{" + ", ".join(f"{quote(k)}: {_keyed(v)}" for k, v in items) + "}"
+    if kind == "arr":
+        return "[" + ", ".join(_keyed(v) for v in payload) + "]"
+    if kind == "num":
+        d = decimal.Decimal(payload)
+        return "0" if d == 0 else format(d.normalize(), "f")
+    return canonical(node)
+
+
 # ---------------------------------------------------------------------------- set-returning functions
 def elements(text: str, as_text: bool, binary: bool, name: str) -> list[str | None]:
     """``json[b]_array_elements[_text]`` of one value: its elements' texts (``as_text``: ``->>``'s

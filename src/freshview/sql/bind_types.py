@@ -108,6 +108,8 @@ class TypeBinding(MySqlJsonBinding):
                 raise self.unsupported(node, _WHY_JSONB)
             if kind == "enum":
                 return Call(ty.BOOL, op, (enum_rank(left), enum_rank(right)))
+        if kind == "jsonb":  # numbers equal by value: '1.0'::jsonb = '1'::jsonb (freshview.jsontext.equality_key)
+            return Call(ty.BOOL, op, self.collated(node, left, right))  # type: ignore[attr-defined]
         return Call(ty.BOOL, op, (left, right))
 
     def _as_type(self, node: exp.Expression, e: Expr, t: SqlType) -> Expr:

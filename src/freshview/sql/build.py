@@ -294,7 +294,7 @@ class QueryBuilder:
 
         if aggregated:
             lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
-            if sets is None and not grouping_sets.grouping_calls([*out_exprs, having]):
+            if sets is None and not grouping_sets.grouping_calls([*out_exprs, having, *windows.exprs()]):
                 agg_node: pn.Node = pn.Aggregate(
                     plan,
                     tuple(local(g) for g in group_exprs),
@@ -302,7 +302,7 @@ class QueryBuilder:
                     tuple(group_names),
                 )
             else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
-                calls = grouping_sets.grouping_calls([*out_exprs, having])
+                calls = grouping_sets.grouping_calls([*out_exprs, having, *windows.exprs()])
                 agg_node = grouping_sets.aggregate(
                     plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
                     group_names, sets or [tuple(range(len(group_exprs)))], calls, as_bound, spelled, group_node,
@@ -395,6 +395,10 @@ class QueryBuilder:
             if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
                 function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
                 called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
+                if self.dialect.name == "mysql":
+                    raise UnsupportedSqlError(f"{called.upper()}(...) in FROM is not supported: a view reads tables "
+                                              "and views (a JSON_TABLE of a column would make rows of each row; "
+                                              "not maintained yet)", locate(r, self.sql), self.sql)
                 raise UnsupportedSqlError(f"function {called}(...) in FROM is not supported (the set-returning "
                                           f"functions a view takes: {', '.join(sorted(srf.NAMES))})",
                                           locate(r, self.sql), self.sql)
@@ -444,9 +448,6 @@ class QueryBuilder:
             if alias_node is not None and alias_node.columns:
                 plan = self._rename(plan, alias_node, r)
             return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
-        if isinstance(r, exp.Unnest):
-            raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
-                                      "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")

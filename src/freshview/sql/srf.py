@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from freshview import jsontext
-from freshview.errors import SqlError, UnsupportedSqlError
+from freshview.errors import SqlError, UnknownColumnError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan import typing as ty
-from freshview.plan.expr import Cast, ColumnRef, Expr, Literal, columns_used
+from freshview.plan.expr import Cast, ColumnRef, Expr, Literal
 from freshview.plan.flatmap import FlatMap, ORDINALITY_TYPE, SrfCall
 from freshview.schema import SqlType
-from freshview.sql import regex
+from freshview.sql import constants, regex
 from freshview.sql.bind_expr import ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.parse import locate
 
@@ -123,16 +123,13 @@ def srf_item(qb: "QueryBuilder", r: exp.Expression, before: list[FromItem], join
         k += len(call.columns)
     calls = tuple(named_calls)
     table_alias = alias or (calls[0].func if alone else "rows_from")
-    placeholder = pn.Constant((), tuple(renamed))
     if not before:  # first in FROM: over one row, its arguments constant
-        flat = FlatMap(_ONE_ROW, calls, ordinality, False)
+        flat = FlatMap(constants.ONE_ROW, calls, ordinality, False)
         node = pn.Project(flat, tuple(ColumnRef(t, 1 + j, n) for j, (n, t) in enumerate(renamed)),
                           tuple(n for n, _ in renamed))
         return FromItem(table_alias, node, 0)
-    return FromItem(table_alias, placeholder, 0, srf=(calls, ordinality))
-
-
-_ONE_ROW = pn.Constant(((None,),), (("", ty.INT4),))
+    # The item's node only gives its columns: sql.join_tree applies the calls to the rows before it.
+    return FromItem(table_alias, pn.Constant((), tuple(renamed)), 0, srf=(calls, ordinality))
 
 
 def _call(qb: "QueryBuilder", f: exp.Expression, binder: ExprBinder, alias: str | None) -> SrfCall:
@@ -147,7 +144,12 @@ def _call(qb: "QueryBuilder", f: exp.Expression, binder: ExprBinder, alias: str 
         raw = list(f.expressions) if isinstance(f, exp.Unnest) else [f.this]
     else:
         raw = list(f.expressions)
-    args = [binder.bind(a) for a in raw]
+    try:
+        args = [binder.bind(a) for a in raw]
+    except UnknownColumnError as why:
+        raise UnsupportedSqlError(f"{why.message}: a set-returning function in FROM reads the FROM items before "
+                                  "it; one reading a column of an outer query (inside a subquery) is not supported",
+                                  why.location, qb.sql) from None
     one = alias or name
 
     def wrong(message: str | None = None) -> SqlError:

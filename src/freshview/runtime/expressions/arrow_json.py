@@ -193,6 +193,11 @@ def op_array_any_eq(ev, e) -> Datum:
     return _per_row(ev, [x, arr], any_eq, pa.bool_(), strict=False)
 
 
+def op_jsonb_key(ev, e) -> Datum:
+    """What jsonb values are equal by (numbers by value: ``jsontext.equality_key``)."""
+    return _per_row(ev, ev.strict_args(e.args), jsontext.equality_key, pa.string())
+
+
 OPS: dict[str, Callable[..., Datum]] = {
     "json_get": op_json_get, "json_get_text": op_json_get_text, "json_path": op_json_path,
     "json_path_text": op_json_path_text, "jsonb_contains": op_jsonb_contains, "jsonb_exists": op_jsonb_exists,
@@ -201,9 +206,10 @@ OPS: dict[str, Callable[..., Datum]] = {
     "array_element": op_array_element, "array_any_eq": op_array_any_eq,
     "mariadb_extract": op_mariadb_extract, "json_unquote": op_json_unquote, "mariadb_object": op_mariadb_object,
     "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish, "enum_unknown": op_enum_unknown,
+    "jsonb_key": op_jsonb_key,
 }
 # Ops that never raise: evaluated eagerly under CASE/COALESCE/AND/OR (json_in and the jsonb operators can:
 # a text that is not JSON).
 SAFE_OPS = frozenset({"as_text", "array_length", "cardinality", "array_element", "array_any_eq", "json_get",
                       "json_get_text", "json_path", "json_path_text", "json_agg_finish", "jsonb_exists",
-                      "jsonb_contains", "mariadb_extract", "json_unquote", "mariadb_arrayagg_finish"})
+                      "jsonb_contains", "mariadb_extract", "json_unquote", "mariadb_arrayagg_finish", "jsonb_key"})

@@ -147,6 +147,10 @@ def array_any_eq(e: Call, a: list[Column], param: str) -> Column:
             .otherwise(F.lit(False)))
 
 
+def jsonb_key(e: Call, a: list[Column], param: str) -> Column:
+    return _udf(lambda j: None if j is None else jsontext.equality_key(j), st.StringType())(*a)
+
+
 LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "json_get": json_get, "json_get_text": json_get_text, "json_path": json_path, "json_path_text": json_path_text,
     "jsonb_contains": jsonb_contains, "jsonb_exists": jsonb_exists, "json_in": json_in,
@@ -154,5 +158,5 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "array_length": array_length, "cardinality": cardinality, "array_element": array_element,
     "array_any_eq": array_any_eq, "mariadb_extract": mariadb_extract, "json_unquote": json_unquote,
     "mariadb_object": mariadb_object, "mariadb_arrayagg_finish": mariadb_arrayagg_finish,
-    "enum_unknown": enum_unknown,
+    "enum_unknown": enum_unknown, "jsonb_key": jsonb_key,
 }
