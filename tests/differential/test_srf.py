@@ -96,7 +96,10 @@ def test_under_spark(make_flow, oracle_json):
         ("u1", "SELECT t.id, u.x, u.n FROM t, unnest(t.xs) WITH ORDINALITY AS u(x, n)"),
         ("s2", "SELECT id, unnest(xs) + 1 AS x1, unnest(ts) FROM t"),
         ("j4", "SELECT k, COUNT(*) AS n FROM t, jsonb_each(t.obj) AS e(k, v) GROUP BY k"),
-    ], seed=235, steps=4, executions=("local", "spark"))
+        # over a join's output (a Spark result under Spark: posexplode there)
+        ("u8", "SELECT t.id, k.k_id, x, n FROM t JOIN keys k ON k.v = t.g, unnest(t.xs) WITH ORDINALITY AS u(x, n)"),
+        ("u9", "SELECT t.id, k.k_id, x FROM t JOIN keys k ON k.v = t.g LEFT JOIN LATERAL unnest(t.xs) AS x ON TRUE"),
+    ], seed=235, steps=4, executions=("local", "spark"), sources={"t": SRC, "keys": KEYS})
 
 
 @pytest.mark.parametrize("sql, message", [
@@ -149,4 +152,5 @@ def test_jsonb_numbers_equal_by_value(make_flow, oracle_json):
         ("q4", "SELECT n_id, j = '1' AS is_one, j = '{\"a\": 1, \"b\": [2.5]}' AS is_obj, j <> '[0, 1]' AS not01 "
                "FROM nums"),
         ("q5", "SELECT g, COUNT(DISTINCT j) AS nd FROM nums GROUP BY g"),
+        ("q6", "SELECT n_id, m_id FROM nums JOIN (SELECT m_id, j2 AS j FROM nums2) AS s USING (j)"),
     ], seed=236, steps=6, executions=("local",), canon=_jsonb_keys)

@@ -529,7 +529,7 @@ class Generator:
             left_names = [c.name for c in seg]
             common = sorted({c.name for c in cols} & set(left_names))
             usable = [n for n in common if left_names.count(n) == 1
-                      and {c.type for c in seg if c.name == n} == {c.type for c in cols if c.name == n}]
+                      and {c.type for c in seg if c.name == n} == {c.type for c in cols if c.name == n} != {"intarr"}]
             if kind in ("using_join", "natural_join") and (not named or not usable
                                                            or (kind == "natural_join" and usable != common)):
                 kind = "inner_join"

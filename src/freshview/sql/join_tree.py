@@ -43,13 +43,14 @@ from typing import Callable
 
 from sqlglot import exp
 
-from freshview.errors import SqlError
+from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
 from freshview.plan.flatmap import FlatMap
 from freshview.plan.rewrite import mark_join
 from freshview.plan.rewrite.joins import null_safe
 from freshview.plan import typing as ty
+from freshview.sql.dialect import JSONB_EQUALITY, collation_key
 from freshview.sql.parse import locate
 
 NO_COLUMNS = ("semi", "anti", "not_in")
@@ -139,8 +140,12 @@ def resolve_using(items, node: exp.Select, sql: str) -> Using | None:
             if t is None:
                 raise SqlError(f"JOIN/USING types {le.type} and {re_.type} cannot be matched",
                                locate(where, sql, keyword), sql)
+            if t.is_array:
+                raise UnsupportedSqlError(f"JOIN USING / NATURAL JOIN on the array column {name!r} is not supported "
+                                          "(comparing arrays; joins on arrays)", locate(where, sql, keyword), sql)
             le, re_ = ty.cast_to(le, t), ty.cast_to(re_, t)
-            out.on.setdefault(k, []).append(Call(ty.BOOL, "=", (le, re_)))
+            keys = (le, re_) if t.kind != "jsonb" else tuple(collation_key(e, JSONB_EQUALITY) for e in (le, re_))
+            out.on.setdefault(k, []).append(Call(ty.BOOL, "=", keys))  # (jsonb: numbers equal by value)
             value = {"right": re_, "full": Call(t, "coalesce", (le, re_))}.get(side, le)
             merged.append((name, value, True))
         used = {n for n, _ in names}

@@ -84,3 +84,33 @@ def test_1003_group_by_an_array_with_distinct_and_filtered_aggregates(make_flow,
     replay(make_flow, oracle, 1003, T1003,
            "SELECT a0.r1 AS x0, SUM(DISTINCT a0.i1) AS x1, MIN(a0.k) FILTER (WHERE a0.b1) AS x2, COUNT(*) AS x3 "
            "FROM t0 AS a0 GROUP BY a0.r1", steps=3)
+
+
+# seed=100 query=2 and seed=101 query=0 (tests/fuzz/test_fuzz.py's seeds once arrays were generated):
+# `COUNT(...) = ANY(a10.r1)` (bigint = ANY(integer[])) was rejected ("operator does not exist"; PostgreSQL
+# compares the numbers), and CAST(int_array AS TEXT) (a DISTINCT ON's total order) was accepted, then
+# failed the step ("cannot cast type integer[] to text"): it is PostgreSQL's array output now.
+T100 = [Table("t0", [("k", "int"), ("i1", "int"), ("s1", "text"), ("r1", "intarr")], ["k"])]
+
+
+def test_100_bigint_equals_any_of_an_int_array(make_flow, oracle):
+    replay(make_flow, oracle, 100, T100,
+           "SELECT a0.k AS x0, (CAST(a0.i1 AS BIGINT) = ANY(a0.r1)) AS x1, (COUNT(*) = ANY(a0.r1)) AS x2 "
+           "FROM t0 AS a0 GROUP BY a0.k, a0.i1, a0.r1", steps=3)
+
+
+def test_100_using_an_array_column_is_refused(make_flow, oracle):
+    """seed=100 query=1: JOIN … USING (r1) on INT[] columns crashed the step (Acero keys no list; the binder
+    refuses = on arrays, USING went around it): refused with the reason now."""
+    stats = run_case(Case(100, T100, ["SELECT a0.k AS x0 FROM t0 AS a0 LEFT JOIN t0 AS a1 USING (k, r1)"]),
+                     make_flow, oracle, steps=1, executions=["local"])
+    assert not stats.failures, "\n\n".join(f.render() for f in stats.failures)
+    assert list(stats.refused) == ["JOIN USING / NATURAL JOIN on the array column '…' is not supported (comparing "
+                                   "arrays; joins on arrays)"]
+    assert stats.unlocated == 0
+
+
+def test_101_array_cast_to_text(make_flow, oracle):
+    replay(make_flow, oracle, 101, T100,
+           "SELECT DISTINCT ON (a0.i1) a0.k AS x0, CAST(a0.r1 AS TEXT) AS x1 FROM t0 AS a0 "
+           "ORDER BY a0.i1, CAST(a0.r1 AS TEXT), a0.k, a0.s1", steps=3)

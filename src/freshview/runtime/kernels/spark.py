@@ -19,7 +19,7 @@ from freshview.plan.flatmap import FlatMap
 from freshview.runtime.delta import Delta, column, for_spark, spark_schema
 from freshview.runtime.expressions.spark import lower
 from freshview.runtime.kernels import Term, sums_schema
-from freshview.runtime.relation import col_name
+from freshview.runtime.relation import arrow_schema, col_name
 from freshview.schema import WEIGHT, SqlType
 
 
@@ -83,12 +83,31 @@ class SparkKernels:
         return Delta(rel.schema, rel.frame().select(*cols).filter(F.col(WEIGHT) != 0), None, self.spark)
 
     def flat_map(self, rel: Delta, node: FlatMap, memo: dict) -> Delta:
-        """The functions run on the rows collected to the driver (``runtime.expressions.srf``, the
-        in-process code): a change is small, and a first computation's input is on the driver already."""
+        """One ``unnest`` over a Spark result is Spark's ``posexplode`` (``_outer`` for a LEFT JOIN
+        LATERAL: one row of NULLs, ordinality NULL, for a NULL or empty array, as PostgreSQL pads);
+        otherwise the functions run in-process (``runtime.expressions.srf``) on the rows on the driver
+        (a change already in Arrow) or collected (a Spark result: one job, as a stateful operator's
+        input is)."""
         from freshview.runtime.kernels.arrow import ArrowKernels
 
-        table = rel.arrow if rel.df is None else rel.materialize()
-        return Delta.of_arrow(ArrowKernels().flat_map(table, node, memo), self.spark)
+        if rel.df is None or len(node.calls) != 1 or node.calls[0].func != "unnest":
+            table = rel.arrow if rel.df is None else rel.materialize()
+            return Delta.of_arrow(ArrowKernels().flat_map(table, node, memo), self.spark)
+        schema = arrow_schema(node.columns)
+        cols = memo.get("flat_map")
+        if cols is None:
+            explode = F.posexplode_outer if node.outer else F.posexplode
+            width = len(node.input.columns)
+            element = node.calls[0].columns[0][1]
+            cols = memo["flat_map"] = (
+                [F.col(col_name(i)) for i in range(width)] + [explode(lower(node.calls[0].args[0], column)).alias(
+                    "_fv_pos", "_fv_val"), F.col(WEIGHT)],
+                [F.col(col_name(i)) for i in range(width)] + [F.col("_fv_val").cast(element.spark()).alias(
+                    col_name(width))]
+                + ([(F.col("_fv_pos") + 1).cast("long").alias(col_name(width + 1))] if node.ordinality else [])
+                + [F.col(WEIGHT)])
+        exploded, out = cols
+        return Delta(schema, rel.frame().select(*exploded).select(*out), None, self.spark)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
