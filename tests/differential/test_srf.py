@@ -38,7 +38,7 @@ def oracle_json(oracle):
     return oracle
 
 
-def _run(make_flow, oracle, views, seed, sources=None, steps=6, executions=("local",)):
+def _run(make_flow, oracle, views, seed, sources=None, steps=4, executions=("local",)):
     report = run_differential(make_flow, oracle, sources=sources or {"t": SRC}, views=views, seed=seed,
                               steps=steps, executions=executions)
     assert report.steps >= steps
