@@ -423,3 +423,63 @@ def mariadb_arrayagg(values: list | None, kind: str) -> str | None:
     if values is None:
         return None
     return "[" + ",".join(_maria_value(v, kind) for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------- jsonb equality
+def equality_key(text: str) -> str:
+    """The text two jsonb values are equal by in PostgreSQL: the canonical text with each number as its
+    value (``1.0`` and ``1``, ``1.50`` and ``1.5`` are equal jsonb; their output keeps the written scale)."""
+    if "." not in text:  # a canonical text without a fraction has its numbers as their values already
+        return text
+    return _keyed(parse(text))
+
+
+def _keyed(node: Node) -> str:
+    kind, payload = node[0], node[1]
+    if kind == "obj":
+        items = sorted(dict(payload).items(), key=lambda kv: _key_order(kv[0]))
+        return "{" + ", ".join(f"{quote(k)}: {_keyed(v)}" for k, v in items) + "}"
+    if kind == "arr":
+        return "[" + ", ".join(_keyed(v) for v in payload) + "]"
+    if kind == "num":
+        d = decimal.Decimal(payload)
+        return "0" if d == 0 else format(d.normalize(), "f")
+    return canonical(node)
+
+
+# ---------------------------------------------------------------------------- set-returning functions
+def elements(text: str, as_text: bool, binary: bool, name: str) -> list[str | None]:
+    """``json[b]_array_elements[_text]`` of one value: its elements' texts (``as_text``: ``->>``'s
+    rendering, JSON null as None); PostgreSQL's error for a non-array."""
+    node = parse(text)
+    if node[0] != "arr":
+        if binary:
+            what = "an object" if node[0] == "obj" else "a scalar"
+            raise ValueError(f"cannot extract elements from {what}")
+        raise ValueError(f"cannot call {name} on {'a non-array' if node[0] == 'obj' else 'a scalar'}")
+    return [_as_text(text, v, binary) if as_text else _out(text, v, binary) for v in node[1]]
+
+
+def members(text: str, as_text: bool, binary: bool, name: str) -> list[tuple[str, str | None]]:
+    """``json[b]_each[_text]`` of one value: its (key, value) pairs, json's as written (duplicates and
+    all), jsonb's in its key order; PostgreSQL's error for a non-object."""
+    node = parse(text)
+    if node[0] != "obj":
+        if binary:
+            raise ValueError(f"cannot call {name} on a non-object")
+        raise ValueError("cannot deconstruct an array as an object" if node[0] == "arr"
+                         else "cannot deconstruct a scalar")
+    pairs = node[1]
+    if binary:
+        pairs = sorted(dict(pairs).items(), key=lambda kv: _key_order(kv[0]))
+    return [(k, _as_text(text, v, binary) if as_text else _out(text, v, binary)) for k, v in pairs]
+
+
+def object_keys(text: str, binary: bool, name: str) -> list[str]:
+    """``json[b]_object_keys`` of one value (jsonb's unique, in its order); PostgreSQL's error otherwise."""
+    node = parse(text)
+    if node[0] != "obj":
+        raise ValueError(f"cannot call {name} on {'an array' if node[0] == 'arr' else 'a scalar'}")
+    if binary:
+        return sorted(dict(node[1]), key=_key_order)
+    return [k for k, _ in node[1]]

@@ -34,8 +34,12 @@ TYPES = ("int", "num", "float", "text", "bool", "date")
 NUMBERS = ("int", "num", "float")
 ORDERED = ("int", "num", "float", "text", "date")
 _PG_TYPE = {"int": "INT", "num": "NUMERIC(8,2)", "float": "FLOAT8", "text": "TEXT", "bool": "BOOLEAN",
-            "date": "DATE"}
-_PREFIX = {"int": "i", "num": "n", "float": "f", "text": "s", "bool": "b", "date": "d"}
+            "date": "DATE", "jsonb": "JSONB", "intarr": "INT[]"}
+_PREFIX = {"int": "i", "num": "n", "float": "f", "text": "s", "bool": "b", "date": "d", "jsonb": "j",
+           "intarr": "r"}
+# Column types no expression is generated of: they are read through operators and functions (``converted``,
+# ``comparison``, set-returning functions in FROM and the SELECT list) and serve as join and group keys.
+SPECIAL = ("jsonb", "intarr")
 
 FEATURES: dict[str, bool] = {
     # FROM
@@ -49,9 +53,9 @@ FEATURES: dict[str, bool] = {
     # expressions
     "case": True, "string_functions": True, "date_functions": True, "casts": True, "division": True,
     "like": True,
-    # not maintained by freshview yet (another branch adds them): off until then
-    "noneq_correlation": False, "values": False, "distinct_on": False, "grouping_sets": False,
-    "lateral": False,
+    # constructs of issue 23
+    "noneq_correlation": True, "values": True, "distinct_on": True, "grouping_sets": True, "lateral": True,
+    "json": True, "arrays": True, "unnest": True,
 }
 
 NULL_PROB = 0.15
@@ -75,8 +79,26 @@ def date_domain(rng: random.Random) -> dt.date:
 
 _DATES = [dt.date(2021, 1, 1), dt.date(2022, 2, 15), dt.date(2022, 12, 28), dt.date(2024, 1, 15),
           dt.date(2024, 2, 29), dt.date(2020, 12, 31)]
+# jsonb documents: keys in several orders (equal once canonical), missing keys, arrays and scalars; numbers
+# spelled one way each (PostgreSQL shows whichever spelling of 1.0 = 1 a group met first: not a multiset).
+JSONB_DOCS = ['{"a": "x", "n": 1, "b": [1, 2]}', '{"n": 1, "a": "x", "b": [1, 2]}', '{"a": "y", "n": 2}',
+              '{"a": null, "b": []}', '{"b": [3, null], "n": 3}', '[1, 2]', '"x"', 'null', '{}']
+INT_ARRAYS = [(1, 2), (2, None, 2), (), (3,), (0, 1, 2)]
+
+
+def jsonb_domain(rng: random.Random) -> str:
+    from freshview.jsontext import jsonb  # (the stream carries jsonb as PostgreSQL prints it)
+
+    return jsonb(rng.choice(JSONB_DOCS))
+
+
+def intarr_domain(rng: random.Random) -> tuple:
+    return rng.choice(INT_ARRAYS)
+
+
 # Small domains so joins match, groups collide and filters keep rows (ints are 0..9 already).
-_DOMAINS = {"float": float_domain, "num": numeric_domain, "date": date_domain}
+_DOMAINS = {"float": float_domain, "num": numeric_domain, "date": date_domain, "jsonb": jsonb_domain,
+            "intarr": intarr_domain}
 
 
 @dataclass
@@ -114,7 +136,9 @@ class Case:
                                                      if t.primary_key else "") for t in self.tables)
 
 
-def random_schema(rng: random.Random) -> list[Table]:
+def random_schema(rng: random.Random, features: dict[str, bool] | None = None) -> list[Table]:
+    f = {**FEATURES, **(features or {})}
+    special = [t for t, on in (("jsonb", f["json"]), ("intarr", f["arrays"])) if on]
     tables = []
     for ti in range(rng.randint(2, 3)):
         cols: list[tuple[str, str]] = []
@@ -127,6 +151,9 @@ def random_schema(rng: random.Random) -> list[Table]:
                 cols.append((f"{_PREFIX[t]}{j}", t))
         if not any(t == "int" for _, t in cols):
             cols.append(("i1", "int"))
+        for t in special:
+            if rng.random() < 0.5:
+                cols.append((f"{_PREFIX[t]}1", t))
         tables.append(Table(f"t{ti}", cols, ["k"] if keyed else []))
     return tables
 
@@ -272,7 +299,13 @@ class Generator:
             "float": [("int", "CAST({} AS FLOAT8)"), ("num", "CAST({} AS FLOAT8)")],
             "text": [("int", "CAST({} AS TEXT)"), ("date", "CAST({} AS TEXT)"), ("bool", "CAST({} AS TEXT)"),
                      ("num", "CAST({} AS TEXT)")],
-            "date": [("int", "(DATE '2022-01-01' + {})")],
+            "date": [("int", "(DATE '2022-01-01' + CAST({} AS INT))")],  # (an "int" may be a bigint COUNT)
+        }.get(t, [])
+        ways += {
+            "int": [("jsonb", "CAST({} ->> 'n' AS INT)"), ("intarr", "cardinality({})"), ("intarr", "{}[1]"),
+                    ("intarr", "array_length({}, 1)")],
+            "text": [("jsonb", "({} ->> 'a')"), ("jsonb", "jsonb_extract_path_text({}, 'b', '0')"),
+                     ("jsonb", "CAST({} -> 'b' AS TEXT)"), ("jsonb", "({} #>> '{{b,1}}')")],
         }.get(t, [])
         ways = [(src, fmt) for src, fmt in ways if src in have]
         if not ways:
@@ -283,7 +316,15 @@ class Generator:
 
     def comparison(self, ctx: _Ctx, depth: int) -> str:
         r = self.rng
-        present = sorted({c.type for c in (ctx.groups if ctx.aggregate else ctx.scope)})
+        pool = ctx.groups if ctx.aggregate else ctx.scope
+        special = [c for c in pool if c.type in SPECIAL]
+        if special and r.random() < 0.25:
+            c = r.choice(special)
+            if c.type == "intarr":
+                return f"({self.expr('int', ctx, 0)} = ANY({c.ref}))"
+            return r.choice([f"({c.ref} @> '{{\"a\": \"x\"}}')", f"({c.ref} ? 'b')",
+                             f"({c.ref} = '{{\"a\": \"y\", \"n\": 2}}')", f"({c.ref} <> '[1, 2]')"])
+        present = sorted({c.type for c in pool} - set(SPECIAL))
         t = r.choice(present) if present and r.random() < 0.8 else r.choice(TYPES)
         a = self.expr(t, ctx, depth)
         kind = r.random()
@@ -378,7 +419,7 @@ class Generator:
 
     def in_subquery(self, ctx: _Ctx) -> str:
         frm, inner = self._sub_from()
-        t = self.rng.choice(sorted({c.type for c in inner}))
+        t = self.rng.choice(sorted({c.type for c in inner} - set(SPECIAL)) or ["int"])
         target = self.expr(t, _Ctx(scope=inner, subqueries=False), 1)
         probe = self.expr(t, _Ctx(scope=ctx.scope, subqueries=False), 1)
         neg = "NOT " if self.rng.random() < 0.4 else ""
@@ -403,15 +444,84 @@ class Generator:
             sql, names, types = self.query(depth - 1, None, top=False)
             a = self.alias()
             return f"({sql}) AS {a}", [Col(f"{a}.{n}", t, n) for n, t in zip(names, types)], False
+        if self.on("values", 0.1):
+            types = [self.rng.choice(TYPES) for _ in range(self.rng.randint(1, 3))]
+            names = [self.out_name() for _ in types]
+            rows = ", ".join("(" + ", ".join(self.literal(t) for t in types) + ")"
+                             for _ in range(self.rng.randint(1, 4)))
+            a = self.alias()
+            return (f"(VALUES {rows}) AS {a}({', '.join(names)})",
+                    [Col(f"{a}.{n}", t, n) for n, t in zip(names, types)], False)
         name, cols = self.relation()
         a = self.alias()
         return f"{name} AS {a}", [Col(f"{a}.{n}", t, n) for n, t in cols], True
+
+    def dependent_item(self, scope: list[Col]) -> tuple[str, list[Col], bool] | None:
+        """A FROM item that reads the items before it: a set-returning function of one of their columns
+        or a LATERAL subquery correlated with them; (its text with the join word, columns, comma?)."""
+        r = self.rng
+        options = []
+        arrays = [c for c in scope if c.type == "intarr"]
+        docs = [c for c in scope if c.type == "jsonb"]
+        if self.f["unnest"] and (arrays or docs):
+            options.append("srf")
+        if self.f["lateral"] and any(c.type in TYPES and c.type != "bool" for c in scope):
+            options.append("lateral")
+        if not options:
+            return None
+        a = self.alias()
+        if r.choice(options) == "srf":
+            x = self.out_name()
+            if arrays and (not docs or r.random() < 0.6):
+                c = r.choice(arrays)
+                if r.random() < 0.4:
+                    o = self.out_name()
+                    body, cols = (f"unnest({c.ref}) WITH ORDINALITY AS {a}({x}, {o})",
+                                  [Col(f"{a}.{x}", "int", x), Col(f"{a}.{o}", "int", o)])
+                    cols[1].ref = f"CAST({a}.{o} AS INT)"  # (a bigint)
+                else:
+                    body, cols = f"unnest({c.ref}) AS {a}({x})", [Col(f"{a}.{x}", "int", x)]
+            else:
+                c = r.choice(docs)
+                body, cols = (f"jsonb_array_elements_text({c.ref} -> 'b') AS {a}({x})", [Col(f"{a}.{x}", "text", x)])
+        else:
+            frm, inner = self._sub_from()
+            conds = self._correlate(inner, _Ctx(scope=[c for c in scope if c.type in TYPES]))
+            if r.random() < 0.3:
+                conds.append(self.expr("bool", _Ctx(scope=inner, subqueries=False), 1))
+            where = f" WHERE {' AND '.join(conds)}" if conds else ""
+            types = [r.choice(["int", "num", "text"]) for _ in range(r.randint(1, 2))]
+            names = [self.out_name() for _ in types]
+            if r.random() < 0.5:  # an aggregate without GROUP BY: one row per outer row
+                ictx = _Ctx(scope=inner, aggregate=True, subqueries=False)
+                items = [self.agg_call(t, ictx, 1) for t in types]
+            else:
+                items = [self.expr(t, _Ctx(scope=inner, subqueries=False), 1) for t in types]
+            select = ", ".join(f"{e} AS {n}" for e, n in zip(items, names))
+            body = f"LATERAL (SELECT {select} FROM {frm}{where}) AS {a}"
+            cols = [Col(f"{a}.{n}", t, n) for n, t in zip(names, types)]
+            if "COUNT(" in select or "SUM(" in select or "MIN(" in select or "MAX(" in select or "AVG(" in select:
+                word = r.choice([", ", " CROSS JOIN "])  # (its ON must be TRUE)
+                return f"{word}{body}", cols, word == ", "
+        word = r.choice([", ", " CROSS JOIN ", " LEFT JOIN "])
+        if word == " LEFT JOIN ":
+            if not body.startswith("LATERAL"):
+                body = "LATERAL " + body
+            return f" LEFT JOIN {body} ON TRUE", cols, False
+        return f"{word}{body}", cols, word == ", "
 
     def from_clause(self, depth: int) -> tuple[str, list[Col]]:
         r = self.rng
         sql, scope, _ = self.from_item(depth)
         seg = list(scope)  # the items since the last comma: all a JOIN's ON/USING may see
         for _ in range(r.choices([0, 1, 2], weights=[3, 5, 2])[0]):
+            dependent = self.dependent_item(scope) if r.random() < 0.3 else None
+            if dependent is not None:
+                text, cols, comma = dependent
+                sql += text
+                scope = scope + cols
+                seg = (cols if comma else seg + cols)
+                continue
             item, cols, named = self.from_item(depth)
             kinds = [k for k in ("inner_join", "outer_join", "full_join", "comma_join", "cross_join",
                                  "using_join", "natural_join") if self.f[k]]
@@ -419,7 +529,7 @@ class Generator:
             left_names = [c.name for c in seg]
             common = sorted({c.name for c in cols} & set(left_names))
             usable = [n for n in common if left_names.count(n) == 1
-                      and {c.type for c in seg if c.name == n} == {c.type for c in cols if c.name == n}]
+                      and {c.type for c in seg if c.name == n} == {c.type for c in cols if c.name == n} != {"intarr"}]
             if kind in ("using_join", "natural_join") and (not named or not usable
                                                            or (kind == "natural_join" and usable != common)):
                 kind = "inner_join"
@@ -434,7 +544,7 @@ class Generator:
             elif kind == "natural_join":
                 sql = f"{sql} NATURAL {r.choice(['', 'LEFT ', 'RIGHT ', 'FULL '])}JOIN {item}"
             else:
-                pairs = [(a, b) for a in seg for b in cols if a.type == b.type and a.type != "bool"]
+                pairs = [(a, b) for a in seg for b in cols if a.type == b.type and a.type not in ("bool", "intarr")]
                 full = kind == "full_join"
                 conds = [f"{a.ref} = {b.ref}" for a, b in r.sample(pairs, min(len(pairs), r.choice([1, 1, 2])))]
                 if not full and (not conds or r.random() < 0.3):
@@ -450,10 +560,13 @@ class Generator:
         return sql, scope
 
     # ------------------------------------------------------------------ queries
-    def select(self, depth: int, want: list[str] | None) -> tuple[str, list[str], list[str]]:
-        """One SELECT … FROM … [WHERE] [GROUP BY … HAVING]: (sql, output names, output types)."""
+    def select(self, depth: int, want: list[str] | None, distinct_on: bool = False) -> tuple[str, list[str], list[str]]:
+        """One SELECT … FROM … [WHERE] [GROUP BY … HAVING]: (sql, output names, output types); with
+        ``distinct_on`` a SELECT DISTINCT ON (…) … ORDER BY the keys, then every column in scope."""
         r = self.rng
         frm, scope = self.from_clause(depth)
+        if distinct_on:
+            return self._distinct_on(frm, scope, want)
         ctx = _Ctx(scope=scope, subqueries=depth > 0)
         types = want or [r.choice(TYPES) for _ in range(r.randint(1, 4))]
         names = [self.out_name() for _ in types]
@@ -468,22 +581,44 @@ class Generator:
             groups = r.sample(scope, min(len(scope), r.choice([0, 1, 1, 2])))
             actx = _Ctx(scope=scope, aggregate=True, groups=groups, subqueries=False)
             items = [self.expr(t, actx, 1) for t in types]
-            if groups:
+            if groups and self.on("grouping_sets", 0.3):
+                refs = [g.ref for g in groups]
+                tail = " GROUP BY " + r.choice([f"ROLLUP ({', '.join(refs)})", f"CUBE ({', '.join(refs)})",
+                                                 f"GROUPING SETS (({', '.join(refs)}), ({refs[0]}), ())"])
+                if r.random() < 0.4:
+                    items[0] = f"GROUPING({refs[0]})" if types[0] == "int" else items[0]
+            elif groups:
                 tail = " GROUP BY " + ", ".join(g.ref for g in groups)
             if self.on("having", 0.4):
                 tail += f" HAVING {self.expr('bool', actx, 1)}"
         else:
             items = []
             self._ordered_window = False
+            arrays = [c for c in scope if c.type == "intarr"]
             for t in types:
                 if mode == "window" and r.random() < 0.5:
                     items.append(self.window_call(t, scope))
+                elif mode == "plain" and t == "int" and arrays and self.on("unnest", 0.3):
+                    items.append(f"unnest({r.choice(arrays).ref})")  # a set-returning function in the SELECT list
                 else:
                     items.append(self.expr(t, ctx, 2))
             if self.on("distinct", 0.2):
                 distinct = "DISTINCT "
         select = ", ".join(f"{e} AS {n}" for e, n in zip(items, names))
         return f"SELECT {distinct}{select} FROM {frm}{where}{tail}", names, types
+
+    def _distinct_on(self, frm: str, scope: list[Col], want: list[str] | None) -> tuple[str, list[str], list[str]]:
+        r = self.rng
+        ctx = _Ctx(scope=scope, subqueries=False)
+        types = want or [r.choice(TYPES) for _ in range(r.randint(1, 3))]
+        names = [self.out_name() for _ in types]
+        keyable = [c for c in scope if c.type in ORDERED]
+        keys = r.sample(keyable, min(len(keyable), r.choice([1, 1, 2]))) or scope[:1]
+        where = f" WHERE {self.expr('bool', ctx, 1)}" if r.random() < 0.4 else ""
+        select = ", ".join(f"{self.expr(t, ctx, 1)} AS {n}" for t, n in zip(types, names))
+        order = ", ".join([_order_key(k) + r.choice(["", " DESC"]) for k in keys] + [_order_key(c) for c in scope])
+        on = ", ".join(_order_key(k) for k in keys)
+        return f"SELECT DISTINCT ON ({on}) {select} FROM {frm}{where} ORDER BY {order}", names, types
 
     def window_call(self, t: str, scope: list[Col]) -> str:
         """A window function of type ``t``.
@@ -501,8 +636,8 @@ class Generator:
         ctx = _Ctx(scope=scope, subqueries=False)
         parts = r.sample(scope, min(len(scope), r.choice([0, 1, 1, 2])))
         partition = f"PARTITION BY {', '.join(c.ref for c in parts)} " if parts else ""
-        total = "ORDER BY " + ", ".join(c.ref for c in scope)  # every column: a total order up to equal rows
-        some = [c for c in scope if c.type != "bool"]
+        total = "ORDER BY " + ", ".join(_order_key(c) for c in scope)  # a total order up to equal rows
+        some = [c for c in scope if c.type not in ("bool",) + SPECIAL]
         peer = f"ORDER BY {r.choice(some).ref}" if some else total
         if t == "int":
             return r.choice([f"row_number() OVER ({partition}{total})",
@@ -535,6 +670,10 @@ class Generator:
                 defs.append(f"{name} AS ({sql})")
                 self.ctes.append((name, list(zip(names, types))))
             with_sql = "WITH " + ", ".join(defs) + " "
+        if top and self.on("distinct_on", 0.12):  # (its ORDER BY ends the query: no set operation, no LIMIT)
+            sql, names, types = self.select(depth, want, distinct_on=True)
+            self.ctes = saved
+            return with_sql + sql, names, types
         sql, names, types = self.select(depth, want)
         if self.on("setop", 0.25 if top else 0.1):
             for _ in range(r.choice([1, 1, 2])):
@@ -551,10 +690,15 @@ class Generator:
         return with_sql + sql, names, types
 
 
+def _order_key(c: Col) -> str:
+    """``c`` as a sort key: jsonb and arrays by their text (a total order, deterministic)."""
+    return f"CAST({c.ref} AS TEXT)" if c.type in SPECIAL else c.ref
+
+
 def make_case(seed: int, queries: int = 4, features: dict[str, bool] | None = None) -> Case:
     """A schema and ``queries`` views over it, all from ``seed``."""
     rng = random.Random(seed)
-    tables = random_schema(rng)
+    tables = random_schema(rng, features)
     gen = Generator(rng, tables, features)
     sqls = []
     for _ in range(queries):

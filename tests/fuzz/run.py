@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import psycopg
+from psycopg.types.json import set_json_loads
 
 from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.runtime.cost import EXECUTORS
@@ -126,6 +127,8 @@ def run_case(case: Case, make_flow: Callable[..., Any], oracle: PgOracle, *, ste
     schema_text = case.schema_text()
     rng = random.Random(f"{case.seed}:steps")
     oracle.reset()
+    # jsonb as PostgreSQL prints it (freshview holds that text), not parsed
+    set_json_loads(lambda data: data.decode() if isinstance(data, (bytes, memoryview)) else data, oracle.conn)
     tables: dict[str, RandomTable] = {}
     for t in case.tables:
         schema = schema_from_ddl(t.ddl, t.primary_key)

@@ -57,10 +57,14 @@ def test_generation_is_reproducible_and_switchable():
     off = {name: False for name in ("window", "setop", "cte", "derived_table", "exists", "in_subquery",
                                     "scalar_subquery", "group_by", "order_limit")}
     text = " ".join(q for seed in range(30) for q in make_case(seed, features=off).queries)
-    for word in (" OVER ", " UNION ", " INTERSECT ", " EXCEPT ", "WITH ", "EXISTS", " LIMIT ", "GROUP BY"):
+    for word in (" OVER ", " UNION ", " INTERSECT ", " EXCEPT ", "WITH w", "EXISTS", " LIMIT ", "GROUP BY"):
         assert word not in text
-    assert not any(FEATURES[name] for name in ("lateral", "values", "distinct_on", "grouping_sets",
-                                               "noneq_correlation"))
+    everything = " ".join(q for seed in range(30) for q in make_case(seed).queries)
+    for word in ("LATERAL (", "DISTINCT ON (", "GROUP BY ROLLUP", "(VALUES (", "unnest(", "jsonb_array_elements_text(",
+                 " -> ", " ->> ", "= ANY("):
+        assert word in everything, word  # the constructs of issue 23 are generated
+    assert all(FEATURES[name] for name in ("lateral", "values", "distinct_on", "grouping_sets", "noneq_correlation",
+                                           "json", "arrays", "unnest"))
 
 
 class _WrongFlow:

@@ -49,7 +49,7 @@ def test_json_operators_bind_to_typed_calls():
 def test_jsonb_literals_are_canonical_and_enum_order_is_declared():
     [eq] = [n.predicate for n in pn.walk(plan("SELECT id FROM t WHERE j = '{\"b\":1,  \"a\" : 2}'"))
             if isinstance(n, pn.Filter)]
-    assert eq.args[1] == Literal(SqlType("jsonb"), '{"a": 2, "b": 1}')
+    assert eq.args[1] == Literal(SqlType("text"), '{"a": 2, "b": 1}')  # its equality key (canonical), folded
     [lt] = [n.predicate for n in pn.walk(plan("SELECT id FROM t WHERE m < 'sad'")) if isinstance(n, pn.Filter)]
     assert lt.op == "<" and [a.type for a in lt.args] == [SqlType("int4")] * 2  # ranks compared, not labels
 
@@ -62,7 +62,7 @@ def test_jsonb_literals_are_canonical_and_enum_order_is_declared():
     ("SELECT MIN(ip) FROM t", SqlTypeError, r"min\(inet\)"),
     ("SELECT MAX(u) FROM t", SqlTypeError, r"max\(uuid\)"),
     ("SELECT id FROM t ORDER BY j LIMIT 3", UnsupportedSqlError, "ORDER BY a jsonb"),
-    ("SELECT unnest(xs) FROM t", UnsupportedSqlError, "set-returning"),
+    ("SELECT count(unnest(xs)) FROM t", UnsupportedSqlError, "set-returning"),
     ("SELECT id FROM t WHERE m = 'angry'", SqlTypeError, "invalid input value for enum mood"),
     ("SELECT id FROM t WHERE u = 'not-a-uuid'", SqlTypeError, "invalid input value for type uuid"),
     ("SELECT id FROM t WHERE m = s", SqlTypeError, "cannot compare"),

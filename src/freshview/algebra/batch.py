@@ -106,6 +106,23 @@ def group_ids(columns: list[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.nda
     return ids, perm[starts]
 
 
+def grouped(table: pa.Table, keys: list[str], aggs: list[tuple[str, str]]) -> pa.Table:
+    """``table.group_by(keys).aggregate(aggs)`` (columns: the keys, then ``<column>_<op>``), also for keys
+    Arrow's hash aggregation cannot key on (lists, intervals): those rows are grouped by dense group
+    numbers (``group_ids``) and the keys taken from each group's first row."""
+    if not any(pa.types.is_list(table.schema.field(k).type) or pa.types.is_large_list(table.schema.field(k).type)
+               or pa.types.is_interval(table.schema.field(k).type) for k in keys):
+        out = table.group_by(keys, use_threads=False).aggregate(aggs)
+        return out.select(keys + [n for n in out.column_names if n not in keys])
+    ids, firsts = group_ids([table.column(k) for k in keys], table.num_rows)
+    numbered = table.drop_columns(keys).append_column("_fv_g", pa.array(ids, pa.int64()))
+    out = numbered.group_by(["_fv_g"], use_threads=False).aggregate(aggs)
+    at = np.asarray(out.column("_fv_g"), dtype=np.int64)
+    key_rows = table.select(keys).take(pa.array(firsts[at], pa.int64()))
+    names = [f"{c}_{op}" for c, op in aggs]
+    return pa.Table.from_arrays(key_rows.columns + [out.column(n) for n in names], names=keys + names)
+
+
 def _group_by_value(table: pa.Table, columns: list[str], keep_zero: bool) -> pa.Table:
     """Consolidate by grouping on ``columns`` with Arrow's hash aggregation (groups in order of appearance)."""
     grouped = table.group_by(columns, use_threads=False).aggregate([(WEIGHT, "sum")])

@@ -80,6 +80,10 @@ class _Follow:
     def visit_Filter(self, node: pn.Filter) -> Positions:
         return self.visit(node.input)
 
+    def visit_FlatMap(self, node: pn.Node) -> Positions:
+        """Set-returning functions (``plan.flatmap``): each row's rows keep its columns, first."""
+        return self.visit(node.inputs()[0])
+
     def visit_Negate(self, node: pn.Negate) -> Positions:
         return self.visit(node.input)
 

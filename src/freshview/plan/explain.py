@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from freshview.plan import nodes as pn
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.vector import VectorSearch
 
 
@@ -58,6 +59,9 @@ def describe(node: pn.Node) -> str:
         return (f"VectorSearch {node.k} nearest by {node.metric}{index}: {node.docs.relation}.{docs[node.vector][0]} "
                 f"against {against}; payload {', '.join(docs[i][0] for i in node.payload)}; "
                 f"ties by {', '.join(docs[i][0] for i in node.doc_key)}")
+    if isinstance(node, FlatMap):
+        return (f"FlatMap {', '.join(map(str, node.calls))}" + (" with ordinality" if node.ordinality else "")
+                + (" (a row without any kept, NULL-padded)" if node.outer else ""))
     if isinstance(node, pn.Reweight):
         return f"Reweight weight × {node.weight}"
     return type(node).__name__

@@ -166,11 +166,13 @@ _ALL: list[FunctionDef] = [
     FunctionDef("mariadb_object", "json", 0, None),  # a NULL key
     FunctionDef("mariadb_arrayagg_finish", "json", 1, 1, raises=_never),
     FunctionDef("enum_unknown", "json", 1, 1, result="int4"),  # a label the view's enum type lacks
+    FunctionDef("jsonb_key", "json", 1, 1, result="text", raises=_never),  # jsonb's equality key (numbers by value)
     # -- arrays ------------------------------------------------------------------------------------
     FunctionDef("array_length", "array", 1, 1, result="int4", raises=_never),
     FunctionDef("cardinality", "array", 1, 1, result="int4", raises=_never),
     FunctionDef("array_element", "array", 2, 2, raises=_never),
     FunctionDef("array_any_eq", "array", 2, 2, result="bool", raises=_never),
+    FunctionDef("array_text", "array", 1, 1, result="text", raises=_never),  # CAST(array AS text)
 ]
 
 FUNCTIONS: dict[str, FunctionDef] = {f.name: f for f in _ALL}

@@ -26,11 +26,13 @@ from freshview.circuit import Circuit, Operator
 from freshview.circuit.nodes import AggState, JoinState, RecomputeState, StateSpec, VectorState
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.shape import result_key
 from freshview.runtime import ttl
 from freshview.runtime.kernels import Kernels, Rel
 from freshview.runtime.operators import join as join_op
 from freshview.runtime.operators.aggregate import Aggregation
+from freshview.runtime.operators.flatmap import flatmap_delta
 from freshview.runtime.operators.join import join_delta
 from freshview.runtime.operators.linear import filter_delta, negate_delta, project_delta, union_delta
 from freshview.runtime.operators.window import PartitionRecompute
@@ -167,6 +169,10 @@ class CircuitRunner:
     def visit_Project(self, op: Operator, node: pn.Project, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
         return project_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
+
+    def visit_FlatMap(self, op: Operator, node: FlatMap, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
+        d = self._eval(op.inputs[0], inputs, k, force)
+        return flatmap_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
 
     def visit_UnionAll(self, op: Operator, node: pn.UnionAll, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         live = [p for p in (self._eval(i, inputs, k, force) for i in op.inputs) if p is not None]

@@ -23,7 +23,8 @@ from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
 from freshview.schema import SqlType, parse_type
 from freshview.plan import typing as ty
 from freshview.collation import kind as collation_kind
-from freshview.sql.dialect import POSTGRES, Dialect, collation_key, unsupported_collation
+from freshview.jsontext import equality_key
+from freshview.sql.dialect import JSONB_EQUALITY, POSTGRES, Dialect, collation_key, unsupported_collation
 from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
 from freshview.sql.bind_types import TypeBinding, convert_textual
 from freshview.sql.functions import FunctionBinding, is_date_part
@@ -183,7 +184,12 @@ class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
         return Call(ty.BOOL, op, self.collated(node, left, right))
 
     def collated(self, node: exp.Expression, *args: Expr) -> tuple[Expr, ...]:
-        """Text operands as the keys their collation compares by (MySQL); others as they are."""
+        """Text operands as the keys their collation compares by (MySQL), jsonb ones as their equality key;
+        others as they are."""
+        if any(a.type.kind == "jsonb" for a in args):  # (a constant's key computed here)
+            return tuple((Literal(ty.TEXT, None if a.value is None else equality_key(a.value))
+                          if isinstance(a, Literal) else collation_key(a, JSONB_EQUALITY))
+                         if a.type.kind == "jsonb" else a for a in args)
         texts = [a for a in args if a.type.kind == "text"]
         if not texts:
             return args
@@ -197,7 +203,10 @@ class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
         return tuple(collation_key(a, collation) if a.type.kind == "text" else a for a in args)
 
     def collation_of(self, e: Expr) -> str | None:
-        """The collation ``e`` groups by (MySQL text: case-insensitive, or _bin with PAD SPACE), else None."""
+        """The collation ``e`` groups by (MySQL text: case-insensitive, or _bin with PAD SPACE; jsonb: its
+        equality, ``dialect.JSONB_EQUALITY``), else None."""
+        if e.type.kind == "jsonb":
+            return JSONB_EQUALITY
         return self.dialect.collation(e.type)
 
     def ci_collation_of(self, e: Expr) -> str | None:

@@ -37,6 +37,9 @@ from freshview.plan.expr import Call, Case, Expr, Literal
 from freshview.schema import SqlType, parse_array_literal
 from freshview.sql.bind_mysql_json import MySqlJsonBinding
 
+# Element kinds whose arrays cast to text (``array_text``, ``runtime.expressions.pgtext.array_text``).
+ARRAY_TEXT_KINDS = ("int2", "int4", "int8", "numeric", "text", "bool", "date")
+
 INT4 = ty.INT4
 _ORDERING = ("<", "<=", ">", ">=")
 _WHY_INET = "ordering inet values (PostgreSQL orders them by family, prefix length, then address)"
@@ -108,6 +111,8 @@ class TypeBinding(MySqlJsonBinding):
                 raise self.unsupported(node, _WHY_JSONB)
             if kind == "enum":
                 return Call(ty.BOOL, op, (enum_rank(left), enum_rank(right)))
+        if kind == "jsonb":  # numbers equal by value: '1.0'::jsonb = '1'::jsonb (freshview.jsontext.equality_key)
+            return Call(ty.BOOL, op, self.collated(node, left, right))  # type: ignore[attr-defined]
         return Call(ty.BOOL, op, (left, right))
 
     def _as_type(self, node: exp.Expression, e: Expr, t: SqlType) -> Expr:
@@ -128,6 +133,11 @@ class TypeBinding(MySqlJsonBinding):
 
     def typed_cast(self, node: exp.Expression, arg: Expr, target: SqlType) -> Expr | None:
         """A cast to or from one of these types, or None when neither is one."""
+        if arg.type.is_array and target.kind == "text":  # PostgreSQL's array output, {1,NULL,"a b"}
+            assert arg.type.element is not None
+            if arg.type.element.kind not in ARRAY_TEXT_KINDS:
+                raise self.unsupported(node, f"a cast from {arg.type} to text")
+            return Call(ty.TEXT, "array_text", (arg,))
         if not (target.kind in SqlType.TEXTUAL and target.kind != "text") and not \
                 (arg.type.kind in SqlType.TEXTUAL and arg.type.kind != "text"):
             return None
@@ -320,9 +330,9 @@ class TypeBinding(MySqlJsonBinding):
             left = self._as_type(node, left, element)
         else:
             target = ty.common_type(left.type, element) if not isinstance(left, Literal) else element
-            if target != element:
+            if target != element and not (target is not None and target.is_integer and element.is_integer):
                 raise self.type_error(node, f"operator does not exist: {left.type} = ANY({arr.type})")
-            left = self.coerce(left, element)
+            left = self.coerce(left, target)  # (bigint = ANY(int[]): integers compare as numbers)
         return Call(ty.BOOL, "array_any_eq", (left, arr))
 
     def visit_ArraySize(self, node: exp.ArraySize) -> Expr:

@@ -26,7 +26,7 @@ from freshview.plan.statistics import Statistics
 from freshview.plan.expr import (
     ColumnRef, Expr, columns_used, conjuncts, remap_columns,
 )
-from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins
+from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren_joins, srf
 from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
@@ -154,6 +154,7 @@ class QueryBuilder:
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
             return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
+        node = srf.select_list(self, node)  # SRFs in the SELECT list: a ROWS FROM item (sql.srf)
         items, scope, using = self._from_scope(node)
         subs = Subqueries(self, items, scope)  # subqueries become more FROM items (``sql.subqueries``)
         where = self._conditions(node, items, scope, using, subs)
@@ -249,6 +250,8 @@ class QueryBuilder:
         on_binder = ExprBinder(scope, self.sql, None, "JOIN conditions", self.dialect)
         steps = [Step(k) for k in kinds]
         for k, it in enumerate(items):
+            if it.srf is not None:  # set-returning functions over each row before it (sql.srf)
+                steps[k].srf = it.srf
             if it.lateral is not None:  # over the distinct outer values it reads (sql.lateral)
                 steps[k].outer = it.lateral[:2]
                 if it.lateral[2] is not None:  # an aggregate without GROUP BY: one row per outer row
@@ -283,7 +286,8 @@ class QueryBuilder:
         select_binder.subquery = lambda n: subs.scalar(n, aggregated=aggregates_ast(node))
         select_binder.mark = lambda n: subs.mark(n, aggregated=aggregates_ast(node))
         select_binder.grouping = node.args.get("group") is not None  # type: ignore[attr-defined]
-        star_columns = [c for c in scope.columns if c.index < subs.outer_width]  # not the subqueries' columns
+        star_columns = [c for c in scope.columns if c.index < subs.outer_width  # not the subqueries' columns
+                        and c.relation not in srf.hidden_names()]  # nor the SELECT list's SRFs (sql.srf)
         out_exprs: list[Expr] = []
         out_names: list[str] = []
         out_origins: list[exp.Expression] = []  # the SELECT item each output came from, for errors
@@ -367,7 +371,7 @@ class QueryBuilder:
         rewritten over its columns, and the scalar subqueries of SELECT/HAVING joined after it."""
         group_exprs, aggs, having, having_node = grouping.exprs, out.aggs, grouping.having, grouping.having_node
         lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
-        if grouping.sets is None and not grouping_sets.grouping_calls([*out.exprs, having]):
+        if grouping.sets is None and not grouping_sets.grouping_calls([*out.exprs, having, *out.windows.exprs()]):
             agg_node: pn.Node = pn.Aggregate(
                 plan,
                 tuple(local(g) for g in group_exprs),
@@ -375,7 +379,7 @@ class QueryBuilder:
                 tuple(grouping.names),
             )
         else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
-            calls = grouping_sets.grouping_calls([*out.exprs, having])
+            calls = grouping_sets.grouping_calls([*out.exprs, having, *out.windows.exprs()])
             agg_node = grouping_sets.aggregate(
                 plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
                 grouping.names, grouping.sets or [tuple(range(len(group_exprs)))], calls, grouping.as_bound,
@@ -430,7 +434,10 @@ class QueryBuilder:
         offset = 0
         seen: set[str] = set()
         for r in raw:
-            if isinstance(r, exp.Lateral):
+            if srf.is_item(r):  # a set-returning function over the items before it (sql.srf)
+                item = srf.srf_item(self, r, items, r.parent if isinstance(r.parent, exp.Join) else None)
+                aliases = [item.alias]
+            elif isinstance(r, exp.Lateral):
                 join = r.parent if isinstance(r.parent, exp.Join) else None
                 item = lateral.lateral_item(self, r, items, join)
                 aliases = [item.alias]
@@ -443,7 +450,7 @@ class QueryBuilder:
                 if alias in seen:
                     raise SqlError(f"table name {alias!r} specified more than once", locate(r, self.sql), self.sql)
                 seen.add(alias)
-            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral))
+            items.append(FromItem(item.alias, item.node, offset, item.relations, item.hidden, item.lateral, item.srf))
             offset += len(item.node.columns)
         return items
 
@@ -454,8 +461,13 @@ class QueryBuilder:
             if isinstance(r.this, exp.Func) or r.args.get("rows_from"):
                 function = r.this if isinstance(r.this, exp.Func) else r.args["rows_from"][0].this
                 called = function.sql(dialect=self.dialect.sqlglot).split("(")[0].lower()
-                raise UnsupportedSqlError(f"set-returning functions in FROM are not supported ({called}(...)): "
-                                          "a view reads tables and views", locate(r, self.sql), self.sql)
+                if self.dialect.name == "mysql":
+                    raise UnsupportedSqlError(f"{called.upper()}(...) in FROM is not supported: a view reads tables "
+                                              "and views (a JSON_TABLE of a column would make rows of each row; "
+                                              "not maintained yet)", locate(r, self.sql), self.sql)
+                raise UnsupportedSqlError(f"function {called}(...) in FROM is not supported (the set-returning "
+                                          f"functions a view takes: {', '.join(sorted(srf.NAMES))})",
+                                          locate(r, self.sql), self.sql)
             if r.args.get("joins"):
                 raise self.unsupported(r, "a parenthesised join in FROM")
             if r.args.get("sample") is not None:
@@ -502,9 +514,6 @@ class QueryBuilder:
             if alias_node is not None and alias_node.columns:
                 plan = self.rename_columns(plan, alias_node, r)
             return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
-        if isinstance(r, exp.Unnest):
-            raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
-                                      "reads tables and views", locate(r, self.sql, "UNNEST"), self.sql)
         if isinstance(r, exp.Lateral):
             raise self.unsupported(r, "LATERAL", "LATERAL")
         raise self.unsupported(r, f"{r.key.upper()} in FROM")

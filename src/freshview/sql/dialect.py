@@ -194,8 +194,16 @@ def get_dialect(name: "str | Dialect") -> Dialect:
         raise ValueError(f"unknown SQL dialect {name!r}; expected one of postgres, mysql") from None
 
 
+#: Not a collation: what ``ExprBinder.collation_of`` says of jsonb, whose equality (and so GROUP BY,
+#: DISTINCT, joins) holds numbers equal by value (``'1.0'::jsonb = '1'::jsonb``); its key is ``jsonb_key``.
+JSONB_EQUALITY = "jsonb"
+
+
 def collation_key(e: Expr, collation: str) -> Expr:
-    """``e`` as the key text compares by under ``collation`` (ci: folded + PAD SPACE; bin: PAD SPACE)."""
+    """``e`` as the key text compares by under ``collation`` (ci: folded + PAD SPACE; bin: PAD SPACE; jsonb:
+    ``freshview.jsontext.equality_key``)."""
+    if collation == JSONB_EQUALITY:
+        return Call(ty.TEXT, "jsonb_key", (e,))
     return Call(ty.TEXT, "collkey", (e,), collation)
 
 

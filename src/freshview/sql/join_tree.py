@@ -38,17 +38,19 @@ is an expression over columns whose changes the join already carries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from sqlglot import exp
 
-from freshview.errors import SqlError
+from freshview.errors import SqlError, UnsupportedSqlError
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Call, ColumnRef, Expr, columns_used, conjoin, remap_columns
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.rewrite import mark_join
 from freshview.plan.rewrite.joins import null_safe
 from freshview.plan import typing as ty
+from freshview.sql.dialect import JSONB_EQUALITY, collation_key
 from freshview.sql.parse import locate
 
 NO_COLUMNS = ("semi", "anti", "not_in")
@@ -64,6 +66,7 @@ class Step:
     pad: tuple[Expr, ...] | None = None  # left: the right side's values on an unmatched row
     not_in: tuple[Expr, Expr] | None = None  # not_in, mark_in: (x over the left, y over this item)
     outer: tuple[pn.OuterRows, tuple[Expr, ...]] | None = None  # a subquery over the left's correlation values
+    srf: tuple | None = None  # (SrfCall over the wide row, ordinality): set-returning functions of each left row (sql.srf)
 
 
 def join_kinds(node) -> list[str]:
@@ -137,8 +140,12 @@ def resolve_using(items, node: exp.Select, sql: str) -> Using | None:
             if t is None:
                 raise SqlError(f"JOIN/USING types {le.type} and {re_.type} cannot be matched",
                                locate(where, sql, keyword), sql)
+            if t.is_array:
+                raise UnsupportedSqlError(f"JOIN USING / NATURAL JOIN on the array column {name!r} is not supported "
+                                          "(comparing arrays; joins on arrays)", locate(where, sql, keyword), sql)
             le, re_ = ty.cast_to(le, t), ty.cast_to(re_, t)
-            out.on.setdefault(k, []).append(Call(ty.BOOL, "=", (le, re_)))
+            keys = (le, re_) if t.kind != "jsonb" else tuple(collation_key(e, JSONB_EQUALITY) for e in (le, re_))
+            out.on.setdefault(k, []).append(Call(ty.BOOL, "=", keys))  # (jsonb: numbers equal by value)
             value = {"right": re_, "full": Call(t, "coalesce", (le, re_))}.get(side, le)
             merged.append((name, value, True))
         used = {n for n, _ in names}
@@ -218,6 +225,15 @@ def build_join_tree(items, steps: list[Step], where: list[Expr]) -> tuple[pn.Nod
                 rkeys.append(ty.cast_to(over(right_cols)(re_), t))
             else:
                 residual.append(over(wide_cols + right_cols)(c))
+        if step.srf is not None:  # each left row followed by its functions' rows (sql.srf, plan.flatmap)
+            calls, ordinality = step.srf
+            calls = tuple(replace(c, args=tuple(over(wide_cols)(a) for a in c.args)) for c in calls)
+            plan = FlatMap(plan, calls, ordinality, step.kind == "left")
+            wide_cols = wide_cols + right_cols
+            joined.add(k)
+            if residual:
+                plan = pn.Filter(plan, conjoin(residual))  # type: ignore[arg-type]
+            continue
         if step.outer is not None:  # (sql.magic_sets): the item's first columns are its correlation values
             right, lkeys, rkeys = _over_outer_rows(plan, right, [over(wide_cols)(e) for e in step.outer[1]],
                                                    step.outer[0])

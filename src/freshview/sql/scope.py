@@ -22,6 +22,7 @@ class FromItem:
     relations: tuple[str, ...] | None = None  # a parenthesised join: each column's own alias (sql.paren_joins)
     hidden: int = 0  # LATERAL: its first columns, the outer values it was computed for, out of scope (sql.lateral)
     lateral: tuple | None = None  # LATERAL: (placeholder, outer expressions over the wide row, pad or None)
+    srf: tuple | None = None  # set-returning functions over the items before: (SrfCall args over the wide row, ordinality) (sql.srf)
 
     def relation(self, i: int) -> str:
         return self.relations[i] if self.relations is not None else self.alias

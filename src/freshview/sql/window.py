@@ -97,6 +97,7 @@ class WindowCollector:
         if node.args.get("alias") is not None or isinstance(node.this, exp.Identifier):
             raise _unsupported(node, sql, "a named window (OVER name, WINDOW clause)", "OVER")
         inner = ExprBinder(binder.scope, sql, binder.aggs, "a window function's argument", binder.dialect)  # no nested windows
+        inner.grouping = getattr(binder, "grouping", False)  # type: ignore[attr-defined]  # GROUPING() (sql.grouping_sets)
         # a partition is a group: text partitions by its collation key (MySQL; sql.collate_groups)
         partition = tuple(inner.collated(p, inner.bind(p))[0] for p in node.args.get("partition_by") or [])
         order = tuple(self._ordered(inner, o) for o in (node.args["order"].expressions if node.args.get("order") else []))

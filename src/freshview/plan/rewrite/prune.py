@@ -14,12 +14,16 @@ orders by every column), so they need all their input's columns, as a
 recursion needs all of its inputs'.  An input of which no column is used
 keeps one: it still multiplies rows.  An outer, semi- or anti-join
 (``LogicalJoin``, not lowered yet) keeps on each side what its condition
-uses, so its lowering copies only those columns.
+uses, so its lowering copies only those columns.  A FlatMap (set-returning
+functions) asks its input for what is used above and what its functions read.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from freshview.plan import nodes as pn
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.expr import ColumnRef, columns_used, remap_columns
 
 Mapping = dict[int, int]  # an output column of the original node -> its index in the pruned node
@@ -93,6 +97,17 @@ class _Prune:
         child, mapping = self.prune(node.input, _used(node.exprs[i] for i in keep))
         exprs = tuple(remap_columns(node.exprs[i], mapping) for i in keep)
         return pn.Project(child, exprs, tuple(node.names[i] for i in keep)), {i: j for j, i in enumerate(keep)}
+
+    def visit_FlatMap(self, node: FlatMap, needed: set[int]) -> tuple[pn.Node, Mapping]:
+        """The input keeps the columns needed above and those the functions read; every function stays
+        (each decides how many rows an input row makes)."""
+        width = len(node.input.columns)
+        child, mapping = self.prune(node.input, {i for i in needed if i < width}
+                                    | _used(a for c in node.calls for a in c.args))
+        calls = tuple(replace(c, args=tuple(remap_columns(a, mapping) for a in c.args)) for c in node.calls)
+        out = FlatMap(child, calls, node.ordinality, node.outer)
+        new_width = len(child.columns)
+        return out, {**mapping, **{width + j: new_width + j for j in range(len(node.added))}}
 
     def visit_Join(self, node: pn.Join, needed: set[int]) -> tuple[pn.Node, Mapping]:
         nl = len(node.left.columns)

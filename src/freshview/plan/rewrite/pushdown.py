@@ -14,6 +14,8 @@ with integer weights), and stops above the first node it does not:
   (same type) becomes a key pair; the rest filter the join's output;
 * UnionAll, Negate, Distinct, Reweight: into every input
   (σ(A ∪ B) = σA ∪ σB, σ(−A) = −σA, σ(δA) = δ(σA), and a reweight is row-wise);
+* FlatMap (set-returning functions, ``plan.flatmap``): a conjunct on the
+  input's columns only moves below it (each input row's rows share them);
 * Aggregate: a conjunct on group columns only, rewritten over the group
   expressions, moves below it (it keeps or drops whole groups);
 * Scan, TopK, Window, Recursive and the recursion's leaves stop it.
@@ -40,6 +42,7 @@ outer join must keep.
 from __future__ import annotations
 
 from freshview.plan import nodes as pn
+from freshview.plan.flatmap import FlatMap
 from freshview.plan.rewrite.fold_constants import fold
 from freshview.plan.expr import Call, Expr, Literal, columns_used, conjoin, conjuncts, remap_columns, substitute
 
@@ -183,6 +186,12 @@ class _Pushdown:
         return pn.with_inputs(node, [self.push(node.inputs()[0], preds)])
 
     visit_Negate = visit_Distinct = visit_Reweight = _through
+
+    def visit_FlatMap(self, node: FlatMap, preds: list[Expr]) -> pn.Node:
+        width = len(node.input.columns)
+        below = [p for p in preds if columns_used(p) and max(columns_used(p)) < width]
+        above = [p for p in preds if p not in below]
+        return _filter(pn.with_inputs(node, [self.push(node.input, below)]), above)
 
     def visit_Aggregate(self, node: pn.Aggregate, preds: list[Expr]) -> pn.Node:
         groups = len(node.group)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from freshview import jsontext
 from freshview.errors import ExecutionError
-from freshview.runtime.expressions import arrow_values as A
+from freshview.runtime.expressions import arrow_values as A, pgtext
 
 Datum = A.Datum
 
@@ -193,6 +193,17 @@ def op_array_any_eq(ev, e) -> Datum:
     return _per_row(ev, [x, arr], any_eq, pa.bool_(), strict=False)
 
 
+def op_array_text(ev, e) -> Datum:
+    """``CAST(arr AS TEXT)``: PostgreSQL's array output (``pgtext.array_text``)."""
+    kind = e.args[0].type.element.kind
+    return _per_row(ev, ev.strict_args(e.args), lambda a: pgtext.array_text(a, kind), pa.string())
+
+
+def op_jsonb_key(ev, e) -> Datum:
+    """What jsonb values are equal by (numbers by value: ``jsontext.equality_key``)."""
+    return _per_row(ev, ev.strict_args(e.args), jsontext.equality_key, pa.string())
+
+
 OPS: dict[str, Callable[..., Datum]] = {
     "json_get": op_json_get, "json_get_text": op_json_get_text, "json_path": op_json_path,
     "json_path_text": op_json_path_text, "jsonb_contains": op_jsonb_contains, "jsonb_exists": op_jsonb_exists,
@@ -201,4 +212,5 @@ OPS: dict[str, Callable[..., Datum]] = {
     "array_element": op_array_element, "array_any_eq": op_array_any_eq,
     "mariadb_extract": op_mariadb_extract, "json_unquote": op_json_unquote, "mariadb_object": op_mariadb_object,
     "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish, "enum_unknown": op_enum_unknown,
+    "jsonb_key": op_jsonb_key, "array_text": op_array_text,
 }

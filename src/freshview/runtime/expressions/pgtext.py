@@ -12,6 +12,23 @@ This module imports neither pyspark nor pyarrow.
 
 from __future__ import annotations
 
+def array_text(values: list, kind: str) -> str:
+    """``CAST(arr AS TEXT)``: PostgreSQL's array output (``{1,NULL,"a b"}``) of a one-dimensional array of
+    ``kind`` elements (integers, numerics, text, booleans, dates: what the front end lets through)."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append("NULL")
+        elif kind == "bool":
+            out.append("t" if v else "f")
+        elif kind == "text":
+            quote = v == "" or v.upper() == "NULL" or any(c in v for c in '{},"\\ \t\n\r\f\x0b')
+            out.append('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if quote else v)
+        else:
+            out.append(str(v))  # ints, Decimal (its scale kept, as numeric prints), date.isoformat()
+    return "{" + ",".join(out) + "}"
+
+
 # PostgreSQL's isspace(): space, \t, \n, \r, \f, \v.  (RE2's \s lacks \v; Java's \v is a class.)
 WS = r"[ \t\n\r\f\x0B]"
 WHITESPACE_CHARS = " \t\n\r\f\x0b"

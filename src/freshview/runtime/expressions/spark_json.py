@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as st
 
 from freshview import jsontext
+from freshview.runtime.expressions import pgtext
 from freshview.plan.expr import Call
 
 _registered = False
@@ -26,6 +27,7 @@ def _udf(fn: Callable, returns: st.DataType) -> Callable[..., Column]:
         from pyspark import cloudpickle
 
         cloudpickle.register_pickle_by_value(jsontext)
+        cloudpickle.register_pickle_by_value(pgtext)
         _registered = True
     return F.udf(fn, returns)
 
@@ -147,6 +149,15 @@ def array_any_eq(e: Call, a: list[Column], param: str) -> Column:
             .otherwise(F.lit(False)))
 
 
+def array_text(e: Call, a: list[Column], param: str) -> Column:
+    kind = e.args[0].type.element.kind
+    return _udf(lambda v: None if v is None else pgtext.array_text(list(v), kind), st.StringType())(*a)
+
+
+def jsonb_key(e: Call, a: list[Column], param: str) -> Column:
+    return _udf(lambda j: None if j is None else jsontext.equality_key(j), st.StringType())(*a)
+
+
 LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "json_get": json_get, "json_get_text": json_get_text, "json_path": json_path, "json_path_text": json_path_text,
     "jsonb_contains": jsonb_contains, "jsonb_exists": jsonb_exists, "json_in": json_in,
@@ -154,5 +165,5 @@ LOWER: dict[str, Callable[[Call, list[Column], str], Column]] = {
     "array_length": array_length, "cardinality": cardinality, "array_element": array_element,
     "array_any_eq": array_any_eq, "mariadb_extract": mariadb_extract, "json_unquote": json_unquote,
     "mariadb_object": mariadb_object, "mariadb_arrayagg_finish": mariadb_arrayagg_finish,
-    "enum_unknown": enum_unknown,
+    "enum_unknown": enum_unknown, "jsonb_key": jsonb_key, "array_text": array_text,
 }

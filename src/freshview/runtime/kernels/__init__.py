@@ -28,6 +28,7 @@ from typing import Any, Protocol, Sequence
 import pyarrow as pa
 
 from freshview.plan.expr import Expr
+from freshview.plan.flatmap import FlatMap
 
 Rel = Any  # the kernel set's relation handle (see the module docstring)
 
@@ -87,6 +88,10 @@ class Kernels(Protocol):
     def reweight(self, rel: Rel, weight: Expr, memo: dict) -> Rel:
         """Each row with its weight multiplied by ``weight`` (a non-NULL integer expression over the
         row); rows whose weight becomes 0 are dropped."""
+
+    def flat_map(self, rel: Rel, node: FlatMap, memo: dict) -> Rel:
+        """Each row followed by each of the rows ``node``'s set-returning functions return for it
+        (``plan.flatmap``), weights kept."""
 
     def evaluate(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         """``exprs`` evaluated per row, named and typed as ``schema`` (which ends in ``_weight``), as

@@ -18,12 +18,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra.batch import consolidate, group_ids, normalize_floats
+from freshview.algebra.batch import consolidate, grouped, normalize_floats
 from freshview.errors import ExecutionError
 from freshview.plan.expr import ColumnRef, Expr
+from freshview.plan.flatmap import FlatMap
+from freshview.runtime.expressions import srf
 from freshview.runtime.expressions.arrow import evaluate, evaluate_filter
 from freshview.runtime.kernels import Term, sums_schema
-from freshview.runtime.relation import col_name, conform
+from freshview.runtime.relation import arrow_schema, col_name, conform
 from freshview.schema import WEIGHT
 
 
@@ -67,6 +69,19 @@ class ArrowKernels:
         out = rel.set_column(rel.schema.get_field_index(WEIGHT), WEIGHT, w)
         return out.filter(pc.not_equal(w, 0))
 
+    def flat_map(self, rel: pa.Table, node: FlatMap, memo: dict) -> pa.Table:
+        schema = arrow_schema(node.columns)
+        if rel.num_rows == 0:
+            return schema.empty_table()
+        calls = [srf.rows(c, [_value(a, rel) for a in c.args]) for c in node.calls]
+        parent, added, position = srf.zipped(calls, rel.num_rows, node.outer)
+        taken = pa.array(parent, pa.int64())
+        arrays = [rel.column(col_name(i)).take(taken) for i in range(len(node.input.columns))] + added
+        if node.ordinality:
+            arrays.append(position)
+        arrays.append(rel.column(WEIGHT).take(taken))
+        return conform(pa.Table.from_arrays(arrays, names=schema.names), schema)
+
     def evaluate(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         return self.project(rel, exprs, schema, memo)
 
@@ -78,7 +93,16 @@ class ArrowKernels:
         rt = right.rename_columns([f"r{i}" for i in range(nr)] + rkeys + ["rw"])
         if nkeys:
             lt, rt = normalize_floats(lt), normalize_floats(rt)
-            joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+            if any(_nested(f.type) for f in lt.schema) or any(_nested(f.type) for f in rt.schema):
+                # Acero's hash join carries no list column: join the keys and row numbers, then take the rows
+                lnum = lt.select(lkeys).append_column("_fv_l", pa.array(np.arange(lt.num_rows), pa.int64()))
+                rnum = rt.select(rkeys).append_column("_fv_r", pa.array(np.arange(rt.num_rows), pa.int64()))
+                pairs = lnum.join(rnum, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+                joined = pa.Table.from_arrays(lt.take(pairs.column("_fv_l")).columns
+                                              + rt.take(pairs.column("_fv_r")).columns,
+                                              names=lt.column_names + rt.column_names)
+            else:
+                joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
         else:  # a cross product: every left row with every right row
             li = np.repeat(np.arange(lt.num_rows), rt.num_rows)
             ri = np.tile(np.arange(rt.num_rows), lt.num_rows)
@@ -109,19 +133,9 @@ class ArrowKernels:
                 arrays.append(pc.if_else(pc.is_valid(x), w, 0) if t.sum_type is None else _times(x, w, t.sum_type))
         table = pa.Table.from_arrays(arrays, names=schema.names)
         sums = [("cnt", "sum")] + [(t.name, t.op) for t in terms]
-        if any(pa.types.is_list(f.type) or pa.types.is_interval(f.type) for f in schema if f.name in names):
-            # keys Arrow's hash aggregation cannot hold: grouped by dense group numbers instead
-            ids, firsts = group_ids([table.column(n) for n in names], table.num_rows)
-            numbered = table.drop_columns(names).append_column("_fv_g", pa.array(ids, pa.int64()))
-            out = numbered.group_by(["_fv_g"], use_threads=False).aggregate(sums)
-            at = np.asarray(out.column("_fv_g"), dtype=np.int64)
-            keys = table.select(names).take(pa.array(firsts[at], pa.int64()))
-            out = pa.Table.from_arrays(keys.columns + [out.column(f"{c}_{op}") for c, op in sums],
-                                       names=names + [c for c, _ in sums])
-        else:
-            out = table.group_by(names, use_threads=False).aggregate(sums)
-            named = {f"{c}_{op}": c for c, op in sums}
-            out = out.rename_columns([named.get(c, c) for c in out.column_names])
+        out = grouped(table, names, sums)  # (list and interval keys too)
+        named = {f"{c}_{op}": c for c, op in sums}
+        out = out.rename_columns([named.get(c, c) for c in out.column_names])
         try:
             return pa.Table.from_arrays([out.column(f.name).cast(f.type) for f in schema], schema=schema)
         except pa.ArrowInvalid:
@@ -132,6 +146,10 @@ def _value(e: Expr, rel: pa.Table) -> pa.Array | pa.ChunkedArray:
     if isinstance(e, ColumnRef) and rel.schema.field(col_name(e.index)).type == e.type.arrow:
         return rel.column(col_name(e.index))
     return evaluate(e, rel)
+
+
+def _nested(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_struct(t)
 
 
 def _broadcast_int64(d, n: int) -> pa.Array:

@@ -15,10 +15,11 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from freshview.plan.expr import ColumnRef, Expr
+from freshview.plan.flatmap import FlatMap
 from freshview.runtime.delta import Delta, column, for_spark, spark_schema
 from freshview.runtime.expressions.spark import lower
 from freshview.runtime.kernels import Term, sums_schema
-from freshview.runtime.relation import col_name
+from freshview.runtime.relation import arrow_schema, col_name
 from freshview.schema import WEIGHT, SqlType
 
 
@@ -80,6 +81,33 @@ class SparkKernels:
             w = (F.col(WEIGHT) * factor).cast("long").alias(WEIGHT)
             cols = memo["reweight"] = [F.col(n) for n in rel.schema.names if n != WEIGHT] + [w]
         return Delta(rel.schema, rel.frame().select(*cols).filter(F.col(WEIGHT) != 0), None, self.spark)
+
+    def flat_map(self, rel: Delta, node: FlatMap, memo: dict) -> Delta:
+        """One ``unnest`` over a Spark result is Spark's ``posexplode`` (``_outer`` for a LEFT JOIN
+        LATERAL: one row of NULLs, ordinality NULL, for a NULL or empty array, as PostgreSQL pads);
+        otherwise the functions run in-process (``runtime.expressions.srf``) on the rows on the driver
+        (a change already in Arrow) or collected (a Spark result: one job, as a stateful operator's
+        input is)."""
+        from freshview.runtime.kernels.arrow import ArrowKernels
+
+        if rel.df is None or len(node.calls) != 1 or node.calls[0].func != "unnest":
+            table = rel.arrow if rel.df is None else rel.materialize()
+            return Delta.of_arrow(ArrowKernels().flat_map(table, node, memo), self.spark)
+        schema = arrow_schema(node.columns)
+        cols = memo.get("flat_map")
+        if cols is None:
+            explode = F.posexplode_outer if node.outer else F.posexplode
+            width = len(node.input.columns)
+            element = node.calls[0].columns[0][1]
+            cols = memo["flat_map"] = (
+                [F.col(col_name(i)) for i in range(width)] + [explode(lower(node.calls[0].args[0], column)).alias(
+                    "_fv_pos", "_fv_val"), F.col(WEIGHT)],
+                [F.col(col_name(i)) for i in range(width)] + [F.col("_fv_val").cast(element.spark()).alias(
+                    col_name(width))]
+                + ([(F.col("_fv_pos") + 1).cast("long").alias(col_name(width + 1))] if node.ordinality else [])
+                + [F.col(WEIGHT)])
+        exploded, out = cols
+        return Delta(schema, rel.frame().select(*exploded).select(*out), None, self.spark)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         out = self.project(rel, exprs, schema, memo)
@@ -213,6 +241,11 @@ class BulkKernels(SparkKernels):
         if rel.df is None:  # a table on the driver: reweighted in place, no round trip
             return self.of_arrow(self._local.reweight(rel.arrow, weight, memo))
         return super().reweight(rel, weight, memo)
+
+    def flat_map(self, rel: Delta, node: FlatMap, memo: dict) -> Delta:
+        if rel.df is None:
+            return self.of_arrow(self._local.flat_map(rel.arrow, node, memo))
+        return super().flat_map(rel, node, memo)
 
     def evaluate(self, rel: Delta, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
         if rel.df is None:

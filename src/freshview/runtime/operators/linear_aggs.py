@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.algebra import batch
 from freshview.algebra.batch import consolidate
 from freshview.plan.expr import AggCall, Call, Case, Cast, Expr, Literal
 from freshview.runtime import ttl
@@ -253,7 +254,7 @@ def distinct_partials(store: StateStore, name: str, keys: list, value, weight, p
     table = pa.table(cols)
     aggs = [(suffix, "sum") for suffix, _ in parts]
     if key_names:
-        grouped = table.group_by(key_names, use_threads=False).aggregate(aggs)
+        grouped = batch.grouped(table, key_names, aggs)  # (array keys too)
         grouped = grouped.rename_columns([c.removesuffix("_sum") for c in grouped.column_names])
     else:
         grouped = pa.table({c: pa.array([pc.sum(table.column(c)).as_py() if table.num_rows else 0],
