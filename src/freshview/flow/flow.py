@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 
-from freshview.algebra.batch import consolidate, to_arrow_delta
+from freshview.algebra.batch import consolidate, to_arrow_delta, with_unit_weight
 from freshview.circuit import arrangements, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError, StateTooNew
 from freshview.flow import checkpoint, seen_set
@@ -62,14 +61,10 @@ class IncrementalFlow:
     ``execution`` says where steps run: ``"auto"`` (default) picks, per step
     and per view, the in-process executor or Spark with a cost model fed by
     the step times it measures; ``"local"`` runs every step in-process;
-    ``"spark"`` runs every step on Spark.  A view's first computation
-    (``first_computation``) runs in-process under ``"auto"`` (default) unless
-    ``execution="spark"``, a cluster or Spark Connect session is configured, or
-    its inputs exceed ``memory_budget_mb`` (default an eighth of the machine's
-    memory): then on Spark (``spark``, or a local session started when first
-    needed); ``"local"`` and ``"spark"`` force one (``runtime.cost.choose_first``;
-    the choice and its reason in ``explain``).  ``load_source`` fills a source's
-    copy in bulk (a snapshot).
+    ``"spark"`` runs every step on Spark.  A view's first computation runs in-process
+    (``first_computation="auto"``) unless ``execution="spark"``, a cluster/Spark Connect session is
+    configured or its inputs exceed ``memory_budget_mb`` (default 1/8 of the memory): then on Spark
+    (``spark``, or a local session); ``"local"``/``"spark"`` force one (``cost.choose_first``, ``explain``).
 
     ``state_ttl`` (seconds, or text such as ``"1 day"``; default None: exact
     results, state kept forever) evicts state keys untouched for longer:
@@ -91,10 +86,6 @@ class IncrementalFlow:
                  first_computation: str = "auto", memory_budget_mb: float | None = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
-        if first_computation not in MODES:
-            raise FreshviewError(f"first_computation must be one of {', '.join(MODES)}, not {first_computation!r}")
-        if memory_budget_mb is not None and not memory_budget_mb >= 0:
-            raise FreshviewError(f"memory_budget_mb must be a number of MiB, 0 or more, not {memory_budget_mb!r}")
         self.default_schema = default_schema  # ``<default_schema>.x`` in view SQL is the relation ``x``
         try:
             self.dialect = get_dialect(dialect)  # how view SQL is read and computed (sql/dialect.py)
@@ -276,23 +267,14 @@ class IncrementalFlow:
                     self._dedup[name] = capacity
 
     def load_source(self, name: str, chunks: Iterable[Any]) -> int:
-        """Load a source's rows in bulk: ``chunks`` (Arrow tables/record batches or pandas DataFrames of the
-        source's columns, with an optional ``_weight``: how many copies, default 1) -- a snapshot, an
-        initial import -- in one step; returns the rows loaded.
-
-        Into an empty copy that no view reads yet (register the views after), the chunks become the state
-        store's sorted runs directly, large ones spilled to files as they are built (memory holds about
-        one ``bulk.RUN_ROWS`` group of chunks), with no per-chunk step.  The checks are a step's: a NULL or
-        duplicate primary key (across all chunks, checked once at the end), a fixed-size array of another
-        length, a negative weight (a load inserts) are refused (``DeltaError`` naming the source, column
-        and key or row) and nothing is loaded.  Otherwise (a copy already filled, a view reading it, a
-        state TTL, a dedup source) each chunk is one ``tick``: the same rows, each chunk committed on its
-        own.
-        """
+        """A source's rows in bulk as one step (Arrow/pandas chunks of its columns, ``_weight`` default 1); the
+        rows loaded.  Into an empty copy no view reads: sorted runs, spilled to files (``Engine.load_source``);
+        a NULL or duplicate primary key (over all chunks), wrong array length or negative weight is refused
+        (``DeltaError``) and nothing loaded.  Else (filled, read by a view, TTL, dedup): one ``tick`` a chunk."""
         with self._lock:
             self._check_open()
             schema = self.source_schema(name).arrow(with_weight=True)
-            tables = (_with_weight(chunk, schema) for chunk in chunks)
+            tables = (to_arrow_delta(with_unit_weight(chunk), schema) for chunk in chunks)
             if name in self._dedup or self.engine.bulk_refusal(name) is not None:
                 loaded = 0
                 for table in tables:
@@ -715,11 +697,9 @@ class IncrementalFlow:
             view = self._view(name)
             counts = {a: self.store.count(a) for a in self.store.list_arrangements(arrangements.view_prefix(name))}
             cols = ", ".join(f"{n} {t}" for n, t in view.columns)
-            last = (f"last step: {view.last.executor} ({view.last.reason})" if view.last
-                    else "last step: none yet")
-            first = (f"first computation: {view.first.executor} ({view.first.reason})" if view.first
-                     else "first computation: before this process (resumed)")
-            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}", first]
+            last = f"last step: {view.last.executor} ({view.last.reason})" if view.last else "last step: none yet"
+            first = f"{view.first.executor} ({view.first.reason})" if view.first else "before this process (resumed)"
+            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}", f"first computation: {first}"]
             if self.state_ttl is not None:
                 tracked = ", ".join(f"{op} {n} keys" for op, n in self.engine.tracked(name).items())
                 lines.append(f"state ttl: {self.state_ttl:g} s; evicting: {tracked or 'nothing (no keyed state)'}")
@@ -813,17 +793,6 @@ class IncrementalFlow:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _with_weight(chunk: Any, schema: pa.Schema) -> pa.Table:
-    """A chunk given to ``load_source`` as weighted rows of ``schema`` (``_weight`` 1 when absent)."""
-    if isinstance(chunk, pa.RecordBatch):
-        chunk = pa.Table.from_batches([chunk])
-    elif not isinstance(chunk, pa.Table) and hasattr(chunk, "columns") and WEIGHT not in chunk.columns:
-        chunk = chunk.assign(**{WEIGHT: 1})  # a pandas DataFrame
-    if isinstance(chunk, pa.Table) and WEIGHT not in chunk.column_names:
-        chunk = chunk.append_column(WEIGHT, pa.array(np.ones(chunk.num_rows, np.int64)))
-    return to_arrow_delta(chunk, schema)
 
 
 def _indent(text: str) -> str:

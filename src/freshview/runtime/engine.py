@@ -215,6 +215,8 @@ class Engine:
         if first_computation not in FIRST_MODES:
             raise FreshviewError(f"first_computation must be one of {', '.join(FIRST_MODES)}, "
                                  f"not {first_computation!r}")
+        if memory_budget_mb is not None and not memory_budget_mb >= 0:
+            raise FreshviewError(f"memory_budget_mb must be a number of MiB, 0 or more, not {memory_budget_mb!r}")
         self.store = store
         self.execution = execution
         self.first_computation = first_computation
