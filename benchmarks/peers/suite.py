@@ -14,7 +14,7 @@ One process, one run, at one scale factor, one phase at a time:
 4. freshview, once per execution mode (``auto``, ``local``, ``spark`` when
    ``IncrementalFlow`` takes ``execution``, else its one default), each in a
    fresh flow on the shared Spark session: the initial load (sources loaded
-   through ``tick`` + the view's first computation) is timed, then each step
+   in bulk, ``load_source``, + the view's first computation) is timed, then each step
    is one timed ``tick`` of both tables' changes, with its profile;
 5. the report: Markdown (``--write-doc``: docs/benchmarks.md) and JSON
    (docs/results/peers_sf<sf>.json).
@@ -404,7 +404,7 @@ def render(r: dict[str, Any]) -> str:
         if x["reasons"]:
             notes.append("reasons: " + "; ".join(f"{k} ×{n}" for k, n in x["reasons"].items()))
         lines.append(f"freshview `{x['mode']}`: " + "; ".join(notes) + ".  ")
-    lines.append("Initial load: freshview, the sources through `tick` and the view's first computation; DuckDB, "
+    lines.append("Initial load: freshview, the sources through `load_source` and the view's first computation; DuckDB, "
                  "the tables from Parquet; PostgreSQL, server start, COPY, keys, VACUUM ANALYZE and CREATE "
                  "MATERIALIZED VIEW.  ")
     lines.append("Each figure is one run of this process; on a 2-core VM medians move 5–30% between runs.")

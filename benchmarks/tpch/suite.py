@@ -139,9 +139,13 @@ def run(sf: float, steps: int, warmup: int, fraction: float, repeats: int, views
 
 
 def load_sources(flow: Any, tables: Tables) -> None:
-    """Register each table as a source (with its primary key) and load its rows through ``tick``."""
+    """Register each table as a source (with its primary key) and load its rows in chunks: in bulk
+    (``load_source``), or through ``tick`` on a freshview without it."""
     for name, table in tables.data.items():
         flow.register_source(name, tables.ddl(name), primary_key=PRIMARY_KEYS[name])
+        if hasattr(flow, "load_source"):
+            flow.load_source(name, (table.slice(o, LOAD_CHUNK) for o in range(0, table.num_rows, LOAD_CHUNK)))
+            continue
         for offset in range(0, table.num_rows, LOAD_CHUNK):
             chunk = table.slice(offset, LOAD_CHUNK)
             flow.tick(name, chunk.append_column(WEIGHT, pa.array([1] * chunk.num_rows, pa.int64())))

@@ -63,3 +63,33 @@ def test_noise_never_gives_negative_costs():
     fit.add(10_000, 1.0)
     a, b = fit.line((1.0, 0.01))
     assert a >= 0 and b >= 0
+
+
+# ---------------------------------------------------------------------- first computations (choose_first)
+from freshview.runtime.cost import Choice, choose_first  # noqa: E402
+
+GIB = 2**30
+
+
+def test_first_computation_forced_modes_and_spark_execution_go_where_told():
+    assert choose_first("spark", "local", 10, 100, GIB, False) == Choice("spark", "first_computation='spark'")
+    assert choose_first("local", "spark", 10**9, 10**12, GIB, True).executor == "local"
+    assert choose_first("auto", "spark", 10, 100, GIB, False) == Choice("spark", "execution='spark'")
+
+
+def test_first_computation_auto_runs_in_process_within_the_budget():
+    small = choose_first("auto", "auto", 7_650_000, 400 * 2**20, GIB, False)
+    assert small.executor == "local"
+    assert "7650000 input rows (400 MiB, budget 1024 MiB)" in small.reason and "predicted local" in small.reason
+    assert choose_first("auto", "local", 0, 0, 0, False) == Choice("local", "auto: the inputs are empty")
+
+
+def test_first_computation_auto_goes_to_spark_over_the_budget_or_on_a_cluster():
+    big = choose_first("auto", "auto", 75_000_000, 4 * GIB, GIB, False)
+    assert big.executor == "spark" and "exceed the in-process budget (1024 MiB)" in big.reason
+    assert choose_first("auto", "local", 10, 100, GIB, True).executor == "spark"
+
+
+def test_unknown_first_computation_is_refused():
+    with pytest.raises(ValueError, match="first_computation must be one of auto, local, spark"):
+        choose_first("gpu", "auto", 1, 1, GIB, False)

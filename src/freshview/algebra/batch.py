@@ -200,6 +200,18 @@ def negate(table: pa.Table) -> pa.Table:
     return table.set_column(idx, WEIGHT, pc.negate(table.column(WEIGHT)))
 
 
+def with_unit_weight(data: Any) -> Any:
+    """Rows given without ``_weight`` (Arrow or pandas) with ``_weight`` 1 each; others as they are."""
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        return data if WEIGHT in data.column_names else \
+            data.append_column(WEIGHT, pa.array(np.ones(data.num_rows, np.int64)))
+    if hasattr(data, "columns") and hasattr(data, "assign") and WEIGHT not in data.columns:
+        return data.assign(**{WEIGHT: 1})  # a pandas DataFrame
+    return data
+
+
 def to_arrow_delta(data: Any, schema: pa.Schema) -> pa.Table:
     """Accept a pyarrow Table/RecordBatch or a pandas DataFrame and conform it to ``schema``.
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from freshview.algebra.batch import consolidate, to_arrow_delta
+from freshview.algebra.batch import consolidate, to_arrow_delta, with_unit_weight
 from freshview.circuit import arrangements, render
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError, StateTooNew
 from freshview.flow import checkpoint, seen_set
@@ -61,9 +61,10 @@ class IncrementalFlow:
     ``execution`` says where steps run: ``"auto"`` (default) picks, per step
     and per view, the in-process executor or Spark with a cost model fed by
     the step times it measures; ``"local"`` runs every step in-process;
-    ``"spark"`` runs every step on Spark.  A view's first computation runs on
-    Spark (``spark``, or a local session started when first needed), except over
-    empty sources or with ``first_computation="local"``: in-process.
+    ``"spark"`` runs every step on Spark.  A view's first computation runs in-process
+    (``first_computation="auto"``) unless ``execution="spark"``, a cluster/Spark Connect session is
+    configured or its inputs exceed ``memory_budget_mb`` (default 1/8 of the memory): then on Spark
+    (``spark``, or a local session); ``"local"``/``"spark"`` force one (``cost.choose_first``, ``explain``).
 
     ``state_ttl`` (seconds, or text such as ``"1 day"``; default None: exact
     results, state kept forever) evicts state keys untouched for longer:
@@ -82,11 +83,9 @@ class IncrementalFlow:
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
                  execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
                  flush_interval: float | str | None = None, state_ttl: float | str | None = None,
-                 first_computation: str = "spark") -> None:
+                 first_computation: str = "auto", memory_budget_mb: float | None = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
-        if first_computation not in ("spark", "local"):
-            raise FreshviewError(f"first_computation must be 'spark' or 'local', not {first_computation!r}")
         self.default_schema = default_schema  # ``<default_schema>.x`` in view SQL is the relation ``x``
         try:
             self.dialect = get_dialect(dialect)  # how view SQL is read and computed (sql/dialect.py)
@@ -106,7 +105,7 @@ class IncrementalFlow:
         try:
             self.engine = Engine(store, execution=execution, first_computation=first_computation,
                                  state_ttl=self.state_ttl, flush_interval=self.flush_interval,
-                                 clock=lambda: self._clock(), spark=spark)
+                                 clock=lambda: self._clock(), spark=spark, memory_budget_mb=memory_budget_mb)
         except BaseException:
             store.close()
             raise
@@ -266,6 +265,31 @@ class IncrementalFlow:
                 if capacity is not None:
                     seen_set.ensure(self.store, name)
                     self._dedup[name] = capacity
+
+    def load_source(self, name: str, chunks: Iterable[Any]) -> int:
+        """A source's rows in bulk as one step (Arrow/pandas chunks of its columns, ``_weight`` default 1); the
+        rows loaded.  Into an empty copy no view reads: sorted runs, spilled to files (``Engine.load_source``);
+        a NULL or duplicate primary key (over all chunks), wrong array length or negative weight is refused
+        (``DeltaError``) and nothing loaded.  Else (filled, read by a view, TTL, dedup): one ``tick`` a chunk."""
+        with self._lock:
+            self._check_open()
+            schema = self.source_schema(name).arrow(with_weight=True)
+            tables = (to_arrow_delta(with_unit_weight(chunk), schema) for chunk in chunks)
+            if name in self._dedup or self.engine.bulk_refusal(name) is not None:
+                loaded = 0
+                for table in tables:
+                    self.tick(name, table)
+                    loaded += table.num_rows
+                return loaded
+            step = self.engine.step
+
+            def undo() -> None:
+                self.engine.step = step
+                self._counters.load(self.store)
+            with self._transaction(undo=undo):
+                loaded = self.engine.load_source(name, tables)
+                self._counters.add(self.store, rows_in_total=loaded)
+            return loaded
 
     def drop_source(self, name: str) -> None:
         """Forget a source and its state (refused while a view reads it)."""
@@ -673,9 +697,9 @@ class IncrementalFlow:
             view = self._view(name)
             counts = {a: self.store.count(a) for a in self.store.list_arrangements(arrangements.view_prefix(name))}
             cols = ", ".join(f"{n} {t}" for n, t in view.columns)
-            last = (f"last step: {view.last.executor} ({view.last.reason})" if view.last
-                    else "last step: none yet (the first computation ran on Spark)")
-            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}"]
+            last = f"last step: {view.last.executor} ({view.last.reason})" if view.last else "last step: none yet"
+            first = f"{view.first.executor} ({view.first.reason})" if view.first else "before this process (resumed)"
+            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}", f"first computation: {first}"]
             if self.state_ttl is not None:
                 tracked = ", ".join(f"{op} {n} keys" for op, n in self.engine.tracked(name).items())
                 lines.append(f"state ttl: {self.state_ttl:g} s; evicting: {tracked or 'nothing (no keyed state)'}")

@@ -11,7 +11,7 @@ step commits; the service runs on it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import pyarrow as pa
 
@@ -113,6 +113,9 @@ class TwoPhaseFlow(Flow, Protocol):
     def prepare(self, source: str | Mapping[str, Any], delta: Any = None) -> PreparedChange:
         """``tick``'s step, applied and left open.  A delta is weighted rows or a ``SourceChange`` (keyed
         upserts and deletes whose old rows the engine looks up, a truncate, checks)."""
+
+    def load_source(self, name: str, chunks: Iterable[Any]) -> int:
+        """A source's rows in bulk, one step: sorted runs into an empty copy no view reads, else ticks."""
 
     def get_meta(self, key: str, default: Any = None) -> Any: ...
 

@@ -15,8 +15,17 @@ slope to fit) the prior per-row cost is kept and only the fixed cost fitted.  Sp
 while its per-row cost is lower once many cores share the work; the crossover
 is where the fitted lines meet, which the model moves as it measures.
 
-``auto`` runs the cheaper prediction; ``local`` and ``spark`` force one.  A
-first computation (the whole input) always runs on Spark and is not a step.
+``auto`` runs the cheaper prediction; ``local`` and ``spark`` force one.
+
+A first computation (the whole input, not a step) has its own rule,
+``choose_first``: under ``first_computation="auto"`` it runs in-process (the
+circuit's step from nothing over Arrow, state written as runs) unless Spark
+is asked for (``execution="spark"``), a cluster or Spark Connect session is
+configured, or the inputs exceed the in-process memory budget.  In-process
+costs about ``FIRST_LOCAL_US`` per input row here; on a local Spark session the
+handoff around Spark (state to Parquet, Spark, results back to runs) costs far
+more than Spark's own work (``FIRST_SPARK``), so a local session only pays for
+inputs that would not fit in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +34,12 @@ from dataclasses import dataclass, field
 
 EXECUTORS = ("local", "spark")
 MODES = ("auto",) + EXECUTORS
+FIRST_MODES = MODES  # first_computation: auto | local | spark
+# A first computation's cost per input row, measured on the 2-core machine (TPC-H SF 0.1 and 1, a 3-way
+# join and aggregate): in-process ~2 µs/row; a local Spark session ~15 s to start its jobs + ~20 µs/row
+# (docs/benchmarks.md, "Creating a view").
+FIRST_LOCAL_US = 2.0
+FIRST_SPARK = (15.0, 20.0)  # (fixed s, µs per row) on a local session
 DECAY = 0.9
 
 # (fixed ms, ms per input row) per executor before anything is measured.
@@ -102,3 +117,29 @@ def choose(mode: str, rows: int, model: CostModel) -> Choice:
     local, spark = model.predict("local", rows), model.predict("spark", rows)
     pick = "local" if local <= spark else "spark"
     return Choice(pick, f"auto: {rows} rows, predicted local {local:.1f} ms vs spark {spark:.1f} ms")
+
+
+def choose_first(mode: str, execution: str, rows: int, nbytes: int, budget: int, cluster: bool) -> Choice:
+    """Where a first computation over ``rows`` input rows (about ``nbytes`` in memory) runs under
+    ``first_computation=mode`` and ``execution``: "local" or "spark", and why (module docstring).
+    ``budget``: the bytes of input the in-process computation may take; ``cluster``: a cluster or Spark
+    Connect session is configured."""
+    if mode not in FIRST_MODES:
+        raise ValueError(f"first_computation must be one of {', '.join(FIRST_MODES)}, not {mode!r}")
+    if mode != "auto":
+        return Choice(mode, f"first_computation={mode!r}")
+    if execution == "spark":
+        return Choice("spark", "execution='spark'")
+    if rows == 0:
+        return Choice("local", "auto: the inputs are empty")
+    mib = nbytes / 2**20
+    if cluster:
+        return Choice("spark", f"auto: {rows} input rows ({mib:.0f} MiB), a Spark cluster is configured")
+    if nbytes > budget:
+        return Choice("spark", f"auto: {rows} input rows ({mib:.0f} MiB) exceed the in-process budget "
+                               f"({budget / 2**20:.0f} MiB)")
+    local = rows * FIRST_LOCAL_US / 1e6
+    spark = FIRST_SPARK[0] + rows * FIRST_SPARK[1] / 1e6
+    pick = "local" if local <= spark else "spark"
+    return Choice(pick, f"auto: {rows} input rows ({mib:.0f} MiB, budget {budget / 2**20:.0f} MiB), "
+                        f"predicted local {local:.1f} s vs spark {spark:.1f} s")

@@ -32,9 +32,11 @@ Inside the engine a relation's columns are ``c0 .. cn`` (``runtime.relation``); 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -44,15 +46,18 @@ from freshview.errors import CatalogError, FreshviewError, StateError
 from freshview.plan import nodes as pn
 from freshview.plan import vector as vector_plan
 from freshview.runtime import ttl
-from freshview.runtime.cost import MODES, Choice, CostModel, choose
+from freshview.runtime.cost import FIRST_MODES, MODES, Choice, CostModel, choose, choose_first
 from freshview.runtime.executor import CircuitRunner
 from freshview.runtime.holds import Holds
 from freshview.runtime.kernels import Kernels
 from freshview.runtime.kernels.arrow import ArrowKernels
+from freshview.runtime.operators import source_load
 from freshview.runtime.operators.source import Source, SourceChange
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, TableSchema
+
+log = logging.getLogger("freshview.engine")
 
 if TYPE_CHECKING:
     from freshview.runtime.state.protocol import StateStore
@@ -104,6 +109,7 @@ class EngineView:
     runner: CircuitRunner
     cost: CostModel = field(default_factory=CostModel)
     last: Choice | None = None
+    first: Choice | None = None  # where its first computation ran, and why (None: resumed)
 
     @property
     def columns(self) -> pn.Columns:
@@ -200,14 +206,21 @@ class Engine:
     to start one when first needed.
     """
 
-    def __init__(self, store: StateStore, *, execution: str = "auto", first_computation: str = "spark",
+    def __init__(self, store: StateStore, *, execution: str = "auto", first_computation: str = "auto",
                  state_ttl: float | None = None, flush_interval: float | None = None,
-                 clock: Callable[[], float] = time.time, spark: Any = None) -> None:
+                 clock: Callable[[], float] = time.time, spark: Any = None,
+                 memory_budget_mb: float | None = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
+        if first_computation not in FIRST_MODES:
+            raise FreshviewError(f"first_computation must be one of {', '.join(FIRST_MODES)}, "
+                                 f"not {first_computation!r}")
+        if memory_budget_mb is not None and not memory_budget_mb >= 0:
+            raise FreshviewError(f"memory_budget_mb must be a number of MiB, 0 or more, not {memory_budget_mb!r}")
         self.store = store
         self.execution = execution
         self.first_computation = first_computation
+        self.memory_budget = int(memory_budget_mb * 2**20) if memory_budget_mb is not None else _default_budget()
         self.state_ttl = state_ttl
         self.holds = Holds(flush_interval) if flush_interval is not None else None
         self._clock = clock
@@ -280,6 +293,36 @@ class Engine:
         if self.state_ttl is not None:
             self._source_owner(name).index.ensure(self.store)
 
+    def bulk_refusal(self, name: str) -> str | None:
+        """Why ``name``'s copy cannot be loaded in bulk (``load_source``), or None: it must be empty, read
+        by no view (they would need the rows as a step's change) and kept without a state TTL (whose
+        bookkeeping a step writes)."""
+        if name not in self.sources:
+            raise CatalogError(f"unknown source {name!r}")
+        if self.state_ttl is not None:
+            return "the flow has a state TTL"
+        if self.readers(name):
+            return f"views read it ({', '.join(self.readers(name))})"
+        if self.store.count(self.sources[name].arrangement):
+            return "its copy is not empty"
+        return None
+
+    def load_source(self, name: str, batches: Iterable[pa.Table]) -> int:
+        """Fill ``name``'s empty copy from ``batches`` (its own columns + ``_weight``) as sorted runs,
+        checked once (``operators.source_load``), as one step (inside ``transaction``; ``bulk_refusal``
+        must be None).  Returns the rows loaded."""
+        self._check_idle()
+        why = self.bulk_refusal(name)
+        if why is not None:
+            raise StateError(f"source {name!r} cannot be loaded in bulk: {why}")
+        try:
+            loaded = source_load.load(self.store, self.sources[name], batches)
+        except FreshviewError as exc:
+            exc.source = name
+            raise
+        self.step += 1
+        return loaded
+
     def drop_source(self, name: str) -> None:
         """Forget a source's copy and its TTL bookkeeping (inside ``transaction``)."""
         index = self._source_owner(name).index  # (reads the copy's layout: before it goes)
@@ -310,15 +353,14 @@ class Engine:
 
         def inputs(relation: str) -> pa.Table | None:
             return computed[relation] if relation in computed else current(relation)
-        # Over empty sources (a pipeline's start) the first computation is a step from nothing: in-process;
-        # so is a vector view's (numpy under either executor).
-        empty = self.first_computation == "local" or all(
-            self.store.count(s.arrangement) == 0 for s in self.sources.values()) or \
-            all(isinstance(v.plan, vector_plan.VectorSearch) for v in views)
+        choice = self.first_choice(views)
+        log.info("first computation of %s: %s (%s)", ", ".join(v.name for v in views), choice.executor,
+                 choice.reason)
         tick = self._tick()
-        bulk = self.kernels("local" if empty else "bulk")
+        bulk = self.kernels("local" if choice.executor == "local" else "bulk")
         try:
             for view in views:
+                view.first = choice
                 self.views[view.name] = view
                 self.store.ensure_arrangement(view.output, self._output_layout(view))
                 if tick is not None:
@@ -330,6 +372,23 @@ class Engine:
                     computed[view.name] = out
         finally:
             bulk.finish()
+
+    def first_choice(self, views: Sequence[EngineView]) -> Choice:
+        """Where the first computation of ``views`` runs (``cost.choose_first``): their inputs' rows and
+        estimated bytes against the memory budget; a vector view's is numpy, in-process."""
+        if all(isinstance(v.plan, vector_plan.VectorSearch) for v in views):
+            return Choice("local", "a vector view's first computation is in-process")
+        new = {v.name for v in views}
+        inputs = {r for v in views for r in v.circuit.sources if r not in new}
+        rows = nbytes = 0
+        for relation in sorted(inputs):
+            arrangement = self.sources[relation].arrangement if relation in self.sources \
+                else self.views[relation].output
+            n = self.store.count(arrangement)
+            rows += n
+            nbytes += n * _row_bytes(self.store.layout(arrangement).schema)
+        return choose_first(self.first_computation, self.execution, rows, nbytes, self.memory_budget,
+                            _spark_cluster(self._spark))
 
     def drop_view(self, name: str) -> None:
         """Forget a view and its state (inside ``transaction``)."""
@@ -565,3 +624,37 @@ class Engine:
         if out is None or not out.num_rows:
             return stale
         return consolidate(pa.concat_tables([out, stale.select(out.column_names).cast(out.schema)]))
+
+
+def _default_budget() -> int:
+    """An eighth of the machine's memory (2 GiB when it cannot be read): the input bytes a first
+    computation takes in-process (its joins' intermediate results are a few times its inputs)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
+    except (ValueError, OSError, AttributeError):
+        return 2 * 2**30
+
+
+def _row_bytes(schema: pa.Schema) -> int:
+    """A row's bytes in Arrow, estimated: fixed widths as they are, 32 for variable-width values, plus the
+    weight and the run's two hashes."""
+    width = 24
+    for f in schema:
+        try:
+            width += max(f.type.bit_width // 8, 1)
+        except ValueError:
+            width += 32
+    return width
+
+
+def _spark_cluster(session: Any) -> bool:
+    """Whether the Spark of first computations is a cluster or Spark Connect (not a local session); without
+    a session yet, what ``FRESHVIEW_SPARK_MASTER`` would start (no session is started to find out)."""
+    if session is None:
+        return not os.environ.get("FRESHVIEW_SPARK_MASTER", "local").startswith("local")
+    if "connect" in type(session).__module__:
+        return True
+    try:
+        return not str(session.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 -- a session without a context (Connect) is remote
+        return True

@@ -205,10 +205,7 @@ class ViewCatalog:
                         self.snapshot_progress(table, done, estimate, finished)
 
                 progress(0)
-                loaded = 0
-                for chunk in snap.read(described, self.chunk_rows, progress, kept.names):
-                    flow.tick(name, chunk)
-                    loaded += chunk.num_rows
+                loaded = flow.load_source(name, snap.read(described, self.chunk_rows, progress, kept.names))
                 progress(loaded, finished=True)
                 self.follow_from[table] = snap.position
                 identities = dict(flow.get_meta(IDENTITY_KEY, {}) or {})

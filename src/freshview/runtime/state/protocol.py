@@ -4,7 +4,7 @@ Operators reach state only through this protocol, so the storage layout can
 change without touching them.  All tables in and out are Arrow; names of
 arrangements are free-form strings (``view/v/op3/left``); every call costs
 O(size of its argument and its answer), never O(size of the arrangement),
-except ``scan``, ``count`` and ``load``.
+except ``scan``, ``count``, ``load``, ``load_runs`` and ``repeated``.
 
 Transactions: ``begin() .. commit()`` is atomic; reads inside a transaction
 see its own writes; ``rollback()`` discards every write and every
@@ -16,7 +16,7 @@ transaction.  One process at a time may open a state directory.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 import pyarrow as pa
 
@@ -63,6 +63,14 @@ class StateStore(Protocol):
 
     def load(self, name: str, rows: pa.Table) -> None:
         """Bulk-load an EMPTY arrangement (a first computation): sorted and indexed once, no lookups."""
+
+    def load_runs(self, name: str, tables: Iterable[pa.Table]) -> int:
+        """Bulk-load an EMPTY arrangement from batches (its columns + ``_weight``), one sorted run each,
+        without lookups; memory holds one batch at a time.  Returns the rows loaded."""
+
+    def repeated(self, name: str) -> pa.Table:
+        """The keys (``layout.key_schema`` + ``_weight``, the weights of their rows summed) held by more
+        than one row, NULL keys equal (a bulk load's duplicate check): O(size of the arrangement)."""
 
     # ------------------------------------------------------------------ reads
     def lookup(self, name: str, keys: pa.Table) -> pa.Table:

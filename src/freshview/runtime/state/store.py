@@ -39,7 +39,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +47,7 @@ import pyarrow as pa
 from freshview.algebra import hashing
 from freshview.algebra.batch import consolidate, normalize_floats
 from freshview.errors import StateError
-from freshview.runtime.state import log, policy, reads
+from freshview.runtime.state import bulk, log, policy, reads
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.runtime.state.files import StateFiles, disk_error, is_disk_full
 from freshview.runtime.state.merger import Merger, MergeJob
@@ -400,12 +400,50 @@ class SpineStateStore:
             raise StateError(f"state {name!r} is not empty: load fills only an empty arrangement")
         self.apply(name, rows)
 
+    def load_runs(self, name: str, tables: Iterable[pa.Table]) -> int:
+        """Fill an EMPTY arrangement from ``tables`` (its columns + ``_weight``; weights add up across
+        them): each table one sorted run (``bulk``), a large one written to its own file at once, so
+        memory holds one table at a time.  The runs are merged after the commit, in the background.
+        Returns the rows loaded."""
+        spine = self._get(name)
+        if spine.runs:
+            raise StateError(f"state {name!r} is not empty: a bulk load fills only an empty arrangement")
+        loaded = 0
+        with self._write() as tx:
+            tx.saved.setdefault(id(spine), (spine, spine.runs, spine.committed))
+            for table in tables:
+                run = build_run(_conform(table, spine.layout.weighted_schema, name), spine.layout)
+                if run is not None:
+                    spine.runs += (self._spill(run),)  # (a rolled-back load's files: collected at a checkpoint)
+                loaded += table.num_rows
+            if bulk.merge_now([len(r) for r in spine.runs]):  # one run: scans and lookups read one
+                merged = merge_runs(list(spine.runs), spine.layout)
+                spine.runs = (self._spill(merged),) if merged is not None else ()
+        return loaded
+
+    def _spill(self, run: Run) -> Run:
+        """A large run written to its own file at once (then memory mapped), a small one as it is."""
+        if len(run) >= policy.FILE_ROWS and run.path is None:
+            try:
+                self._files.write_run(run)
+            except OSError as exc:
+                raise disk_error(exc, self.directory) from None
+        return run
+
+    def repeated(self, name: str) -> pa.Table:
+        """The keys held by more than one row, with their rows' weights summed (NULL keys equal): a bulk
+        load's duplicate check, done once (``bulk.repeated``)."""
+        spine = self._get(name)
+        return bulk.repeated(spine.runs, spine.layout)
+
     # ------------------------------------------------------------------ reads
     def lookup(self, name: str, keys: pa.Table) -> pa.Table:
         spine = self._get(name)
         layout = spine.layout
         if not layout.key:
             return self.scan(name)
+        if not spine.runs:  # (a first computation's joins probe empty sides with whole inputs)
+            return layout.weighted_schema.empty_table()
         found = reads.lookup(spine.runs, layout, _conform(keys, layout.key_schema, name))
         return found.select(layout.weighted_schema.names)
 
