@@ -88,7 +88,7 @@ IMMV = "revenue_ivm"
 
 
 def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: bool,
-        write_doc: bool, pg_bindir: Path | None = None) -> dict[str, Any]:
+        write_doc: bool, pg_bindir: Path | None = None, only_modes: list[str] | None = None) -> dict[str, Any]:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     _preflight(use_postgres)
     if pg_bindir is not None and not (pg_bindir / "postgres").exists():
@@ -132,6 +132,8 @@ def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: 
     spark = get_session()
     modes: list[str | None] = (list(MODES) if "execution" in inspect.signature(IncrementalFlow).parameters
                                else [None])
+    if only_modes:
+        modes = [m for m in modes if m in only_modes]
     runs = []
     for mode in modes:
         print(f"[freshview {_label(mode)}] warm-up, initial load, {steps} steps ...", flush=True)
@@ -386,7 +388,7 @@ def _label(mode: str | None) -> str:
 def _compare(r: dict[str, Any]) -> dict[str, Any]:
     """Ratios and targets for freshview's ``auto`` mode (its only mode while there is no ``execution``)."""
     runs = {x["mode"]: x for x in r["freshview"]}
-    main = runs.get("auto") or runs["default"]
+    main = runs.get("auto") or runs.get("default") or r["freshview"][0]
     step, duck = main["step_ms_median"], r["duckdb"]["query_ms_median"]
     refresh = r["postgres"]["refresh_ms_median"] if r["postgres"] else None
     sf = f"{r['sf']:g}"
@@ -443,7 +445,7 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"| {name}: one `tick` | {_ms(x['step_ms_median'])} | {_ms(x['step_ms_p95'])} | "
                      f"{x['initial_load_s']:,.1f} s | {_equal(x['equal'])} |")
     if ivm is not None:
-        lines.append(f"| pg_ivm {ivm['version']} (PostgreSQL {ivm['server']}): DML + immediate maintenance + "
+        lines.append(f"| pg_ivm {ivm['version']} (PostgreSQL {ivm['server'].split()[0]}): DML + immediate maintenance + "
                      f"COMMIT | {_ms(ivm['step_ms_median'])} | {_ms(ivm['step_ms_p95'])} | {ivm['load_s']:,.1f} s | "
                      f"{_equal(ivm['equal'])} |")
     lines.append(f"| DuckDB {duck['version']}: the view query ({duck['threads']} threads, in memory) | "
