@@ -2,7 +2,8 @@
 
 A source's change in one step (``SourceChange``) comes in up to three forms at once:
 
-* **weighted rows** (``rows``): ``+1`` an insert, ``−1`` a delete, an update both, consolidated;
+* **weighted rows** (``rows``): ``+1`` an insert, ``−1`` a delete, an update both (equal rows may come
+  more than once: the operator consolidates them, with the hashes it computes once for the step);
 * **keyed operations** (a source with a primary key): ``upserts``, the row each key has after the
   step, and ``deletes``, keys that have no row after it; the caller need not know the rows before;
 * **truncate**: every row the copy holds before the step goes (then the other forms apply to nothing).
@@ -70,7 +71,7 @@ __all__ = ["AT_LEAST", "AT_MOST", "ORDER", "ChangeRefused", "Source", "SourceCha
 class SourceChange:
     """One source's change in one step (the module docstring): tables named by the source's columns.
 
-    ``rows``: the source's columns + ``_weight``, consolidated.  ``upserts``: whole rows, one per key.
+    ``rows``: the source's columns + ``_weight`` (consolidated by ``Source.apply``).  ``upserts``: whole rows, one per key.
     ``deletes``: the primary key columns (other columns are ignored); without a primary key, whole rows
     + ``_weight`` (copies to remove).  A key appears at most once in ``upserts`` and ``deletes``
     together.  ``checks``: key columns (whole rows without a primary key) + ``_fv_at_least`` (int64),
