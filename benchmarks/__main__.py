@@ -40,12 +40,17 @@ def main() -> None:
     run.add_argument("--write-doc", action="store_true", help="replace the suite's section of docs/benchmarks.md")
     run.add_argument("--workdir", type=Path, default=None, help="state and Parquet files (default: temporary)")
     run.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "data", help="generated TPC-H data")
+    run.add_argument("--pg-bindir", type=Path, default=None,
+                     help="peers: a PostgreSQL bin directory whose tree has pg_ivm installed; times pg_ivm's step too")
+    run.add_argument("--modes", default="auto,local,spark",
+                     help="peers: freshview's execution modes to run (comma-separated)")
     args = parser.parse_args()
 
     if args.suite == "peers":
         from benchmarks.peers import suite as peers
 
-        peers.run(args.sf, args.steps, args.workdir, args.cache, not args.no_postgres, args.write_doc)
+        peers.run(args.sf, args.steps, args.workdir, args.cache, not args.no_postgres, args.write_doc,
+                  args.pg_bindir, [m.strip() for m in args.modes.split(",")])
         return
     if args.suite == "tpcds":
         from benchmarks.tpcds import suite as tpcds

@@ -20,10 +20,16 @@ One process, one run, at one scale factor, one phase at a time:
    (docs/results/peers_sf<sf>.json).
 
 Every engine's result is compared exactly with the reference (counts, sums to
-4 decimals) at every point.  pg_ivm and Pathway are not run here (pg_ivm needs
-a source build into the server, Pathway its own harness): their figures from
-peers.md are shown, labelled as measured earlier.  Feldera cannot run on this
-machine (peers.md §3).
+4 decimals) at every point.  pg_ivm runs only with ``--pg-bindir`` (a PostgreSQL
+15 whose tree has pg_ivm installed: it has no package, so it is a source build
+this suite does not make): a throwaway server with ``shared_preload_libraries =
+'pg_ivm'``, keyed tables, the view as an IMMV (``create_immv``), and per step
+peers.md's transaction of four statements (insert orders, insert lineitems, delete
+lineitems, delete orders; pg_ivm maintains the view after each), timed from the
+first statement to the COMMIT's return, the statements' JSON built untimed.
+Without it, and for Pathway (its own harness), the figures from peers.md are
+shown, labelled as measured earlier.  Feldera cannot run on this machine
+(peers.md §3).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import inspect
+import json
 import shutil
 import subprocess
 import tempfile
@@ -77,10 +84,15 @@ EARLIER = {
 }
 
 
+IMMV = "revenue_ivm"
+
+
 def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: bool,
-        write_doc: bool) -> dict[str, Any]:
+        write_doc: bool, pg_bindir: Path | None = None, only_modes: list[str] | None = None) -> dict[str, Any]:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     _preflight(use_postgres)
+    if pg_bindir is not None and not (pg_bindir / "postgres").exists():
+        raise SystemExit(f"--pg-bindir {pg_bindir}: no postgres binary there")
     info = machine()
     temporary = workdir is None
     workdir = workdir or Path(tempfile.mkdtemp(prefix="freshview-peers-"))
@@ -105,6 +117,14 @@ def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: 
         print(f"[postgres] REFRESH median {pg['refresh_ms_median']:.1f} ms, equal at "
               f"{sum(pg['equal'])}/{len(pg['equal'])} points", flush=True)
 
+    ivm = None
+    if pg_bindir is not None:
+        print(f"[pg_ivm] throwaway server from {pg_bindir}, keyed tables, IMMV: {steps} steps, DML + maintenance "
+              "+ COMMIT timed ...", flush=True)
+        ivm = _pg_ivm(pg_bindir, tables, changes, reference)
+        print(f"[pg_ivm] step median {ivm['step_ms_median']:.1f} ms, equal at {sum(ivm['equal'])}/"
+              f"{len(ivm['equal'])} points", flush=True)
+
     from freshview import IncrementalFlow
     from freshview.runtime.spark import get_session
 
@@ -112,6 +132,8 @@ def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: 
     spark = get_session()
     modes: list[str | None] = (list(MODES) if "execution" in inspect.signature(IncrementalFlow).parameters
                                else [None])
+    if only_modes:
+        modes = [m for m in modes if m in only_modes]
     runs = []
     for mode in modes:
         print(f"[freshview {_label(mode)}] warm-up, initial load, {steps} steps ...", flush=True)
@@ -125,7 +147,7 @@ def run(sf: float, steps: int, workdir: Path | None, cache: Path, use_postgres: 
 
     payload = {
         "suite": "peers", "machine": info, "sf": sf, "steps": steps, "data": data,
-        "view": VIEW, "duckdb": duck, "postgres": pg, "freshview": runs,
+        "view": VIEW, "duckdb": duck, "postgres": pg, "pg_ivm": ivm, "freshview": runs,
         "reference_final": [[str(v) for v in row] for row in reference[-1]],
     }
     payload["comparison"] = _compare(payload)
@@ -225,6 +247,60 @@ def _postgres(tables: Tables, changes: list[dict[str, pa.Table]], reference: lis
             "refresh_ms_p95": round(p95(refresh_ms), 1), "equal": equal}
 
 
+def _pg_ivm(bindir: Path, tables: Tables, changes: list[dict[str, pa.Table]],
+            reference: list[list[tuple]]) -> dict[str, Any]:
+    """pg_ivm in a throwaway server from ``bindir`` (module docstring); its IMMV compared at every point."""
+    settings = {**PG_SETTINGS, "shared_preload_libraries": "'pg_ivm'"}
+    started = time.perf_counter()
+    pg = Postgres(tables, {}, settings=settings, bindir=bindir)
+    try:
+        conn = pg.conn
+        conn.execute("CREATE EXTENSION pg_ivm")
+        schema = conn.execute("SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                              "WHERE p.proname = 'create_immv'").fetchone()[0]
+        conn.execute(f"SELECT {schema}.create_immv(%s, %s)", (IMMV, VIEW))
+        conn.execute("VACUUM ANALYZE")
+        load_s = time.perf_counter() - started
+        version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_ivm'").fetchone()[0]
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        select = f"SELECT o_orderpriority, count, sum FROM {IMMV}"
+        equal = [canonical(conn.execute(select).fetchall()) == reference[0]]
+        step_ms = []
+        for step, expected in zip(changes, reference[1:]):
+            statements = _ivm_statements(step)  # untimed: the client's JSON
+            started = time.perf_counter()
+            with conn.transaction():
+                for sql, params, rows in statements:
+                    cursor = conn.execute(sql, params)
+                    if cursor.rowcount != rows:
+                        raise RuntimeError(f"pg_ivm step: {sql!r} changed {cursor.rowcount} rows, not {rows}")
+            step_ms.append((time.perf_counter() - started) * 1000)
+            equal.append(canonical(conn.execute(select).fetchall()) == expected)
+    finally:
+        pg.close()
+    return {"version": version, "server": server, "settings": settings, "load_s": round(load_s, 1),
+            "step_ms": _rounded(step_ms), "step_ms_median": round(median(step_ms), 2),
+            "step_ms_p95": round(p95(step_ms), 2), "equal": equal}
+
+
+def _ivm_statements(step: dict[str, pa.Table]) -> list[tuple[str, tuple, int]]:
+    """peers.md's four statements of one step, with their parameters and the rows each must change:
+    insert orders, insert lineitems (``jsonb_populate_recordset``), delete lineitems and orders by
+    order key."""
+    out = []
+    for name in ("orders", "lineitem"):
+        new = step[name].filter(pc.greater(step[name][WEIGHT], 0)).drop_columns([WEIGHT])
+        if new.num_rows:
+            out.append((f"INSERT INTO {name} SELECT * FROM jsonb_populate_recordset(NULL::{name}, %s::jsonb)",
+                        (json.dumps(new.to_pylist(), default=str),), new.num_rows))
+    for name, key in (("lineitem", "l_orderkey"), ("orders", "o_orderkey")):
+        gone = step[name].filter(pc.less(step[name][WEIGHT], 0))
+        if gone.num_rows:
+            keys = pc.unique(gone[key]).to_pylist()
+            out.append((f"DELETE FROM {name} WHERE {key} = ANY(%s)", (keys,), gone.num_rows))
+    return out
+
+
 def _freshview(flow_class: Any, spark: Any, mode: str | None, tables: Tables, changes: list[dict[str, pa.Table]],
                reference: list[list[tuple]], state_dir: Path) -> dict[str, Any]:
     options = {} if mode is None else {"execution": mode}
@@ -236,7 +312,7 @@ def _freshview(flow_class: Any, spark: Any, mode: str | None, tables: Tables, ch
     flow.register_view(VIEW_NAME, VIEW)
     initial_s = time.perf_counter() - started
     equal = [canonical(table_rows(flow.snapshot(VIEW_NAME))) == reference[0]]
-    step_ms, tick_ms, details, profiles = [], [], [], []
+    step_ms, cpu_ms, tick_ms, details, profiles = [], [], [], [], []
     for step, expected in zip(changes, reference[1:]):
         profile: StepProfile | None = StepProfile()
         try:
@@ -244,9 +320,10 @@ def _freshview(flow_class: Any, spark: Any, mode: str | None, tables: Tables, ch
         except (ImportError, AttributeError):  # the engine moved what the profile times: go without
             profile = None
         try:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             summary = flow.tick(step)
             step_ms.append((time.perf_counter() - started) * 1000)
+            cpu_ms.append((time.thread_time() - cpu) * 1000)
         finally:
             if profile is not None:
                 profile.__exit__(None, None, None)
@@ -264,6 +341,7 @@ def _freshview(flow_class: Any, spark: Any, mode: str | None, tables: Tables, ch
         "sources_load_s": round(sources_s, 1), "initial_load_s": round(initial_s, 1),
         "step_ms": _rounded(step_ms), "step_ms_median": round(median(step_ms), 1),
         "step_ms_p95": round(p95(step_ms), 1), "tick_duration_ms_median": round(median(tick_ms), 1),
+        "step_cpu_ms": _rounded(cpu_ms), "step_cpu_ms_median": round(median(cpu_ms), 1),
         "equal": equal, "view_steps": details, "executors": dict(executors), "reasons": dict(reasons),
         "profile_median": ({k: round(median([p[k] for p in profiles]), 1) for k in profiles[0]}
                            if len(profiles) == len(step_ms) and profiles else None),
@@ -310,7 +388,7 @@ def _label(mode: str | None) -> str:
 def _compare(r: dict[str, Any]) -> dict[str, Any]:
     """Ratios and targets for freshview's ``auto`` mode (its only mode while there is no ``execution``)."""
     runs = {x["mode"]: x for x in r["freshview"]}
-    main = runs.get("auto") or runs["default"]
+    main = runs.get("auto") or runs.get("default") or r["freshview"][0]
     step, duck = main["step_ms_median"], r["duckdb"]["query_ms_median"]
     refresh = r["postgres"]["refresh_ms_median"] if r["postgres"] else None
     sf = f"{r['sf']:g}"
@@ -320,12 +398,18 @@ def _compare(r: dict[str, Any]) -> dict[str, Any]:
                         f"{_ms(step)}"))
     targets.append(("step median below DuckDB's recompute in this run", step < duck,
                     f"{_ms(step)} vs {_ms(duck)}"))
+    ivm = r.get("pg_ivm")
+    if ivm is not None:
+        fastest = min(x["step_ms_median"] for x in r["freshview"])
+        targets.append(("a step ≤ pg_ivm's in this run (freshview's fastest mode)", fastest <= ivm["step_ms_median"],
+                        f"{_ms(fastest)} vs {_ms(ivm['step_ms_median'])}"))
     if sf in TARGET_LOAD_S:
         targets.append((f"initial load ≤ {TARGET_LOAD_S[sf]:g} s at SF {sf}",
                         main["initial_load_s"] <= TARGET_LOAD_S[sf], f"{main['initial_load_s']:,.1f} s"))
-    every = all(all(x["equal"]) for x in r["freshview"])
+    every = all(all(x["equal"]) for x in r["freshview"]) and (ivm is None or all(ivm["equal"]))
     targets.append(("equal to the reference at every point, every mode", every,
-                    ", ".join(f"{x['mode']} {sum(x['equal'])}/{len(x['equal'])}" for x in r["freshview"])))
+                    ", ".join(f"{x['mode']} {sum(x['equal'])}/{len(x['equal'])}" for x in r["freshview"])
+                    + (f", pg_ivm {sum(ivm['equal'])}/{len(ivm['equal'])}" if ivm is not None else "")))
     return {
         "mode": main["mode"], "step_ms_median": step,
         "duckdb_over_step": round(duck / step, 3) if step else None,
@@ -336,9 +420,11 @@ def _compare(r: dict[str, Any]) -> dict[str, Any]:
 
 def render(r: dict[str, Any]) -> str:
     m, d, duck, pg, c = r["machine"], r["data"], r["duckdb"], r["postgres"], r["comparison"]
+    ivm = r.get("pg_ivm")
     sf = f"{r['sf']:g}"
     lines = [
-        f"### Peers' workload, TPC-H SF {sf}: freshview vs DuckDB recompute vs PostgreSQL REFRESH",
+        f"### Peers' workload, TPC-H SF {sf}: freshview vs "
+        + ("pg_ivm vs " if ivm is not None else "") + "DuckDB recompute vs PostgreSQL REFRESH",
         "",
         f"{machine_line(m)}  ",
         f"Command: `{m['command']}`  ",
@@ -358,6 +444,10 @@ def render(r: dict[str, Any]) -> str:
                 else "freshview (default; `IncrementalFlow` has no `execution` argument yet)")
         lines.append(f"| {name}: one `tick` | {_ms(x['step_ms_median'])} | {_ms(x['step_ms_p95'])} | "
                      f"{x['initial_load_s']:,.1f} s | {_equal(x['equal'])} |")
+    if ivm is not None:
+        lines.append(f"| pg_ivm {ivm['version']} (PostgreSQL {ivm['server'].split()[0]}): DML + immediate maintenance + "
+                     f"COMMIT | {_ms(ivm['step_ms_median'])} | {_ms(ivm['step_ms_p95'])} | {ivm['load_s']:,.1f} s | "
+                     f"{_equal(ivm['equal'])} |")
     lines.append(f"| DuckDB {duck['version']}: the view query ({duck['threads']} threads, in memory) | "
                  f"{_ms(duck['query_ms_median'])} | {_ms(duck['query_ms_p95'])} | {duck['load_s']:,.1f} s | "
                  "the reference |")
@@ -373,7 +463,7 @@ def render(r: dict[str, Any]) -> str:
         + ", ".join(ratio) + ".",
         "",
     ]
-    earlier = EARLIER.get(sf)
+    earlier = [(n, v) for n, v in EARLIER.get(sf, []) if ivm is None or not n.startswith("pg_ivm")]
     if earlier:
         lines += [
             f"**Measured earlier, not in this run** (research/peers.md, {EARLIER_DATE}, same workload "
@@ -393,6 +483,8 @@ def render(r: dict[str, Any]) -> str:
         notes = [f"sources {x['sources_load_s']:,.1f} s of the initial load (then the view's first computation); "
                  f"untimed warm-up flow first {x['warmup_s']:,.1f} s; `StepSummary.duration_ms` median "
                  f"{_ms(x['tick_duration_ms_median'])}"]
+        if x.get("step_cpu_ms_median") is not None:
+            notes.append(f"the step's thread CPU time median {_ms(x['step_cpu_ms_median'])}")
         p = x["profile_median"]
         if p:
             notes.append(f"per tick (median) Spark jobs {p['spark_jobs']:,.0f} ms ({p['spark_jobs_calls']:.0f} "

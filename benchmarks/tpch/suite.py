@@ -231,14 +231,14 @@ class Postgres:
     """
 
     def __init__(self, tables: Tables, views: dict[str, str], settings: dict[str, str] = PG_SETTINGS,
-                 primary_keys: dict[str, list[str]] = PRIMARY_KEYS) -> None:
+                 primary_keys: dict[str, list[str]] = PRIMARY_KEYS, bindir: Path | None = None) -> None:
         import psycopg
 
         from freshview.service.embedded import PostgresServer
 
         self.views = views
         self.primary_keys = primary_keys
-        self.server = PostgresServer(settings=settings)
+        self.server = PostgresServer(bindir=bindir, settings=settings)
         self.conn = psycopg.connect(self.server.start(), autocommit=True)
         started = time.perf_counter()
         for name, table in tables.data.items():

@@ -260,8 +260,10 @@ def _D(x):
 
 def test_old_rows_come_from_the_state_by_key_in_one_lookup(keyed, monkeypatch):
     lookups = []
-    original = keyed.store.lookup
-    monkeypatch.setattr(keyed.store, "lookup", lambda name, keys: lookups.append(name) or original(name, keys))
+    for method in ("lookup", "lookup_prepared"):  # the source operator reads with the prepared rows
+        original = getattr(keyed.store, method)
+        monkeypatch.setattr(keyed.store, method,
+                            lambda name, keys, original=original: lookups.append(name) or original(name, keys))
     msgs = [{"op": "u", "before": {"id": 1}, "after": {"id": 1, "name": "a2", "amount": 5}},  # partial before
             {"op": "u", "after": {"id": 2, "name": "b2", "amount": 6}},  # no before: the key of after
             {"op": "c", "after": {"id": 3, "name": "c", "amount": 7}},

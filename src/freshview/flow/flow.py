@@ -474,7 +474,9 @@ class IncrementalFlow:
                     raise DeltaError(f"source {name!r} is registered with dedup=True: its changes are weighted "
                                      "rows (a batch is known by its rows)")
                 table = None if given.rows is None else \
-                    consolidate(to_arrow_delta(given.rows, self.source_schema(name).arrow(with_weight=True)))
+                    to_arrow_delta(given.rows, self.source_schema(name).arrow(with_weight=True))
+                if table is not None and name in self._dedup:  # the digest is of the consolidated batch
+                    table = consolidate(table)  # (else the source operator consolidates, hashing once)
                 rows[name] = dataclasses.replace(given, rows=table)
                 if name in self._dedup and table is not None and table.num_rows:  # (an empty batch: never skipped)
                     digests[name] = dedup_module.digest(table)

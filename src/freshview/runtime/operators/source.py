@@ -2,7 +2,8 @@
 
 A source's change in one step (``SourceChange``) comes in up to three forms at once:
 
-* **weighted rows** (``rows``): ``+1`` an insert, ``−1`` a delete, an update both, consolidated;
+* **weighted rows** (``rows``): ``+1`` an insert, ``−1`` a delete, an update both (equal rows may come
+  more than once: the operator consolidates them, with the hashes it computes once for the step);
 * **keyed operations** (a source with a primary key): ``upserts``, the row each key has after the
   step, and ``deletes``, keys that have no row after it; the caller need not know the rows before;
 * **truncate**: every row the copy holds before the step goes (then the other forms apply to nothing).
@@ -53,6 +54,7 @@ from freshview.runtime import ttl
 from freshview.runtime.operators.group_keys import match_keys
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.protocol import KEY_HASH, ROW_HASH
 from freshview.schema import WEIGHT, TableSchema, array_length_mismatch
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ __all__ = ["AT_LEAST", "AT_MOST", "ORDER", "ChangeRefused", "Source", "SourceCha
 class SourceChange:
     """One source's change in one step (the module docstring): tables named by the source's columns.
 
-    ``rows``: the source's columns + ``_weight``, consolidated.  ``upserts``: whole rows, one per key.
+    ``rows``: the source's columns + ``_weight`` (consolidated by ``Source.apply``).  ``upserts``: whole rows, one per key.
     ``deletes``: the primary key columns (other columns are ignored); without a primary key, whole rows
     + ``_weight`` (copies to remove).  A key appears at most once in ``upserts`` and ``deletes``
     together.  ``checks``: key columns (whole rows without a primary key) + ``_fv_at_least`` (int64),
@@ -184,16 +186,25 @@ class Source:
     def apply(self, store: StateStore, change: SourceChange, tick: ttl.Tick | None,
               touch: ttl.TouchIndex | None) -> tuple[pa.Table, int]:
         """Apply ``change`` (in the copy's columns) to the copy: the change the views get (consolidated
-        rows + ``_weight``, late deletes included) and the number of late deletes (module docstring)."""
+        rows + ``_weight``, late deletes included) and the number of late deletes (module docstring).
+
+        The rows are put in the store's form once (``prepare_rows``: cast and hashed): the read of the
+        copy probes with their key hashes, the checks consolidate by their row hashes, and the write
+        does not hash them again."""
         state, keys = self.arrangement, self.key
         rows = change.rows if change.rows is not None else self.row_schema.empty_table()
         self._check_keys(change, rows)
         _check_array_lengths(self.name, self.schema, rows, change.upserts)
-        current = self._current(store, change, rows)  # the one read of the copy
+        rows = _consolidated(store.prepare_rows(state, rows))
+        current = self._current(store, change, rows)  # the one read of the copy (run columns)
         if change.checks is not None and change.checks.num_rows:
             self._check(change.checks, current)
-        table = delta = self._resolve(change, rows, current) if change.truncate or change.keyed else rows
-        after = consolidate(pa.concat_tables([current.cast(table.schema), table]))
+        if change.truncate or change.keyed:
+            table = _consolidated(store.prepare_rows(state, self._resolve(change, rows, current)))
+        else:
+            table = rows
+        delta = table
+        after = _consolidated(pa.concat_tables([current.cast(table.schema), table]))
         negative = after.filter(pc.less(after.column(WEIGHT), 0))
         late = 0
         if negative.num_rows:
@@ -202,7 +213,7 @@ class Source:
                                  f"{_row_text(negative, self.schema)}")
             table, late = ttl.clamp(table, current.cast(table.schema))
             after = after.filter(pc.greater(after.column(WEIGHT), 0))
-        if self.schema.primary_key and _maybe_repeated_keys(after, keys):
+        if self.schema.primary_key and _maybe_repeated_keys(after):
             counts = after.group_by(keys).aggregate([(WEIGHT, "sum")])
             dup = counts.filter(pc.greater(counts.column(f"{WEIGHT}_sum"), 1))
             if dup.num_rows:
@@ -210,22 +221,24 @@ class Source:
                 raise DeltaError(f"source {self.name!r}: duplicate primary key ({key}); "
                                  "an update is the old row at -1 and the new row at +1")
         if table.num_rows:
-            store.apply(state, table)
+            store.apply(state, table)  # the run's columns: not hashed again
             if touch is not None and tick is not None:
                 touch.touch(store, tick, table.select(keys))
-        return delta, late  # (late deletes included: the views may hold those rows)
+        # (late deletes included: the views may hold those rows)
+        return delta.select(self.row_schema.names), late
 
     def _current(self, store: StateStore, change: SourceChange, rows: pa.Table) -> pa.Table:
-        """The copy's rows of every key ``change`` touches (all of them for a truncate): one read."""
+        """The copy's rows of every key ``change`` touches (all of them for a truncate), in the run's
+        columns: one read.  ``rows``: the change's weighted rows as the store prepared them."""
         if change.truncate:
-            return store.scan(self.arrangement)
+            return store.prepare_rows(self.arrangement, store.scan(self.arrangement))
         keys = self.key
-        parts = [t.select(keys) for t in (rows, change.upserts, change.deletes, change.checks, change.late)
-                 if t is not None and t.num_rows]
-        if not parts:
-            return self.row_schema.empty_table()
-        probe = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        return store.lookup(self.arrangement, probe)
+        others = [t.select(keys) for t in (change.upserts, change.deletes, change.checks, change.late)
+                  if t is not None and t.num_rows]
+        if not others:  # the rows' keys only: probe with the key hashes they carry
+            return store.lookup_prepared(self.arrangement, rows.select(keys + [KEY_HASH]))
+        parts = ([rows.select(keys)] if rows.num_rows else []) + others
+        return store.lookup_prepared(self.arrangement, parts[0] if len(parts) == 1 else pa.concat_tables(parts))
 
     def _check_keys(self, change: SourceChange, rows: pa.Table) -> None:
         """NULL primary keys anywhere; a key twice among the keyed operations."""
@@ -241,8 +254,8 @@ class Source:
         ops = [t.select(keys) for t in (change.upserts, change.deletes) if t is not None and t.num_rows]
         if ops:
             table = pa.concat_tables(ops)
-            ones = table.append_column(WEIGHT, pa.array(np.ones(table.num_rows, np.int64)))
-            if _maybe_repeated_keys(ones, keys):
+            hashes = np.sort(hashing.hash_rows(table.columns))
+            if (hashes[1:] == hashes[:-1]).any():  # two equal key hashes: count exactly
                 counts = table.group_by(keys).aggregate([([], "count_all")])
                 dup = counts.filter(pc.greater(counts.column("count_all"), 1))
                 if dup.num_rows:
@@ -274,7 +287,8 @@ class Source:
 
     def _resolve(self, change: SourceChange, rows: pa.Table, current: pa.Table) -> pa.Table:
         """The keyed operations and the truncate as weighted rows (−old +new), added to ``rows``."""
-        keys, schema = self.key, rows.schema
+        keys, schema = self.key, self.row_schema
+        rows, current = rows.select(schema.names), current.select(schema.names)
         parts = [rows] if rows.num_rows else []
         touched = [t for t in (change.upserts, change.deletes) if t is not None and t.num_rows]
         if change.truncate:
@@ -318,15 +332,25 @@ class Source:
         return out.filter(pa.array(remove > 0)).cast(schema)
 
 
-def _maybe_repeated_keys(rows: pa.Table, keys: list[str]) -> bool:
-    """Whether some key may have more than one live row: a weight above 1, or two rows whose key
-    hashes are equal (then the caller counts exactly)."""
+def _consolidated(rows: pa.Table) -> pa.Table:
+    """Rows in the run's columns (``StateStore.prepare_rows``) consolidated by their row hashes."""
+    return consolidate(rows, hashes=_hashes(rows, ROW_HASH)) if rows.num_rows else rows
+
+
+def _hashes(rows: pa.Table, column: str) -> np.ndarray:
+    col = rows.column(column)
+    return np.asarray(col.chunk(0) if col.num_chunks == 1 else col.combine_chunks(), dtype=np.uint64)
+
+
+def _maybe_repeated_keys(rows: pa.Table) -> bool:
+    """Whether some key may have more than one live row (``rows`` in the run's columns): a weight
+    above 1, or two rows whose key hashes are equal (then the caller counts exactly)."""
     if rows.num_rows == 0:
         return False
     weights = rows.column(WEIGHT).to_numpy()
     if (weights > 1).any():
         return True
-    hashes = np.sort(hashing.hash_rows(rows.select(keys).columns))
+    hashes = np.sort(_hashes(rows, KEY_HASH))
     return bool((hashes[1:] == hashes[:-1]).any())
 
 

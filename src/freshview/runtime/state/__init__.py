@@ -5,7 +5,9 @@ indexed by key columns, see ``layout``) and small JSON metadata (catalog,
 step counter), kept on disk with memory only as a bounded cache.  Operators
 reach them only through ``protocol.StateStore``: ``apply`` a change,
 ``lookup`` the rows of some keys, ``extreme`` (min/max of a column per key,
-by an ordered index), ``scan`` and ``count``, all inside one transaction per
+by an ordered index), ``scan`` and ``count`` (and ``prepare_rows`` /
+``lookup_prepared``, so that a change read and then written is hashed once),
+all inside one transaction per
 engine step, and each call costs O(size of the change), never O(size of the
 state).  ``SpineStateStore`` (sorted Arrow runs and a write-ahead log, see
 ``store``) implements it.

@@ -21,6 +21,9 @@ from typing import Any, Iterable, Protocol
 import pyarrow as pa
 
 from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.runs import KEY_HASH, ROW_HASH
+
+__all__ = ["KEY_HASH", "ROW_HASH", "StateStore"]
 
 
 class StateStore(Protocol):
@@ -60,6 +63,21 @@ class StateStore(Protocol):
         Costs a lookup of the delta's keys on top of ``apply``; sources use it
         to refuse deletes of absent rows and duplicate primary keys.
         """
+
+    def prepare_rows(self, name: str, delta: pa.Table) -> pa.Table:
+        """``delta`` in the store's own form of a write to ``name``: the layout's columns and ``_weight``
+        (cast, floats normalised) with the key-hash and row-hash columns ``KEY_HASH``, ``ROW_HASH``
+        appended (the run's columns), not consolidated.
+
+        A caller that reads with these rows (``lookup_prepared``), checks them and then writes them
+        (``apply`` recognises the run's columns and does not hash again) has them hashed once.  Rows
+        derived from them (filtered, concatenated, consolidated with ``ROW_HASH`` as the hashes) keep
+        valid hashes; rows built otherwise must be prepared again.
+        """
+
+    def lookup_prepared(self, name: str, keys: pa.Table) -> pa.Table:
+        """``lookup``, returning the run's columns (hashes included); ``keys`` may carry ``KEY_HASH`` from
+        ``prepare_rows`` of this arrangement, which is then used instead of hashing the keys."""
 
     def load(self, name: str, rows: pa.Table) -> None:
         """Bulk-load an EMPTY arrangement (a first computation): sorted and indexed once, no lookups."""

@@ -35,12 +35,20 @@ _FIRST_WINDOW = 4  # rows per run and key that extreme reads first
 __all__ = ["distinct_keys", "extreme", "lookup", "match_rows", "scan"]
 
 
-def distinct_keys(keys: pa.Table, nulls: NullKeys) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+def distinct_keys(keys: pa.Table, nulls: NullKeys, hashes: np.ndarray | None = None
+                  ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """The distinct probe keys that can match (NULL keys dropped under ``NullKeys.DISTINCT``), their
-    hashes, and the permutation sorting the hashes."""
-    if nulls is NullKeys.DISTINCT:
+    hashes, and the permutation sorting the hashes.  ``hashes``: the keys' hashes, when the caller has
+    them (the key-hash column of rows the store prepared); not computed again."""
+    if nulls is NullKeys.DISTINCT and any(c.null_count for c in keys.columns):
+        if hashes is not None:
+            valid = np.ones(keys.num_rows, dtype=bool)
+            for col in keys.columns:
+                valid &= np.asarray(pc.is_valid(col))
+            hashes = hashes[valid]
         keys = keys.drop_null()
-    hashes = hashing.hash_rows(keys.columns, length=keys.num_rows)
+    if hashes is None:
+        hashes = hashing.hash_rows(keys.columns, length=keys.num_rows)
     perm = hashing.argsort(hashes)
     same = hashes[perm][1:] == hashes[perm][:-1]
     if not same.any():
@@ -56,12 +64,14 @@ def distinct_keys(keys: pa.Table, nulls: NullKeys) -> tuple[pa.Table, np.ndarray
     return distinct.select(keys.column_names), hashes, hashing.argsort(hashes)
 
 
-def lookup(runs: Sequence[Run], layout: Layout, keys: pa.Table, nulls: NullKeys | None = None) -> pa.Table:
-    """The consolidated rows whose key equals a row of ``keys`` (the layout's columns, ``_weight`` and the
-    row hash); ``nulls`` overrides the layout's NULL semantics."""
-    probes, hashes, by_hash = distinct_keys(keys, nulls or layout.nulls)
+def lookup(runs: Sequence[Run], layout: Layout, keys: pa.Table, nulls: NullKeys | None = None,
+           hashes: np.ndarray | None = None) -> pa.Table:
+    """The consolidated rows whose key equals a row of ``keys`` (the run's columns: the layout's,
+    ``_weight``, the key hash and the row hash); ``nulls`` overrides the layout's NULL semantics;
+    ``hashes``: the keys' hashes, if the caller has them."""
+    probes, hashes, by_hash = distinct_keys(keys, nulls or layout.nulls, hashes)
     sorted_hashes = hashes[by_hash]  # sorted probes make each run's search cache-friendly
-    columns = layout.weighted_schema.names + [ROW_HASH]
+    columns = run_schema(layout).names
     parts, probe_of = [], []
     for run in runs:
         lo, hi = run.ranges(sorted_hashes)
@@ -71,7 +81,7 @@ def lookup(runs: Sequence[Run], layout: Layout, keys: pa.Table, nulls: NullKeys 
             parts.append(run.table.select(columns).take(idx))
             probe_of.append(by_hash[which])
     if not parts:
-        return run_schema(layout).empty_table().select(columns)
+        return run_schema(layout).empty_table()
     found = pa.concat_tables(parts)
     match = _keys_match(found, layout.key, _views(probes), np.concatenate(probe_of))
     if not match.all():

@@ -51,7 +51,8 @@ from freshview.runtime.state import bulk, log, policy, reads
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.runtime.state.files import StateFiles, disk_error, is_disk_full
 from freshview.runtime.state.merger import Merger, MergeJob
-from freshview.runtime.state.runs import ROW_HASH, Run, build_run, merge_runs, sort_run, uint64_column, with_hashes
+from freshview.runtime.state.runs import (KEY_HASH, ROW_HASH, Run, build_run, merge_runs, run_schema, sort_run,
+                                         uint64_column, with_hashes)
 from freshview.schema import WEIGHT
 
 OLD_WEIGHT = "_old_weight"
@@ -371,7 +372,10 @@ class SpineStateStore:
     # ------------------------------------------------------------------ writes
     def apply(self, name: str, delta: pa.Table) -> None:
         spine = self._get(name)
-        run = build_run(_conform(delta, spine.layout.weighted_schema, name), spine.layout)
+        if delta.schema.equals(run_schema(spine.layout)):  # ``prepare_rows``' output: hashed already
+            run = sort_run(delta, spine.layout)
+        else:
+            run = build_run(_conform(delta, spine.layout.weighted_schema, name), spine.layout)
         with self._write() as tx:
             self._append(tx, spine, run)
 
@@ -393,6 +397,10 @@ class SpineStateStore:
         report = distinct.select(list(layout.schema.names))
         report = report.append_column(pa.field(OLD_WEIGHT, pa.int64()), pa.array(old, pa.int64()))
         return report.append_column(pa.field(WEIGHT, pa.int64()), pa.array(new, pa.int64()))
+
+    def prepare_rows(self, name: str, delta: pa.Table) -> pa.Table:
+        spine = self._get(name)
+        return with_hashes(_conform(delta, spine.layout.weighted_schema, name), spine.layout)
 
     def load(self, name: str, rows: pa.Table) -> None:
         spine = self._get(name)
@@ -446,6 +454,14 @@ class SpineStateStore:
             return layout.weighted_schema.empty_table()
         found = reads.lookup(spine.runs, layout, _conform(keys, layout.key_schema, name))
         return found.select(layout.weighted_schema.names)
+
+    def lookup_prepared(self, name: str, keys: pa.Table) -> pa.Table:
+        spine = self._get(name)
+        layout = spine.layout
+        if not layout.key:
+            return reads.scan(spine.runs, layout)
+        hashes = uint64_column(keys.column(KEY_HASH)) if KEY_HASH in keys.column_names else None
+        return reads.lookup(spine.runs, layout, _conform(keys, layout.key_schema, name), hashes=hashes)
 
     def extreme(self, name: str, keys: pa.Table, kind: str) -> pa.Table:
         spine = self._get(name)
