@@ -31,9 +31,10 @@ TIME = SqlType("timestamp")  # the step's time inside a TemporalFilter's predica
 @dataclass(frozen=True)
 class Now(Expr):
     """The step's time (``now()``): a ``timestamptz`` (PostgreSQL) or ``timestamp`` (MySQL's DATETIME),
-    both UTC.  ``where``: the position of the ``now()`` written, for refusals."""
+    both UTC.  ``where`` and ``spelling``: the position and the name of the function written, for refusals."""
 
     where: SqlLocation | None = field(default=None, compare=False)
+    spelling: str = field(default="now()", compare=False)
 
     def __str__(self) -> str:
         return "now()"

@@ -35,12 +35,15 @@ class TemporalBinding:
     def now(self, node: exp.Expression, *spellings: str) -> Expr:
         """The step's time, located at the first of ``spellings`` found in the SQL."""
         kind = "timestamptz" if self.dialect.name == "postgres" else "timestamp"  # type: ignore[attr-defined]
-        where = None
+        where, spelled = None, spellings[0]
         for word in spellings:
             where = locate(node, self.sql, word)  # type: ignore[attr-defined]
             if where is not None:
+                spelled = word
                 break
-        return Now(SqlType(kind), where)
+        if spelled in _STAMP_NAMES - {"current_timestamp", "localtimestamp"} or spelled in ("curdate", "utc_date"):
+            spelled += "()"
+        return Now(SqlType(kind), where, spelled)
 
     def today(self, node: exp.Expression, *spellings: str) -> Expr:
         return Cast(SqlType("date"), self.now(node, *spellings))

@@ -101,7 +101,7 @@ def _context(node: pn.Node, e: Expr) -> str:
 
 
 def _refusal(now: Now, context: str, why: str = "its value there changes at every instant") -> UnsupportedSqlError:
-    return UnsupportedSqlError(f"now() {context} cannot be scheduled: {why}; {WHERE_NOW_WORKS}", now.where)
+    return UnsupportedSqlError(f"{now.spelling} {context} cannot be scheduled: {why}; {WHERE_NOW_WORKS}", now.where)
 
 
 # ---------------------------------------------------------------------------------------------- the filter
