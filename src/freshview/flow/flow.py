@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import shutil
 import tempfile
 import threading
@@ -74,24 +73,21 @@ class IncrementalFlow:
     reaches the views, whose operators drop what they no longer hold), and a
     re-started group's row replaces the one from before its eviction.
 
-    ``clock`` (default ``time.time``): a callable returning the time, as Unix seconds or a ``datetime``
-    (naive: UTC).  It is read once per step: that instant is ``now()`` (``current_date`` ...) for every
-    view of the step (time-based views, ``runtime.operators.temporal``) and the TTL's clock.  Tests pass
-    a fake clock to drive time; ``next_due()`` says when a time-based view next changes and
-    ``advance()`` steps with no source change to release what is due.
+    ``clock`` (default ``time.time``): returns Unix seconds or a ``datetime`` (naive: UTC), read once per
+    step: ``now()`` of every time-based view in the step, and the TTL's clock (tests pass a fake one).
 
     >>> flow = IncrementalFlow()  # doctest: +SKIP
     >>> flow.register_source("t", "id INT, v INT", primary_key=["id"])  # doctest: +SKIP
     """
 
-    _clock = staticmethod(time.time)  # the wall clock of state_ttl (tests set a fake one on the flow)
+    _clock = staticmethod(time.time)  # the step's time (``clock``); the wall clock by default
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
                  execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
                  flush_interval: float | str | None = None, state_ttl: float | str | None = None,
                  first_computation: str = "spark", clock: Callable[[], Any] | None = None) -> None:
         if clock is not None:
-            self._clock = lambda: _seconds(clock())
+            self._clock = clock
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         if first_computation not in ("spark", "local"):
@@ -477,13 +473,11 @@ class IncrementalFlow:
             return self._commit(self.prepare(source, delta), before_commit)
 
     def advance(self, *, before_commit: Callable[[dict[str, pa.Table]], None] | None = None) -> StepSummary:
-        """A step with no source change, at the clock's time: time-based views release the rows whose
-        time bound passed (rows entering or leaving them); the same as ``tick({})``."""
+        """``tick({})``: a step of no source change; time-based views take in and drop the rows due."""
         return self.tick({}, before_commit=before_commit)
 
     def next_due(self) -> float | None:
-        """The earliest time (Unix seconds) at which a time-based view changes with no source change (a
-        row's time bound), or None: a step at or after it (``advance()``) applies that change."""
+        """When (Unix seconds) a time-based view next changes with no source change (``advance``), or None."""
         with self._lock:
             self._check_open()
             return self.engine.next_due()
@@ -795,13 +789,3 @@ class IncrementalFlow:
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
-
-def _seconds(value: Any) -> float:
-    """A clock's reading as Unix seconds: a number, or a ``datetime`` (naive: UTC)."""
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return value.timestamp()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise FreshviewError(f"the clock returned {value!r}: Unix seconds or a datetime expected")

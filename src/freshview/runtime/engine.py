@@ -37,6 +37,7 @@ Inside the engine a relation's columns are ``c0 .. cn`` (``runtime.relation``); 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -201,13 +202,14 @@ class Engine:
     ``execution``: "auto" (per step and view, the cost model's pick), "local" or "spark".
     ``first_computation``: "spark", or "local" for in-process first computations (a shard on an
     executor).  ``state_ttl`` (seconds) evicts keys untouched for longer; ``flush_interval`` (seconds)
-    holds views' changes back.  ``clock``: the wall clock of the TTL.  ``spark``: a session, or None
+    holds views' changes back.  ``clock``: the step's time (Unix seconds or a ``datetime``, naive: UTC), the
+    TTL's clock too.  ``spark``: a session, or None
     to start one when first needed.
     """
 
     def __init__(self, store: StateStore, *, execution: str = "auto", first_computation: str = "spark",
                  state_ttl: float | None = None, flush_interval: float | None = None,
-                 clock: Callable[[], float] = time.time, spark: Any = None) -> None:
+                 clock: Callable[[], Any] = time.time, spark: Any = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.store = store
@@ -504,8 +506,17 @@ class Engine:
     # ------------------------------------------------------------------ time
     def _now(self) -> int:
         """The step's time from the clock (µs since the epoch), never before the last step's."""
-        self._last_now = max(self._last_now, int(round(self._clock() * 1_000_000)))
+        self._last_now = max(self._last_now, int(round(self._read_clock() * 1_000_000)))
         return self._last_now
+
+    def _read_clock(self) -> float:
+        """The clock's reading as Unix seconds: a number, or a ``datetime`` (naive: UTC)."""
+        value = self._clock()
+        if isinstance(value, dt.datetime):
+            return (value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)).timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise FreshviewError(f"the clock returned {value!r}: Unix seconds or a datetime expected")
 
     def next_due(self) -> float | None:
         """The earliest time (Unix seconds) a view's temporal filter has rows due at, or None: a step at or
@@ -517,7 +528,7 @@ class Engine:
     def _tick(self, now: int | None = None) -> ttl.Tick | None:
         if self.state_ttl is None:
             return None
-        return ttl.Tick(self.state_ttl, now / 1_000_000 if now is not None else self._clock())
+        return ttl.Tick(self.state_ttl, now / 1_000_000 if now is not None else self._read_clock())
 
     def _touch_index(self, name: str, tick: ttl.Tick | None) -> ttl.TouchIndex | None:
         return self._source_owner(name).index if tick is not None else None
