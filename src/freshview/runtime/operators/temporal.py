@@ -8,7 +8,7 @@ Delta rule, at a step of time t (times are µs since the epoch, UTC, and never g
 ``pending`` the time-ordered arrangement of (next(r, t_s), r, w) for every row r of the input's
 integral (t_s: the step that scheduled it) that has a next bound:
 
-1. release: for each (d, r, w) in ``pending`` with d ≤ t, earliest first: emit w·(P(r, t) − P(r, d − 1µs))
+1. release: for each (d, r, w) in ``pending`` with d ≤ t: emit w·(P(r, t) − P(r, d − 1µs))
    (P(r, d − 1µs) = P(r, t_s): no bound of r lies in [t_s, d)), and move it to next(r, t);
 2. the change: for each (r, w) of ΔR emit w·P(r, t) and schedule (next(r, t), r, w).
 
@@ -18,11 +18,13 @@ future ones wait, past ones (no bound after t, P false) are dropped.  The output
 σ_{P(·, t)}(R) after every step: the rows enter and leave the view as time crosses their bounds,
 by retractions scheduled from the bound, with no rescan of R.
 
-State: ``pending`` keyed by the due time (release looks one due time up) and ``dues``, the multiset
-of due times (weights summed per time), ordered, whose minimum is the operator's next due time (the
-engine wakes at it, ``Engine.next_due``).  Each due time passed costs one ``extreme`` and one lookup;
-a step with nothing due costs one ``extreme``.  The input's integral is a multiset (weights ≥ 0: a
-filter's input), so a due time's summed weight is zero only when it holds no row.
+State: ``pending``, the rows with their due time, keyed by the minute of it (``BUCKET_US``), and
+``dues``, the multiset of due times (weights summed per time), ordered, whose minimum is the operator's
+next due time (the engine wakes at it, ``Engine.next_due``).  A step with nothing due costs one
+``extreme``; one with rows due, one ``extreme``, one lookup of the minutes from the earliest due time to
+the step's time (rows of the step's own minute not yet due are read and left), one write to each
+arrangement.  The input's integral is a multiset (weights ≥ 0: a filter's input), so a due time's
+summed weight is zero only when it holds no row.
 
 Both executors run this rule the same way, in-process over Arrow (the change is collected from
 Spark as it is for ``Recursion``): its work is the change's rows and the rows due, not the input.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,6 +50,9 @@ if TYPE_CHECKING:
     from freshview.runtime.state.protocol import StateStore
 
 DUE = "due"  # µs since the epoch (UTC)
+BUCKET = "minute"  # DUE // BUCKET_US: what ``pending`` is keyed by
+BUCKET_US = 60_000_000
+MAX_BUCKETS = 100_000  # minutes looked up at once (a step after a long pause releases in rounds)
 
 
 class TemporalSchedule:
@@ -57,7 +63,8 @@ class TemporalSchedule:
         self.state = state
         self.schema = arrow_schema(node.input.columns)  # c0 .. + _weight
         rows = [f for f in self.schema if f.name != WEIGHT]
-        self.pending_layout = Layout(pa.schema(rows + [pa.field(DUE, pa.int64())]), (DUE,))
+        self.pending_layout = Layout(pa.schema(rows + [pa.field(DUE, pa.int64()), pa.field(BUCKET, pa.int64())]),
+                                     (BUCKET,))
         self.dues_layout = Layout(pa.schema([pa.field(DUE, pa.int64())]), (), order=DUE)
 
     def ensure_state(self, store: StateStore) -> None:
@@ -79,7 +86,8 @@ class TemporalSchedule:
             due = self.next_due(store)
             if due is None or due > now:
                 break
-            out.append(self._release(store, due, now))
+            out.append(self._release(store, due // BUCKET_US, min(now // BUCKET_US, due // BUCKET_US + MAX_BUCKETS),
+                                     now))
         if change is not None and change.num_rows:
             change = conform(change, self.schema)
             out.append(change.filter(self._truth(change, now)))
@@ -87,37 +95,45 @@ class TemporalSchedule:
         out = [t for t in out if t.num_rows]
         return pa.concat_tables(out) if out else None
 
-    def _release(self, store: StateStore, due: int, now: int) -> pa.Table:
-        found = store.lookup(self.state.pending, pa.table({DUE: pa.array([due], pa.int64())}))
+    def _release(self, store: StateStore, first: int, last: int, now: int) -> pa.Table:
+        """Release the rows due at or before ``now`` of minutes ``first`` .. ``last``."""
+        minutes = pa.table({BUCKET: pa.array(np.arange(first, last + 1), pa.int64())})
+        found = store.lookup(self.state.pending, minutes)
+        found = found.filter(pc.less_equal(found.column(DUE), now))
         if not found.num_rows:
-            raise StateError(f"internal: {self.state.dues} holds time {due} that {self.state.pending} does not")
+            raise StateError(f"internal: {self.state.dues} holds a time before {now} that {self.state.pending} does not")
         rows = conform(found, self.schema)
         w = rows.column(WEIGHT)
-        old = pc.cast(self._truth(rows, due - 1), pa.int64())
+        old = pc.cast(self._truth(rows, pc.subtract(found.column(DUE), 1)), pa.int64())
         new = pc.cast(self._truth(rows, now), pa.int64())
         weight = pc.multiply(w, pc.subtract(new, old))
         emitted = rows.set_column(rows.schema.get_field_index(WEIGHT), WEIGHT, weight)
         emitted = emitted.filter(pc.not_equal(weight, 0))
         gone = found.set_column(found.schema.get_field_index(WEIGHT), WEIGHT, pc.negate(w))
-        store.apply(self.state.pending, gone)
-        store.apply(self.state.dues, pa.table({DUE: pa.array([due], pa.int64()),
-                                               WEIGHT: pa.array([-pc.sum(w).as_py()], pa.int64())}))
-        self._schedule(store, rows, now)
+        self._schedule(store, rows, now, gone)
         return emitted
 
-    def _schedule(self, store: StateStore, rows: pa.Table, now: int) -> None:
-        """Put each row under its next bound after ``now`` (rows without one are not kept)."""
+    def _schedule(self, store: StateStore, rows: pa.Table, now: int, gone: pa.Table | None = None) -> None:
+        """Put each row under its next bound after ``now`` (rows without one are not kept), and take the
+        ``gone`` entries (released: weights negated) out, in one write to each arrangement."""
         due = self._next(rows, now)
-        keep = pc.is_valid(due)
-        if not pc.any(keep).as_py():
+        kept = rows.append_column(DUE, due).filter(pc.is_valid(due))
+        minutes = np.floor_divide(kept.column(DUE).to_numpy(), BUCKET_US)
+        kept = kept.append_column(BUCKET, pa.array(minutes, pa.int64()))
+        writes = [t for t in (kept, gone) if t is not None and t.num_rows]
+        if not writes:
             return
-        kept = rows.append_column(DUE, due).filter(keep)
-        store.apply(self.state.pending, kept)
-        store.apply(self.state.dues, kept.select([DUE, WEIGHT]))
+        names = self.pending_layout.schema.names + [WEIGHT]
+        change = pa.concat_tables([t.select(names) for t in writes])
+        store.apply(self.state.pending, change)
+        store.apply(self.state.dues, change.select([DUE, WEIGHT]))
 
-    def _truth(self, rows: pa.Table, at: int) -> pa.Array:
-        """P(r, at) per row: WHERE semantics (NULL is false)."""
-        moment = pa.repeat(pa.scalar(at, pa.timestamp("us")), rows.num_rows)
+    def _truth(self, rows: pa.Table, at: int | pa.Array) -> pa.Array:
+        """P(r, at) per row (``at``: one instant, or one per row): WHERE semantics (NULL is false)."""
+        if isinstance(at, int):
+            moment = pa.repeat(pa.scalar(at, pa.timestamp("us")), rows.num_rows)
+        else:
+            moment = pc.cast(at, pa.timestamp("us"))
         return evaluate_filter(self.node.predicate, rows.append_column(col_name(self.node.now_column), moment))
 
     def _next(self, rows: pa.Table, now: int) -> pa.Array:
