@@ -82,12 +82,11 @@ class TemporalSchedule:
         """The output's change at step time ``now`` (µs) given the input's consolidated ``change``."""
         self.ensure_state(store)
         out: list[pa.Table] = []
-        while True:
-            due = self.next_due(store)
-            if due is None or due > now:
-                break
-            out.append(self._release(store, due // BUCKET_US, min(now // BUCKET_US, due // BUCKET_US + MAX_BUCKETS),
-                                     now))
+        due = self.next_due(store)
+        while due is not None and due <= now:
+            last = min(now // BUCKET_US, due // BUCKET_US + MAX_BUCKETS)
+            out.append(self._release(store, due // BUCKET_US, last, now))
+            due = self.next_due(store) if last < now // BUCKET_US else None  # (rounds after a long pause)
         if change is not None and change.num_rows:
             change = conform(change, self.schema)
             out.append(change.filter(self._truth(change, now)))
