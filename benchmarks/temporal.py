@@ -49,7 +49,7 @@ def run(rows: int, steps: int, minutes: int) -> dict:
         released.append(summary.views["recent"].rows_out if "recent" in summary.views else 0)
         sql = VIEW.replace("now()", f"TIMESTAMP '{clock[0].isoformat(sep=' ')}'")
         started = time.perf_counter()
-        expected = con.execute(sql).to_arrow_table()
+        expected = con.sql(sql).to_arrow_table()
         theirs.append(time.perf_counter() - started)
     got = flow.snapshot("recent").sort_by("g")
     expected = expected.sort_by("g")
