@@ -145,12 +145,12 @@ def run_temporal(make_flow, oracle, seed: int, steps: int, executions=EXECUTORS,
 
 
 def test_time_based_views_through_simulated_days(make_flow, oracle):
-    seen = run_temporal(make_flow, oracle, seed=1, steps=14, executions=("local",))
+    seen = run_temporal(make_flow, oracle, seed=1, steps=10, executions=("local",))
     assert all(seen.values()), seen  # every view had rows at some step (the stream is not vacuous)
 
 
 def test_time_based_views_under_both_executors(make_flow, oracle):
-    run_temporal(make_flow, oracle, seed=7, steps=3)
+    run_temporal(make_flow, oracle, seed=7, steps=2)
 
 
 def test_mysql_time_functions_against_mariadb(make_flow, mysql_database):
