@@ -89,3 +89,25 @@ def test_the_clock_may_return_seconds_and_a_bad_reading_is_a_clear_error(tmp_pat
     flow.tick("ev", _rows([1, 2], [dt.datetime(2026, 3, 1, 11, 59), dt.datetime(2026, 3, 1, 12, 1)]))
     assert _ids(flow, "a") == [1]
     flow.close()
+
+
+def test_a_clock_set_back_across_a_restart_is_held_at_the_last_step(tmp_path):
+    now = [T0]
+    flow = _flow(tmp_path, lambda: now[0])
+    flow.register_source("ev", "id INT, ts TIMESTAMP", primary_key=["id"])
+    flow.register_view("a", "SELECT id FROM ev WHERE ts <= now() AND ts > now() - interval '1 hour'")
+    flow.tick("ev", _rows([1], [T0 - dt.timedelta(minutes=30)]))
+    now[0] = T0 + dt.timedelta(minutes=10)
+    flow.advance()
+    flow.close()
+    now[0] = T0 - dt.timedelta(hours=2)  # reopened with a clock two hours behind
+    flow = _flow(tmp_path, lambda: now[0])
+    flow.tick("ev", pa.table({"id": pa.array([1, 2], pa.int32()),
+                              "ts": pa.array([T0 - dt.timedelta(minutes=30), T0 - dt.timedelta(minutes=5)],
+                                             pa.timestamp("us")), "_weight": pa.array([-1, 1], pa.int64())}))
+    assert _ids(flow, "a") == [2]  # at the last step's time (T0 + 10 min), not two hours before
+    now[0] = T0 + dt.timedelta(minutes=56)
+    flow.advance()
+    assert _ids(flow, "a") == []  # row 1's schedule was cancelled by its delete: no ghost row
+    assert flow.next_due() is None
+    flow.close()

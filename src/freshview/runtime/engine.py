@@ -27,7 +27,7 @@ attribute names where) rolls back before it raises.  A process that dies between
 
 The step's time (``now()`` of time-based views, and the TTL's clock) is read from ``clock`` once per step,
 so every view of a step sees the same instant; it never goes back (a clock set back is held at the last
-step's time).  ``next_due`` is the earliest time a temporal filter has rows due at: a step then, even
+step's time, kept in the state's meta ``engine/now`` while a view is time-based, so across a restart too).  ``next_due`` is the earliest time a temporal filter has rows due at: a step then, even
 with no source change (``prepare({})``), releases them.
 
 Inside the engine a relation's columns are ``c0 .. cn`` (``runtime.relation``); the edges rename:
@@ -64,6 +64,8 @@ if TYPE_CHECKING:
     from freshview.runtime.state.protocol import StateStore
 
 __all__ = ["Engine", "EngineView", "PreparedStep", "StepSummary", "ViewStep"]
+
+NOW_META = "engine/now"  # the latest step time (µs) of a state holding time-based views
 
 
 @dataclass
@@ -226,7 +228,7 @@ class Engine:
         self._ttl_owners: dict[str, ttl.TtlOwner] = {}  # source -> its copy as a TTL owner
         self._ttl_marked = False  # a step without a TTL marked existing bookkeeping stale
         self._prepared: PreparedStep | None = None
-        self._last_now = 0  # µs: the latest step time (steps never go back in time)
+        self._last_now: int | None = None  # µs: the latest step time (steps never go back; kept in NOW_META)
 
     # ------------------------------------------------------------------ executors
     @property
@@ -271,7 +273,7 @@ class Engine:
         self._check_idle()
         self.store = store
         self.sources, self.views, self.step = {}, {}, 0
-        self._ttl_owners, self._ttl_marked = {}, False
+        self._ttl_owners, self._ttl_marked, self._last_now = {}, False, None
         if self.holds is not None:
             self.holds = Holds(self.holds.interval)
 
@@ -334,6 +336,7 @@ class Engine:
                     for owner in view.runner.ttl_owners().values():
                         owner.index.ensure(self.store)
                 out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                self._keep_now(now)
                 if out is not None and out.num_rows:
                     self.store.load(view.output, out)
                     computed[view.name] = out
@@ -397,6 +400,7 @@ class Engine:
                     changed[name] = delta
             summary.rows_in = sum(t.num_rows for t in changed.values())
             outputs = self._step_views(changed, summary, tick, now)
+            self._keep_now(now)
             self.step = step
             if self.holds is not None:
                 outputs = self.holds.hold(self.store, outputs, self._view_schemas(), time.monotonic(), force=False)
@@ -505,9 +509,17 @@ class Engine:
 
     # ------------------------------------------------------------------ time
     def _now(self) -> int:
-        """The step's time from the clock (µs since the epoch), never before the last step's."""
+        """The step's time from the clock (µs since the epoch), never before the last step's (that of a
+        time-based view is kept in the state: a clock set back across a restart is held too)."""
+        if self._last_now is None:
+            self._last_now = int(self.store.get_meta(NOW_META, 0))
         self._last_now = max(self._last_now, int(round(self._read_clock() * 1_000_000)))
         return self._last_now
+
+    def _keep_now(self, now: int) -> None:
+        """Inside the step's transaction: its time, when a view's rows are scheduled on it."""
+        if any(v.runner.scheduled for v in self.views.values()):
+            self.store.set_meta(NOW_META, now)
 
     def _read_clock(self) -> float:
         """The clock's reading as Unix seconds: a number, or a ``datetime`` (naive: UTC)."""

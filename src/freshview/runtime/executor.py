@@ -86,6 +86,11 @@ class CircuitRunner:
             self._tick = None
 
     # ------------------------------------------------------------------ time
+    @property
+    def scheduled(self) -> bool:
+        """Whether the view has temporal filters (rows scheduled on the step's time)."""
+        return bool(self._temporal)
+
     def next_due(self) -> int | None:
         """The earliest time (µs) one of the view's temporal filters has rows due at, or None."""
         dues = [d for d in (t.next_due(self.store) for t in self._temporal) if d is not None]
