@@ -27,8 +27,9 @@ attribute names where) rolls back before it raises.  A process that dies between
 
 The step's time (``now()`` of time-based views, and the TTL's clock) is read from ``clock`` once per step,
 so every view of a step sees the same instant; it never goes back (a clock set back is held at the last
-step's time, kept in the state's meta ``engine/now`` while a view is time-based, so across a restart too).  ``next_due`` is the earliest time a temporal filter has rows due at: a step then, even
-with no source change (``prepare({})``), releases them.
+step's time, kept in the state's meta ``engine/now`` while a view is time-based: across a restart too).
+``next_due`` is the earliest time a temporal filter has rows due at: a step then, even with no source
+change (``prepare({})``), releases them.
 
 Inside the engine a relation's columns are ``c0 .. cn`` (``runtime.relation``); the edges rename:
 ``Source.to_engine`` on the way in, ``EngineView.named`` on the way out.
