@@ -126,10 +126,12 @@ class _Atoms:
             if (reads_now(a) is None) != (reads_now(b) is None):
                 x, g, op = (a, b, e.op) if reads_now(a) is None else (b, a, _FLIP[e.op])
                 y = _as_time(x)
-                if y is None or not g.type.is_temporal:
-                    raise _refusal(reads_now(g), f"compared in {e}",  # type: ignore[arg-type]
-                                   "the comparison is not between a row's date or time and a time")
-                return self.compare(op, y, g)
+                if g.type.is_temporal:
+                    if y is None:
+                        raise _refusal(reads_now(g), f"compared in {e}",  # type: ignore[arg-type]
+                                       "the comparison is not between a row's date or time and a time")
+                    return self.compare(op, y, g)
+                # (not a time: CASE WHEN ts > now() THEN 1 END = 1 holds its comparisons further in)
         if isinstance(e, Now):
             raise _refusal(e, "outside a comparison with a row's value")
         return e.map_children(self.rewrite)
