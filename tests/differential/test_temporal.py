@@ -38,6 +38,7 @@ VIEWS = [
                "WHERE d >= current_date - 1 AND d < current_date + 2 GROUP BY d"),
     ("either", "SELECT id, v FROM t WHERE date_trunc('day', now()) <= ts OR v > 4"),
     ("cased", "SELECT id FROM t WHERE CASE WHEN v > 2 THEN ts < localtimestamp ELSE d <> current_date END"),
+    ("case_value", "SELECT id, v FROM t WHERE CASE WHEN ts > now() - interval '1 day' THEN v ELSE 0 END > 2"),
     ("latest", "SELECT v, max(ts) AS m, count(*) AS n FROM t GROUP BY v "
                "HAVING max(ts) >= now() - interval '1 day'"),
     ("window", "SELECT a.id, b.k FROM t a JOIN u b ON a.v = b.v "
