@@ -479,7 +479,7 @@ def _p_extract(g: ExprGen, kind: str, d: int) -> Expr:
         [f for f in _EXTRACT_FIELDS if f not in ("hour", "minute", "second", "milliseconds", "microseconds")]
     field = g.pick(fields)
     scale = 6 if field in ("second", "epoch", "milliseconds") else 0
-    return call(f"extract:{field}", num(scale), g.expr(src, d))
+    return Call(num(scale), "extract", (g.expr(src, d),), field)
 
 
 def _p_cast_to_numeric(g: ExprGen, kind: str, d: int) -> Expr:
@@ -596,7 +596,7 @@ def _p_cast_to_temporal(g: ExprGen, kind: str, d: int) -> Expr:
 
 def _p_trunc(g: ExprGen, kind: str, d: int) -> Expr:
     src = kind if kind == "timestamp" else g.pick(["date", "timestamptz"])
-    return call(f"date_trunc:{g.pick(_TRUNC_UNITS)}", SqlType(kind), g.expr(src, d))
+    return Call(SqlType(kind), "date_trunc", (g.expr(src, d),), g.pick(_TRUNC_UNITS))
 
 
 def _p_case(g: ExprGen, kind: str, d: int) -> Expr:

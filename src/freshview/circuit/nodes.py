@@ -182,7 +182,7 @@ class _Lift:
     def visit_Aggregate(self, op_id: str, node: pn.Aggregate) -> Operator:
         # MIN, MAX and a collation group's spelling keep a (group, value) multiset
         extremes = tuple(_state(op_id, f"ext{j}") for j, a in enumerate(node.aggs)
-                         if a.func in ("min", "max", "spelling"))
+                         if a.definition.state == "extreme")
         values = tuple(_state(op_id, f"val{j}") for j, a in enumerate(node.aggs) if a.distinct or a.recomputed)
         return Operator(op_id, node, "aggregate", AggState(_state(op_id, "acc"), extremes, values))
 

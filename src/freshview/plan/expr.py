@@ -7,14 +7,17 @@ depend on names.  Every node carries its PostgreSQL result type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
+from freshview.plan.aggregates import AGGREGATES, AggregateDef, aggregate
+from freshview.plan.functions import FUNCTIONS, FunctionDef, function
 from freshview.schema import SqlType
 
 
 @dataclass(frozen=True)
 class Expr:
     type: SqlType
+    is_literal: ClassVar[bool] = False  # (true of ``Literal`` only: for plan.functions, below this module)
 
     def children(self) -> tuple["Expr", ...]:
         return ()
@@ -35,6 +38,7 @@ class ColumnRef(Expr):
 @dataclass(frozen=True)
 class Literal(Expr):
     value: Any
+    is_literal: ClassVar[bool] = True
 
     def __str__(self) -> str:
         return "NULL" if self.value is None else repr(self.value)
@@ -42,19 +46,31 @@ class Literal(Expr):
 
 @dataclass(frozen=True)
 class Call(Expr):
-    """An operator or function; ``op`` names it (e.g. ``+``, ``and``, ``lower``, ``extract:year``)."""
+    """An operator or function: ``op`` names its ``FunctionDef`` in ``plan.functions`` (``+``, ``and``,
+    ``lower``, ``extract``); ``param`` is a parameterised function's parameter (EXTRACT's field
+    ``year``, date_trunc's unit, a collation), "" for the others.  A name not registered, a wrong
+    number of arguments or a missing parameter is refused here (a binder bug, never a user's error)."""
 
     op: str
     args: tuple[Expr, ...]
+    param: str = ""
+
+    def __post_init__(self) -> None:
+        function(self.op).check(self)
+
+    @property
+    def definition(self) -> FunctionDef:
+        return FUNCTIONS[self.op]
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
 
     def map_children(self, fn: Callable[[Expr], Expr]) -> Expr:
-        return Call(self.type, self.op, tuple(fn(a) for a in self.args))
+        return Call(self.type, self.op, tuple(fn(a) for a in self.args), self.param)
 
-    def __str__(self) -> str:
-        return f"{self.op}({', '.join(map(str, self.args))})"
+    def __str__(self) -> str:  # (explain text: ``extract:year($0)``, as before the registry)
+        name = f"{self.op}:{self.param}" if self.param else self.op
+        return f"{name}({', '.join(map(str, self.args))})"
 
 
 @dataclass(frozen=True)
@@ -111,9 +127,10 @@ class AggOrder:
 
 @dataclass(frozen=True)
 class AggCall:
-    """An aggregate: ``func`` is count_star, count, sum, avg, min, max, bool_and, bool_or,
-    var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg or spelling (MIN of text whose
-    group is a collation key: the spelling a MySQL collation group shows, ``sql.collate_groups``).
+    """An aggregate: ``func`` names its ``AggregateDef`` in ``plan.aggregates`` (count_star, count, sum,
+    avg, min, max, bool_and, bool_or, var_samp, var_pop, stddev_samp, stddev_pop, string_agg, array_agg or
+    spelling: MIN of text whose group is a collation key, the spelling a MySQL collation group shows,
+    ``sql.collate_groups``).
 
     ``distinct``: over the distinct non-NULL values of ``arg`` (count, sum, avg, var/stddev, string_agg;
     array_agg: over the distinct values, NULL one of them).
@@ -128,11 +145,18 @@ class AggCall:
     order: tuple[AggOrder, ...] = ()
     separator: str | None = None
 
+    def __post_init__(self) -> None:
+        aggregate(self.func).check(self)
+
+    @property
+    def definition(self) -> AggregateDef:
+        return AGGREGATES[self.func]
+
     @property
     def recomputed(self) -> bool:
         """Whether the operator recomputes it per touched group from the group's stored values
         (string_agg, array_agg: their result depends on every value and its order)."""
-        return self.func in ("string_agg", "array_agg")
+        return AGGREGATES[self.func].state == "values"
 
     def exprs(self) -> tuple[Expr, ...]:
         """Every expression over the input row: the argument, then the ORDER BY keys."""

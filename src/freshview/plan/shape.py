@@ -123,7 +123,7 @@ def _nullable(e: Expr, inputs: list[bool]) -> bool:
 
 
 def _agg_nullable(a: AggCall) -> bool:
-    return a.func not in ("count", "count_star")
+    return a.definition.empty == "null"
 
 
 __all__ = ["ResultKey", "result_key", "group_columns", "nullable_columns"]

@@ -1,6 +1,6 @@
 """Binding aggregate calls: DISTINCT, FILTER (WHERE ...), ORDER BY inside the call, and their result types.
 
-``ExprBinder`` hands every aggregate call here (``AggregateVisits`` adds the
+``ExprBinder`` (an ``AggregateBinder`` here) hands every aggregate call here (``AggregateVisits`` adds the
 ``visit_<Node>`` methods of the aggregates beyond COUNT/SUM/AVG/MIN/MAX).
 What comes out is one ``AggCall`` per call, with PostgreSQL's result type:
 
@@ -31,22 +31,48 @@ arguments (``COUNT(DISTINCT a, b)``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlglot import exp
 
-from freshview.errors import SqlError, UnsupportedSqlError
+from freshview.errors import SqlError, SqlTypeError, UnsupportedSqlError
+from freshview.plan.aggregates import aggregate
 from freshview.plan.expr import AggCall, AggOrder, Case, Cast, Expr, Literal
 from freshview.schema import AVG_MIN_SCALE, SqlType
 from freshview.plan import typing as ty
+from freshview.sql.dialect import Dialect
 from freshview.sql.parse import locate
+from freshview.sql.scope import AggCollector
 
-if TYPE_CHECKING:
-    from freshview.sql.bind_expr import ExprBinder
+
+
+class AggregateBinder(Protocol):
+    """What binding an aggregate uses of the expression binder (``bind_expr.ExprBinder`` implements it; this
+    module does not import it: the binder imports this one)."""
+
+    sql: str
+    context: str  # where the expression is ("SELECT", "WHERE or JOIN conditions", ...)
+    dialect: Dialect
+    aggs: AggCollector | None  # the aggregates collected, None where none are allowed
+
+    def bind(self, node: exp.Expression) -> Expr: ...
+
+    def bool_operand(self, node: exp.Expression) -> Expr: ...
+
+    def nested(self, context: str) -> "AggregateBinder": ...
+
+    def unsupported(self, node: exp.Expression, what: str, keyword: str | None = None) -> UnsupportedSqlError: ...
+
+    def type_error(self, node: exp.Expression, message: str) -> SqlTypeError: ...
+
+    def collated(self, node: exp.Expression, *args: Expr) -> tuple[Expr, ...]: ...
+
+    def collation_of(self, e: Expr) -> str | None: ...
+
+    def ci_collation_of(self, e: Expr) -> str | None: ...
 
 _VARIANCE = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 _ORDER_FREE = ("count", "sum", "avg", "min", "max", "bool_and", "bool_or") + _VARIANCE
-_DISTINCT_DROPPED = ("min", "max", "bool_and", "bool_or")
 
 # sqlglot node -> aggregate (the ones FILTER may wrap; ``every`` is an Anonymous call)
 AGG_FUNCS: dict[type, str] = {
@@ -74,7 +100,7 @@ def agg_func_of(node: exp.Expression) -> str | None:
     return AGG_FUNCS.get(type(node))
 
 
-def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
+def bind_aggregate(b: "AggregateBinder", node: exp.Expression, func: str,
                    where: exp.Expression | None = None) -> Expr:
     """Bind the aggregate call ``node`` (``func`` as in ``AGG_FUNCS``), FILTER (WHERE ``where``) if given."""
     name = "every" if isinstance(node, exp.Anonymous) else func
@@ -132,7 +158,7 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     if collation is not None and func in ("min", "max"):
         raise b.unsupported(node, f"{name.upper()} of text under the case-insensitive collation {collation} "
                                   "(use COLLATE utf8mb4_bin for the smallest/largest by code point)")
-    if func in _DISTINCT_DROPPED:
+    if aggregate(func).distinct == "dropped":
         distinct = False
     order: tuple[AggOrder, ...] = ()
     separator = None
@@ -174,7 +200,7 @@ def bind_aggregate(b: "ExprBinder", node: exp.Expression, func: str,
     return b.aggs.add(AggCall(func, filtered(arg), result, distinct, order, separator))
 
 
-def _separator(b: "ExprBinder", node: exp.Expression) -> str:
+def _separator(b: "AggregateBinder", node: exp.Expression) -> str:
     sep_node = node.args.get("separator")
     if sep_node is None:
         raise b.type_error(node, "function string_agg() needs a delimiter: string_agg(value, delimiter)")
@@ -189,7 +215,7 @@ def _separator(b: "ExprBinder", node: exp.Expression) -> str:
     return str(sep.value)
 
 
-def _order_key(inner: "ExprBinder", o: exp.Expression, func: str) -> AggOrder:
+def _order_key(inner: "AggregateBinder", o: exp.Expression, func: str) -> AggOrder:
     if not isinstance(o, exp.Ordered):
         return AggOrder(inner.bind(o))
     desc = bool(o.args.get("desc"))

@@ -357,7 +357,7 @@ class ExprBinder(AggregateVisits, TemporalBinding, FunctionBinding, TypeBinding)
                 raise self.type_error(node, f"{op.upper()} needs text operands, not {side.type}")
         collation = self.ci_collation_of(left) if op == "like" else None
         if collation is not None:  # MySQL: under a _ci collation LIKE ignores case and accents, not trailing spaces
-            left, right = (Call(ty.TEXT, f"collfold:{collation}", (side,)) for side in (left, right))
+            left, right = (Call(ty.TEXT, "collfold", (side,), collation) for side in (left, right))
         return Call(ty.BOOL, op, (left, right))
 
     def visit_Like(self, node: exp.Like) -> Expr:
@@ -561,7 +561,7 @@ class ExprBinder(AggregateVisits, TemporalBinding, FunctionBinding, TypeBinding)
             raise self.type_error(node, f"date_trunc needs a date or timestamp, not {arg.type}")
         # PostgreSQL: date_trunc(text, date) casts the date to timestamptz.
         result = SqlType("timestamptz") if arg.type.kind == "date" else arg.type
-        return Call(result, f"date_trunc:{unit}", (arg,))
+        return Call(result, "date_trunc", (arg,), unit)
 
     # MySQL's YEAR()/MONTH()/DAY() (sqlglot wraps the argument in TsOrDsToDate) and DATE_ADD/DATE_SUB
     def visit_TsOrDsToDate(self, node: exp.TsOrDsToDate) -> Expr:

@@ -13,7 +13,8 @@ Anything outside the supported subset is refused with its position.
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Callable
 
 from sqlglot import exp
 
@@ -29,23 +30,15 @@ from freshview.sql import constants, ctes, expand, grouping_sets, lateral, paren
 from freshview.plan import typing as ty
 from freshview.sql.distinct_on import distinct_on
 from freshview.sql.collate_groups import collate_groups, needs_collation
+from freshview.sql.context import Catalog
 from freshview.sql.dialect import POSTGRES, Dialect, get_dialect
 from freshview.sql.bind_expr import AGG_BASE, AggCollector, ExprBinder, FromItem, Scope, ScopeColumn
-from freshview.sql.join_tree import Step, build_join_tree, join_kinds, resolve_using, starts_group
+from freshview.sql.join_tree import Step, Using, build_join_tree, join_kinds, resolve_using, starts_group
 from freshview.sql.parse import locate, parse_query
 from freshview.sql.recursive import recursive_ctes
 from freshview.sql import window
 from freshview.sql.setops import build_set_operation
 from freshview.sql.subqueries import Subqueries, aggregates_ast, conjuncts_ast, predicate_kind
-
-
-class Catalog(Protocol):
-    """Relations by name.  A catalog may have a ``default_schema`` (else ``public``): ``<it>.x`` in SQL
-    names the relation ``x`` when no relation is called ``<it>.x`` (PostgreSQL's ``public``, the
-    MySQL database the service follows)."""
-
-    def relation_columns(self, name: str) -> tuple[pn.Columns, bool] | None:
-        """Columns of a source (False) or view (True) named ``name``, or None."""
 
 
 def build_plan(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres", *,
@@ -73,7 +66,47 @@ def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres"
     return plan, expand.splice(sql, builder.splices)
 
 
+@dataclass
+class _Conditions:
+    """A SELECT's conditions: inner-join and WHERE conjuncts (``conds``) and each join's step."""
+
+    outer: bool  # some join is outer: each ON stays with its join
+    conds: list[Expr]
+    steps: list[Step]
+
+
+@dataclass
+class _Outputs:
+    """A SELECT list bound: its expressions, names and origins, and what binding it collected."""
+
+    exprs: list[Expr]
+    names: list[str]
+    origins: list[exp.Expression]  # the SELECT item each output came from, for errors
+    aggs: AggCollector
+    binder: ExprBinder  # (binds HAVING too)
+    windows: window.WindowCollector
+    topk: window.TopKSpec | None
+
+
+@dataclass
+class _Grouping:
+    """GROUP BY and HAVING bound (with a collation's groups and a DISTINCT under a collation folded in)."""
+
+    exprs: list[Expr]
+    names: list[str]
+    node: exp.Expression | None  # the GROUP BY clause
+    sets: list[tuple[int, ...]] | None  # GROUPING SETS / ROLLUP / CUBE, as positions in ``exprs``
+    having: Expr | None
+    having_node: exp.Expression | None
+    as_bound: list[Expr]  # the keys as bound (GROUPING()'s arguments)
+    spelled: dict[int, int]  # spelling aggregate -> its key
+    aggregated: bool
+    distinct: bool  # DISTINCT still to apply over the outputs
+
+
 class QueryBuilder:
+    """Builds one query's plain plan; the construct modules see it as a ``sql.context.QueryContext``."""
+
     def __init__(self, sql: str, catalog: Catalog, dialect: Dialect = POSTGRES) -> None:
         self.sql = sql
         self.catalog = catalog
@@ -83,6 +116,7 @@ class QueryBuilder:
         self.depth = 0  # how deep in definitions of relations this text is
         self.view_select: exp.Expression | None = None  # the SELECT that names the view's columns
         self.unnamed = 0  # subqueries in FROM without an alias so far
+        self.subquery_count = 0  # subqueries made FROM items so far (sql.subqueries)
 
     def unsupported(self, node: exp.Expression | None, what: str, keyword: str | None = None) -> UnsupportedSqlError:
         return UnsupportedSqlError(f"{what} is not supported", locate(node, self.sql, keyword), self.sql)
@@ -90,15 +124,15 @@ class QueryBuilder:
     # ------------------------------------------------------------------ queries
     def query(self, node: exp.Expression) -> pn.Node:
         if isinstance(node, exp.Subquery):
-            self._refuse_modifiers(node)
+            self.refuse_modifiers(node)
             return self.query(node.this)
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
             scoped = recursive_ctes if with_.args.get("recursive") else ctes.with_scope
-            return scoped(self, with_, lambda: self._query_body(node))
-        return self._query_body(node)
+            return scoped(self, with_, lambda: self.query_body(node))
+        return self.query_body(node)
 
-    def _query_body(self, node: exp.Expression) -> pn.Node:
+    def query_body(self, node: exp.Expression) -> pn.Node:
         if isinstance(node, exp.SetOperation):
             if any(node.args.get(k) is not None for k in ("limit", "offset", "fetch")):
                 return window.union_top_k(self, node)
@@ -109,7 +143,7 @@ class QueryBuilder:
             return constants.values(self, node)
         raise self.unsupported(node, f"{node.key.upper()} as a query")
 
-    def _refuse_modifiers(self, node: exp.Expression) -> None:
+    def refuse_modifiers(self, node: exp.Expression) -> None:
         if node.args.get("limit") is not None or node.args.get("offset") is not None:
             raise self.unsupported(node.args.get("limit") or node.args.get("offset"),
                                    "ORDER BY ... LIMIT/OFFSET (top-k)", "LIMIT")
@@ -118,6 +152,41 @@ class QueryBuilder:
 
     # ------------------------------------------------------------------ SELECT
     def select(self, node: exp.Select) -> pn.Node:
+        """A SELECT in named phases, each binding in the order PostgreSQL reports errors in: the clauses
+        refused; FROM and its scope; the conditions (ON, WHERE); the SELECT list; GROUP BY and HAVING (and a
+        collation's groups); the join tree; the aggregation; windows or the projection and DISTINCT."""
+        self._refuse_select_clauses(node)
+        distinct = node.args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
+        items, scope, using = self._from_scope(node)
+        subs = Subqueries(self, items, scope)  # subqueries become more FROM items (``sql.subqueries``)
+        where = self._conditions(node, items, scope, using, subs)
+        out = self._select_list(node, scope, using, subs)
+        grouping = self._grouping(node, scope, out, distinct is not None)
+
+        if where.outer or subs.extra:
+            where.steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions", self.dialect))
+        plan, mapping = build_join_tree(items, where.steps, where.conds)
+
+        def local(e: Expr) -> Expr:
+            return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
+
+        if grouping.aggregated:
+            plan, out_final_exprs, localize = self._aggregate(node, plan, mapping, out, grouping, subs, local)
+        else:
+            out_final_exprs = [local(e) for e in out.exprs]
+            localize = local
+
+        if out.windows.calls or out.topk is not None:
+            return window.finish_select(plan, out_final_exprs, out.names, out.windows, out.topk,
+                                        grouping.distinct, localize, self.sql)
+        plan = _project(plan, out_final_exprs, out.names)
+        if grouping.distinct:
+            plan = pn.Distinct(plan)
+        return plan
+
+    def _refuse_select_clauses(self, node: exp.Select) -> None:
         for key, what, kw in (
             ("windows", "WINDOW clause", "WINDOW"), ("qualify", "QUALIFY", "QUALIFY"),
             ("laterals", "LATERAL", "LATERAL"), ("pivots", "PIVOT", "PIVOT"),
@@ -132,10 +201,9 @@ class QueryBuilder:
         if not node.expressions:  # PostgreSQL's SELECT FROM t (EXISTS (SELECT FROM ...) is taken apart before)
             raise SqlError("a SELECT list with no columns is not supported: a view's result needs at least "
                            "one column", locate(node, self.sql, "SELECT"), self.sql)
-        distinct = node.args.get("distinct")
-        if distinct is not None and distinct.args.get("on") is not None:
-            return distinct_on(self, node)  # the first row per key, a window (sql.distinct_on)
 
+    def _from_scope(self, node: exp.Select) -> tuple[list[FromItem], Scope, Using | None]:
+        """The FROM items and the scope of their columns (USING / NATURAL merged, ``sql.join_tree``)."""
         items = self.from_items(node)
         if items[0].node is constants.ONE_ROW and any(isinstance(s, exp.Star) or (
                 isinstance(s, exp.Column) and isinstance(s.this, exp.Star)) for s in node.expressions):
@@ -148,11 +216,13 @@ class QueryBuilder:
         using = resolve_using(items, node, self.sql)  # JOIN ... USING / NATURAL JOIN (sql.join_tree)
         if using is not None:
             scope.merged, scope.hidden = using.merged, using.hidden
+        return items, scope, using
 
-        # Conditions: ON clauses and WHERE; with inner joins only, one conjunctive pool.
+    def _conditions(self, node: exp.Select, items: list[FromItem], scope: Scope, using: Using | None,
+                    subs: Subqueries) -> _Conditions:
+        """ON clauses and WHERE: with inner joins only, one conjunctive pool; an outer join keeps its ON."""
         kinds = join_kinds(node)
         outer = any(k != "inner" for k in kinds)
-        subs = Subqueries(self, items, scope)  # subqueries become more FROM items (``sql.subqueries``)
         cond_nodes: list[exp.Expression] = []
         on_nodes: list[tuple[int, exp.Expression]] = []  # outer joins: each ON stays with its join
         first_join = len(kinds) - len(node.args.get("joins") or [])
@@ -208,8 +278,10 @@ class QueryBuilder:
                 steps[k].on = eqs
             else:
                 conds += eqs
+        return _Conditions(outer, conds, steps)
 
-        # SELECT list, with * expanded.
+    def _select_list(self, node: exp.Select, scope: Scope, using: Using | None, subs: Subqueries) -> _Outputs:
+        """The SELECT list, with * expanded; its aggregates, window calls and top-k collected."""
         aggs = AggCollector()
         select_binder = ExprBinder(scope, self.sql, aggs, "SELECT", self.dialect)
         windows = select_binder.windows = window.WindowCollector(self.sql)
@@ -246,8 +318,11 @@ class QueryBuilder:
         scope.aliases = {n: e.type for n, e in zip(out_names, out_exprs)}
         topk = window.bind_top_k(node, self.sql, select_binder, scope, out_names, out_exprs)
         select_binder.windows = window.NotHere(self.sql, "HAVING")  # only in the SELECT list and ORDER BY
+        return _Outputs(out_exprs, out_names, out_origins, aggs, select_binder, windows, topk)
 
-        # GROUP BY: expressions, select aliases or ordinals.
+    def _grouping(self, node: exp.Select, scope: Scope, out: _Outputs, distinct: bool) -> _Grouping:
+        """GROUP BY (expressions, select aliases or ordinals; grouping sets), HAVING, and the groups of a
+        collation (``sql.collate_groups``: the outputs and HAVING rewritten over them, in ``out``)."""
         group_exprs: list[Expr] = []
         group_node = node.args.get("group")
         sets = None  # GROUPING SETS / ROLLUP / CUBE: the sets, as positions in group_exprs (sql.grouping_sets)
@@ -257,7 +332,7 @@ class QueryBuilder:
             sets = None if expanded is None else expanded[1]
             gbinder = ExprBinder(scope, self.sql, None, "GROUP BY", self.dialect)
             for g in group_keys:
-                group_exprs.append(self._group_expr(g, gbinder, out_names, out_exprs, scope))
+                group_exprs.append(self._group_expr(g, gbinder, out.names, out.exprs, scope))
                 if group_exprs[-1].type.kind == "json":
                     raise self.unsupported(g, "GROUP BY a json value (json has no equality operator; jsonb has)")
                 if group_exprs[-1].type.kind == "interval":
@@ -265,73 +340,64 @@ class QueryBuilder:
                                               "and keeps either spelling)")
         having_node = node.args.get("having")
         having: Expr | None = None
+        select_binder, aggs = out.binder, out.aggs
         if having_node is not None:
             having = select_binder.bind(having_node.this)
             if having.type.kind not in ("bool", "null"):
                 raise SqlError(f"argument of HAVING must be boolean, not {having.type}",
                                locate(having_node, self.sql), self.sql)
 
-        collated_distinct = (distinct is not None and not aggs.aggs and group_node is None and having is None
-                             and not windows.calls and topk is None and needs_collation(select_binder, out_exprs))
+        collated_distinct = (distinct and not aggs.aggs and group_node is None and having is None
+                             and not out.windows.calls and out.topk is None
+                             and needs_collation(select_binder, out.exprs))
         if collated_distinct:  # DISTINCT under a collation: a GROUP BY of the outputs (sql.collate_groups)
-            group_exprs, distinct = list(out_exprs), None
-        group_names = [_group_name(g, out_names, out_exprs, i) for i, g in enumerate(group_exprs)]
+            group_exprs, distinct = list(out.exprs), False
+        group_names = [_group_name(g, out.names, out.exprs, i) for i, g in enumerate(group_exprs)]
         as_bound, spelled = list(group_exprs), {}  # (GROUPING()'s arguments; spelling aggregate -> its key)
         if needs_collation(select_binder, group_exprs):
             group_names = [f"_fv_key_{n}" if select_binder.collation_of(g) else n
                            for n, g in zip(group_names, group_exprs)]
-            group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out_exprs, having])
+            group_exprs, rewritten = collate_groups(select_binder, aggs, group_exprs, [*out.exprs, having])
             spelled = {j: i for i, g in enumerate(as_bound) for j, a in enumerate(aggs.aggs)
                        if a.func == "spelling" and a.arg == g}
-            out_exprs, having = rewritten[:-1], rewritten[-1]
+            out.exprs, having = rewritten[:-1], rewritten[-1]
         aggregated = bool(aggs.aggs) or group_node is not None or having is not None or collated_distinct
+        return _Grouping(group_exprs, group_names, group_node, sets, having, having_node, as_bound, spelled,
+                         aggregated, distinct)
 
-        if outer or subs.extra:
-            steps += subs.steps(ExprBinder(scope, self.sql, None, "subquery conditions", self.dialect))
-        plan, mapping = build_join_tree(items, steps, conds)
-
-        def local(e: Expr) -> Expr:
-            return remap_columns(e, {**mapping, **{i: i for i in _agg_refs(e)}})
-
-        if aggregated:
-            lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
-            if sets is None and not grouping_sets.grouping_calls([*out_exprs, having]):
-                agg_node: pn.Node = pn.Aggregate(
-                    plan,
-                    tuple(local(g) for g in group_exprs),
-                    tuple(_remap_agg(a, mapping) for a in aggs.aggs),
-                    tuple(group_names),
-                )
-            else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
-                calls = grouping_sets.grouping_calls([*out_exprs, having])
-                agg_node = grouping_sets.aggregate(
-                    plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
-                    group_names, sets or [tuple(range(len(group_exprs)))], calls, as_bound, spelled, group_node,
-                    self.sql)
-                first = len(group_exprs) + len(aggs.aggs)
-                lift.grouping = {c: ColumnRef(ty.INT4, first + k, "grouping") for k, c in enumerate(calls)}
-            out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out_exprs, out_origins)]
-            plan = agg_node
-            plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
-            out_final_exprs = [subs.after_aggregate(e, len(group_exprs), len(agg_node.columns))
-                               for e in out_final_exprs]
-            if having is not None:
-                plan = pn.Filter(plan, subs.after_aggregate(lift.rewrite(having, having_node), len(group_exprs),
-                                                            len(agg_node.columns)))
-            localize = lambda e: subs.after_aggregate(lift.rewrite(e, node), len(group_exprs),  # noqa: E731
-                                                      len(agg_node.columns))
-        else:
-            out_final_exprs = [local(e) for e in out_exprs]
-            localize = local
-
-        if windows.calls or topk is not None:
-            return window.finish_select(plan, out_final_exprs, out_names, windows, topk, distinct is not None,
-                                        localize, self.sql)
-
-        plan = _project(plan, out_final_exprs, out_names)
-        if distinct is not None:
-            plan = pn.Distinct(plan)
-        return plan
+    def _aggregate(self, node: exp.Select, plan: pn.Node, mapping: dict[int, int], out: _Outputs,
+                   grouping: _Grouping, subs: Subqueries,
+                   local: Callable[[Expr], Expr]) -> tuple[pn.Node, list[Expr], Callable[[Expr], Expr]]:
+        """The Aggregate over the joined rows (a union of them for grouping sets), the outputs and HAVING
+        rewritten over its columns, and the scalar subqueries of SELECT/HAVING joined after it."""
+        group_exprs, aggs, having, having_node = grouping.exprs, out.aggs, grouping.having, grouping.having_node
+        lift = _AggregateLift(group_exprs, len(group_exprs), self.sql, self.dialect.ungrouped_hint)
+        if grouping.sets is None and not grouping_sets.grouping_calls([*out.exprs, having]):
+            agg_node: pn.Node = pn.Aggregate(
+                plan,
+                tuple(local(g) for g in group_exprs),
+                tuple(_remap_agg(a, mapping) for a in aggs.aggs),
+                tuple(grouping.names),
+            )
+        else:  # a union of aggregations, then one column per GROUPING() call (sql.grouping_sets)
+            calls = grouping_sets.grouping_calls([*out.exprs, having])
+            agg_node = grouping_sets.aggregate(
+                plan, [local(g) for g in group_exprs], [_remap_agg(a, mapping) for a in aggs.aggs],
+                grouping.names, grouping.sets or [tuple(range(len(group_exprs)))], calls, grouping.as_bound,
+                grouping.spelled, grouping.node, self.sql)
+            first = len(group_exprs) + len(aggs.aggs)
+            lift.grouping = {c: ColumnRef(ty.INT4, first + k, "grouping") for k, c in enumerate(calls)}
+        out_final_exprs = [lift.rewrite(e, sel) for e, sel in zip(out.exprs, out.origins)]
+        plan = agg_node
+        plan = subs.join_after_aggregate(plan, lift)  # scalar subqueries of SELECT/HAVING
+        out_final_exprs = [subs.after_aggregate(e, len(group_exprs), len(agg_node.columns))
+                           for e in out_final_exprs]
+        if having is not None:
+            plan = pn.Filter(plan, subs.after_aggregate(lift.rewrite(having, having_node), len(group_exprs),
+                                                        len(agg_node.columns)))
+        localize = lambda e: subs.after_aggregate(lift.rewrite(e, node), len(group_exprs),  # noqa: E731
+                                                  len(agg_node.columns))
+        return plan, out_final_exprs, localize
 
     def _group_expr(self, g: exp.Expression, binder: ExprBinder, out_names: list[str],
                     out_exprs: list[Expr], scope: Scope) -> Expr:
@@ -419,7 +485,7 @@ class QueryBuilder:
             alias = alias_node.name if alias_node is not None else r.name
             plan: pn.Node = pn.Scan(name, columns, is_view)
             if alias_node is not None and alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return alias, plan
         if isinstance(r, exp.Subquery):
             alias_node = r.args.get("alias")
@@ -433,13 +499,13 @@ class QueryBuilder:
                 self.unnamed += 1
                 return f"(subquery {self.unnamed})", plan
             if alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return alias_node.name, plan
         if isinstance(r, exp.Values):
             plan = constants.values(self, r)
             alias_node = r.args.get("alias")
             if alias_node is not None and alias_node.columns:
-                plan = self._rename(plan, alias_node, r)
+                plan = self.rename_columns(plan, alias_node, r)
             return (alias_node.name if alias_node is not None and alias_node.name else "*VALUES*"), plan
         if isinstance(r, exp.Unnest):
             raise UnsupportedSqlError("set-returning functions in FROM are not supported (unnest(...)): a view "
@@ -456,11 +522,11 @@ class QueryBuilder:
         if alias_node is None or not alias_node.name:
             return "generate_series", plan
         if alias_node.columns:
-            return alias_node.name, self._rename(plan, alias_node, r)
+            return alias_node.name, self.rename_columns(plan, alias_node, r)
         t = plan.columns[0][1]
         return alias_node.name, pn.Project(plan, (ColumnRef(t, 0, alias_node.name),), (alias_node.name,))
 
-    def _rename(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
+    def rename_columns(self, plan: pn.Node, alias_node: exp.TableAlias, r: exp.Expression) -> pn.Node:
         names = [c.name for c in alias_node.columns]
         if len(names) > len(plan.columns):
             raise SqlError(f"{alias_node.name} has {len(plan.columns)} columns but {len(names)} were named",

@@ -3,7 +3,7 @@
 In MySQL, ``'a'`` and ``'A'`` fall into one group when the column's collation
 is case-insensitive (MariaDB's default ``utf8mb4_general_ci``), and the group
 shows one of its members' spellings.  freshview groups by the collation key
-(``collkey:<collation>(x)``, ``freshview.collation``) and shows the smallest
+(``collkey(x)`` with the collation as its parameter, ``freshview.collation``) and shows the smallest
 spelling by code point among the group's current members: ``x`` in the
 SELECT list and HAVING becomes ``spelling(x)``, which is ``MIN(x)`` (binary),
 so the shown spelling is deterministic: when that member is deleted the group

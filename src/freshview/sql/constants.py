@@ -33,14 +33,14 @@ from freshview.sql.bind_expr import ExprBinder, Scope
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 #: The one row a SELECT without FROM reads: a column no SQL name reaches.
 ONE_ROW = pn.Constant(((None,),), (("", ty.INT4),))
 MAX_SERIES_ROWS = 1_000_000
 
 
-def values(qb: "QueryBuilder", node: exp.Values) -> pn.Node:
+def values(qb: "QueryContext", node: exp.Values) -> pn.Node:
     """A VALUES list as a constant relation (columns ``column1`` ...)."""
     binder = ExprBinder(Scope(), qb.sql, None, "VALUES", qb.dialect)
     rows: list[list[Expr]] = []
@@ -87,7 +87,7 @@ def _literal_value(e: Expr, t):
     return _NOT_LITERAL
 
 
-def generate_series(qb: "QueryBuilder", call: exp.Expression, where: exp.Expression) -> pn.Constant:
+def generate_series(qb: "QueryContext", call: exp.Expression, where: exp.Expression) -> pn.Constant:
     """``generate_series(start, stop[, step])`` over integer or numeric constants."""
     binder = ExprBinder(Scope(), qb.sql, None, "generate_series", qb.dialect)
     args = [call.args.get(k) for k in ("start", "end", "step")]

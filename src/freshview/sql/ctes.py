@@ -17,8 +17,7 @@ accepted and have no effect.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from sqlglot import exp
 
@@ -26,28 +25,12 @@ from freshview.errors import SqlError
 from freshview.plan import nodes as pn
 from freshview.sql.parse import locate
 
-if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+from freshview.sql.context import CteScope, QueryContext
+
+__all__ = ["CteScope", "check_name", "cte_name", "rename", "resolve", "table_name", "with_scope"]
 
 
-@dataclass(frozen=True)
-class CteScope:
-    """One visible CTE and the scope it was defined in (a linked chain, innermost first)."""
-
-    name: str
-    plan: pn.Node
-    parent: "CteScope | None"
-
-    def find(self, name: str) -> pn.Node | None:
-        scope: CteScope | None = self
-        while scope is not None:
-            if scope.name == name:
-                return scope.plan
-            scope = scope.parent
-        return None
-
-
-def with_scope(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.Node]) -> pn.Node:
+def with_scope(qb: "QueryContext", with_: exp.With, body: Callable[[], pn.Node]) -> pn.Node:
     """Plan ``body`` with the (non-recursive) CTEs of ``with_`` visible; ``WITH RECURSIVE`` is
     ``recursive.recursive_ctes`` (the builder picks)."""
     saved = qb.cte_scope
@@ -79,7 +62,7 @@ def table_name(table: exp.Table) -> str:
     return folded(table.this, table.name)
 
 
-def check_name(qb: "QueryBuilder", cte: exp.CTE, seen: set[str]) -> str:
+def check_name(qb: "QueryContext", cte: exp.CTE, seen: set[str]) -> str:
     name = cte_name(cte)
     if name in seen:
         raise SqlError(f"WITH query name {name!r} specified more than once", locate(cte, qb.sql), qb.sql)
@@ -90,17 +73,17 @@ def check_name(qb: "QueryBuilder", cte: exp.CTE, seen: set[str]) -> str:
     return name
 
 
-def rename(qb: "QueryBuilder", plan: pn.Node, cte: exp.CTE) -> pn.Node:
+def rename(qb: "QueryContext", plan: pn.Node, cte: exp.CTE) -> pn.Node:
     alias = cte.args.get("alias")
     if alias is not None and alias.columns:
         if len(alias.columns) > len(plan.columns):
             raise SqlError(f"WITH query {cte.alias!r} has {len(plan.columns)} columns available but "
                            f"{len(alias.columns)} columns specified", locate(cte, qb.sql), qb.sql)
-        return qb._rename(plan, alias, cte)
+        return qb.rename_columns(plan, alias, cte)
     return plan
 
 
-def resolve(qb: "QueryBuilder", table: exp.Table) -> tuple[str, pn.Node] | None:
+def resolve(qb: "QueryContext", table: exp.Table) -> tuple[str, pn.Node] | None:
     """A FROM item naming a visible CTE: its alias and plan (renamed by the alias's column list)."""
     if qb.cte_scope is None or table.db:
         return None
@@ -109,5 +92,5 @@ def resolve(qb: "QueryBuilder", table: exp.Table) -> tuple[str, pn.Node] | None:
         return None
     alias_node = table.args.get("alias")
     if alias_node is not None and alias_node.columns:
-        plan = qb._rename(plan, alias_node, table)
+        plan = qb.rename_columns(plan, alias_node, table)
     return (alias_node.name if alias_node is not None and alias_node.name else table.name), plan

@@ -5,7 +5,7 @@ the binder asks its ``Dialect`` (``ExprBinder.dialect``), and the MySQL
 rules are written here as plans of the operators both executors already
 have (a ``NULLIF`` divisor for "division by zero is NULL", ``||`` chains for
 a NULL-propagating CONCAT), plus two new scalar functions, the collation key and fold
-(``collkey:<collation>``, ``collfold:<collation>``, ``freshview.collation``).
+(``collkey``, ``collfold``, the collation their parameter, ``freshview.collation``).
 
 MySQL rules (MariaDB 10.11 is the reference; tests/differential/test_mysql_dialect.py
 checks them against it):
@@ -24,7 +24,7 @@ checks them against it):
 * text compares, groups, joins and is DISTINCT by its collation: a column's
   own (``SqlType.collation``), an explicit ``COLLATE``, or the default
   ``utf8mb4_general_ci`` (case- and accent-insensitive, PAD SPACE; LIKE folds
-  case and accents but is not PAD SPACE: ``collfold:<collation>``).
+  case and accents but is not PAD SPACE: ``collfold``).
   A group or DISTINCT row shows the smallest (by code point) spelling among
   its current members (MariaDB shows an arbitrary one);
 * refused with a located error: arithmetic on strings (MySQL's implicit
@@ -196,7 +196,7 @@ def get_dialect(name: "str | Dialect") -> Dialect:
 
 def collation_key(e: Expr, collation: str) -> Expr:
     """``e`` as the key text compares by under ``collation`` (ci: folded + PAD SPACE; bin: PAD SPACE)."""
-    return Call(ty.TEXT, f"collkey:{collation}", (e,))
+    return Call(ty.TEXT, "collkey", (e,), collation)
 
 
 def unsupported_collation(collation: str) -> str:

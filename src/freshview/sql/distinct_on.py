@@ -28,12 +28,12 @@ from freshview.plan.expr import Call, ColumnRef, Literal
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 RN = "__fv_row_number"
 
 
-def distinct_on(qb: "QueryBuilder", node: exp.Select) -> pn.Node:
+def distinct_on(qb: "QueryContext", node: exp.Select) -> pn.Node:
     """The plan of ``node``, a SELECT DISTINCT ON (module docstring)."""
     for key, what in (("limit", "LIMIT"), ("offset", "OFFSET"), ("fetch", "FETCH")):
         if node.args.get(key) is not None:

@@ -27,14 +27,14 @@ from freshview.plan import nodes as pn
 from freshview.sql.parse import locate, parse_query
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 MAX_DEPTH = 16
 
 Splices = dict[tuple[int, int], str]  # (first, last character of the text replaced) -> replacement
 
 
-def relation(qb: "QueryBuilder", table: exp.Table, name: str) -> tuple[str, pn.Node] | None:
+def relation(qb: "QueryContext", table: exp.Table, name: str) -> tuple[str, pn.Node] | None:
     """The FROM item ``table`` (naming catalog relation ``name``) planned through its definition, or None
     when it has none."""
     ask = getattr(qb.catalog, "relation_expansion", None)
@@ -59,7 +59,7 @@ def relation(qb: "QueryBuilder", table: exp.Table, name: str) -> tuple[str, pn.N
     alias_node = table.args.get("alias")
     alias = alias_node.name if alias_node is not None and alias_node.name else table.name
     if alias_node is not None and alias_node.columns:
-        plan = qb._rename(plan, alias_node, table)
+        plan = qb.rename_columns(plan, alias_node, table)
     parts = [table.args.get(k) for k in ("catalog", "db", "this")]
     spans = [(p.meta["start"], p.meta["end"]) for p in parts if p is not None and "start" in p.meta]
     if not spans:

@@ -7,7 +7,7 @@ model.  Result types follow PostgreSQL's function resolution: an integer
 argument of a math function picks the ``double precision`` variant (sqrt(int),
 power(int, int), trunc(int) are float8), a numeric one keeps numeric
 (trunc, sign), text functions return text.  Each function becomes a plan
-``Call`` that both executors evaluate (runtime/expressions/arrow_functions.py
+``Call`` that both executors evaluate (runtime/expressions/arrow_<family>.py
 and spark_functions.py), or a rewrite into existing operators:
 
 * ``a IS [NOT] DISTINCT FROM b``  -> CASE on ``IS NULL`` and ``=``
@@ -23,7 +23,7 @@ expressions (or an interval literal), so ``date + qty * INTERVAL '1 day'``,
 ``ts1 - ts2 > INTERVAL '2 hours'`` and ``EXTRACT(EPOCH FROM ts1 - ts2)``
 bind to ``add_interval`` and integer arithmetic on the parts; an interval
 column (of a source, or of a view read by another) is taken apart with
-``interval_part:months|days|micros``.  Evaluated, ``make_interval`` is an
+``interval_part`` (param months, days or micros).  Evaluated, ``make_interval`` is an
 interval value (an output column: Arrow month_day_nano, see ``SqlType``).
 Intervals compare as PostgreSQL's interval_cmp (a month is 30 days, a day
 24 hours); GROUP BY, DISTINCT and set operations over an interval are
@@ -308,7 +308,7 @@ class FunctionBinding:
         a, b = (self._timestamp_arg(node, x, "age") for x in args)
         if a.type != b.type:
             a, b = self.coerce(a, SqlType("timestamptz")), self.coerce(b, SqlType("timestamptz"))
-        return Call(INTERVAL, "make_interval", tuple(Call(ty.INT8, f"age:{part}", (a, b))
+        return Call(INTERVAL, "make_interval", tuple(Call(ty.INT8, "age", (a, b), part)
                                                      for part in ("months", "days", "micros")))
 
     def fn_date_part(self, node: exp.Expression, args: list) -> Expr:  # (when sqlglot leaves it anonymous)
@@ -337,7 +337,7 @@ class FunctionBinding:
         if arg.type.kind == "date" and field_name in ("hour", "minute", "second", "milliseconds", "microseconds"):
             raise self.type_error(node, f'unit "{field_name}" not supported for type date')
         scale = 6 if field_name in ("second", "epoch", "milliseconds") else 0
-        return Call(SqlType.numeric(None, scale), f"extract:{field_name}", (arg,))
+        return Call(SqlType.numeric(None, scale), "extract", (arg,), field_name)
 
     def visit_TimeToStr(self, node: exp.TimeToStr) -> Expr:
         from freshview.sql import to_char
@@ -498,7 +498,7 @@ def _parts(e: Expr) -> tuple[Expr, Expr, Expr] | None:
     if isinstance(e, Call) and e.op == "make_interval":
         return e.args  # type: ignore[return-value]
     if e.type.kind == "interval":  # a column, a CASE ...: taken apart where evaluated
-        return tuple(Call(ty.INT8, f"interval_part:{p}", (e,)) for p in ("months", "days", "micros"))  # type: ignore[return-value]
+        return tuple(Call(ty.INT8, "interval_part", (e,), p) for p in ("months", "days", "micros"))  # type: ignore[return-value]
     return None
 
 

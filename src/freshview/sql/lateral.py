@@ -35,10 +35,10 @@ from freshview.sql.bind_expr import ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 
-def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], join: exp.Join | None) -> FromItem:
+def lateral_item(qb: "QueryContext", r: exp.Lateral, before: list[FromItem], join: exp.Join | None) -> FromItem:
     """The FROM item of ``r`` (offset 0; the caller places it), given the items ``before`` it (wide offsets)."""
     sub = r.this
     query = sub.this if isinstance(sub, exp.Subquery) else sub
@@ -68,7 +68,7 @@ def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], joi
     if not texts:  # reads nothing of the items before it: an ordinary subquery in FROM
         plan = qb.query(query)
         if alias_node.columns:
-            plan = qb._rename(plan, alias_node, r)
+            plan = qb.rename_columns(plan, alias_node, r)
         return FromItem(alias_node.name, plan, 0)
     keys = [exp.column(f"__o{j}", table=holder_name) for j in range(len(texts))]
     aggregated = query.args.get("group") is not None or any(
@@ -103,7 +103,7 @@ def lateral_item(qb: "QueryBuilder", r: exp.Lateral, before: list[FromItem], joi
     return FromItem(alias_node.name, plan, 0, hidden=n, lateral=(holder, tuple(outer_exprs), pad))
 
 
-def _empty_row(qb: "QueryBuilder", plan: pn.Node, n_keys: int, where: exp.Expression) -> tuple[Expr, ...]:
+def _empty_row(qb: "QueryContext", plan: pn.Node, n_keys: int, where: exp.Expression) -> tuple[Expr, ...]:
     row = empty_row(plan, n_keys)
     if row is None:
         raise qb.unsupported(where, "a LATERAL aggregate whose value uses an outer column outside an aggregate",

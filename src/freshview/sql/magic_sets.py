@@ -40,7 +40,7 @@ from freshview.sql.ast_walk import conjuncts_ast, own_columns
 from freshview.sql.bind_expr import ExprBinder
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
     from freshview.sql.subqueries import Subqueries
 
 
@@ -95,14 +95,14 @@ def theta_scalar(subs: "Subqueries", query: exp.Select, corr: list[exp.Expressio
             + [exp.alias_(e.copy(), n) for n, e in inside])
     out.set("group", exp.Group(expressions=keys))
     out.set("distinct", None)
-    holder = pn.OuterRows(subs.b._subquery_counter,  # type: ignore[attr-defined]
+    holder = pn.OuterRows(subs.b.subquery_count,
                           tuple((f"__o{j}", e.type) for j, e in enumerate(outer_exprs)))
     plan = plan_over(subs.b, holder_name, holder, out)
     pad = subs._empty_row(plan, node, len(keys))
     return alias, plan, pad, (holder, tuple(outer_exprs)), outside
 
 
-def to_holder(qb: "QueryBuilder", node: exp.Expression, is_outer, binder: ExprBinder, holder_name: str,
+def to_holder(qb: "QueryContext", node: exp.Expression, is_outer, binder: ExprBinder, holder_name: str,
               texts: list[str], outer_exprs: list[Expr]) -> None:
     """Each outer column of ``node`` (``is_outer``) replaced, in place, by the placeholder's column for it
     (``holder_name.__oJ``); a column met first is bound (``binder``) and added to ``texts``/``outer_exprs``."""
@@ -119,7 +119,7 @@ def to_holder(qb: "QueryBuilder", node: exp.Expression, is_outer, binder: ExprBi
         col.replace(exp.column(f"__o{texts.index(text)}", table=holder_name))
 
 
-def plan_over(qb: "QueryBuilder", holder_name: str, holder: pn.OuterRows, query: exp.Expression) -> pn.Node:
+def plan_over(qb: "QueryContext", holder_name: str, holder: pn.OuterRows, query: exp.Expression) -> pn.Node:
     """The plan of ``query``, in which the FROM item ``holder_name`` is the placeholder ``holder``."""
     saved = qb.cte_scope
     qb.cte_scope = ctes.CteScope(holder_name, holder, saved)

@@ -26,7 +26,7 @@ from freshview.sql.join_tree import Step, build_join_tree, join_kinds
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 
 def is_parenthesised_join(r: exp.Expression) -> bool:
@@ -35,7 +35,7 @@ def is_parenthesised_join(r: exp.Expression) -> bool:
         isinstance(r.this, exp.Table) or (isinstance(r.this, exp.Subquery) and bool(r.this.args.get("joins"))))
 
 
-def parenthesised_join(qb: "QueryBuilder", r: exp.Subquery) -> tuple[list[str], FromItem]:
+def parenthesised_join(qb: "QueryContext", r: exp.Subquery) -> tuple[list[str], FromItem]:
     """The aliases the item brings into scope and the item (offset 0; the caller places it)."""
     inner = r.this
     joins = list(inner.args.get("joins") or [])
@@ -75,7 +75,7 @@ def parenthesised_join(qb: "QueryBuilder", r: exp.Subquery) -> tuple[list[str], 
     alias_node = r.args.get("alias")
     if alias_node is not None and alias_node.name:
         if alias_node.columns:
-            plan = qb._rename(plan, alias_node, r)
+            plan = qb.rename_columns(plan, alias_node, r)
         return [alias_node.name], FromItem(alias_node.name, plan, 0)
     return aliases, FromItem(aliases[0], plan, 0, tuple(c.relation for c in wide))
 

@@ -35,10 +35,10 @@ from freshview.sql.ctes import CteScope, check_name, cte_name, rename, table_nam
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 
-def recursive_ctes(qb: "QueryBuilder", with_: exp.With, body: Callable[[], pn.Node]) -> pn.Node:
+def recursive_ctes(qb: "QueryContext", with_: exp.With, body: Callable[[], pn.Node]) -> pn.Node:
     """Plan ``body`` with the CTEs of a WITH RECURSIVE list visible."""
     saved = qb.cte_scope
     try:
@@ -65,14 +65,14 @@ def _references(node: exp.Expression, name: str) -> list[exp.Table]:
     return [t for t in node.find_all(exp.Table) if not t.db and table_name(t) == name]
 
 
-def recursive_cte(qb: "QueryBuilder", cte: exp.CTE, name: str) -> pn.Node:
+def recursive_cte(qb: "QueryContext", cte: exp.CTE, name: str) -> pn.Node:
     query = cte.this
     while isinstance(query, exp.Subquery):
         query = query.this
     if not isinstance(query, exp.Union):
         raise SqlError(f"recursive query {name!r} does not have the form non-recursive-term UNION [ALL] "
                        "recursive-term", locate(cte, qb.sql), qb.sql)
-    qb._refuse_modifiers(query)
+    qb.refuse_modifiers(query)
     anchor_ast, term_ast = query.left, query.right
     in_anchor = _references(anchor_ast, name)
     if in_anchor:
@@ -134,7 +134,7 @@ _THROUGH = {
 }
 
 
-def _split(qb: "QueryBuilder", node: pn.Node, name: str, externals: list[pn.Node], term_ast) -> pn.Node:
+def _split(qb: "QueryContext", node: pn.Node, name: str, externals: list[pn.Node], term_ast) -> pn.Node:
     """``node`` with every subtree that does not depend on ``name`` replaced by an ``ExternalRef``."""
     if not _depends(node, name):
         externals.append(node)

@@ -35,15 +35,15 @@ from freshview.plan import typing as ty
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 INT8 = SqlType("int8")
 BOOL = SqlType("bool")
 
 
-def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
+def build_set_operation(qb: "QueryContext", node: exp.SetOperation) -> pn.Node:
     """The plan of ``node`` (UNION, INTERSECT or EXCEPT, ALL or not)."""
-    qb._refuse_modifiers(node)
+    qb.refuse_modifiers(node)
     op = node.key.upper()
     if isinstance(node, exp.Union) and not node.args.get("distinct"):
         parts = _union_all_parts(qb, node)
@@ -65,15 +65,15 @@ def build_set_operation(qb: "QueryBuilder", node: exp.SetOperation) -> pn.Node:
     return counted(left, right, keyword)
 
 
-def _union_all_parts(qb: "QueryBuilder", node: exp.Expression) -> list[exp.Expression]:
+def _union_all_parts(qb: "QueryContext", node: exp.Expression) -> list[exp.Expression]:
     """The operands of a chain of UNION ALLs (left-nested as parsed), flattened."""
     if isinstance(node, exp.Union) and not node.args.get("distinct"):
-        qb._refuse_modifiers(node)
+        qb.refuse_modifiers(node)
         return _union_all_parts(qb, node.left) + _union_all_parts(qb, node.right)
     return [node]
 
 
-def align(qb: "QueryBuilder", node: exp.Expression, op: str, plans: list[pn.Node]) -> list[pn.Node]:
+def align(qb: "QueryContext", node: exp.Expression, op: str, plans: list[pn.Node]) -> list[pn.Node]:
     """The operands cast, column by column, to their common type (each keeps its names: the leftmost's
     name the result)."""
     widths = {len(p.columns) for p in plans}

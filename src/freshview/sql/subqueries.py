@@ -53,7 +53,7 @@ from freshview.sql.join_tree import Step
 from freshview.sql.parse import locate
 
 if TYPE_CHECKING:
-    from freshview.sql.build import QueryBuilder
+    from freshview.sql.context import QueryContext
 
 
 @dataclass
@@ -99,7 +99,7 @@ class PostAggregate:
 class Subqueries:
     """The subqueries of one SELECT, turned into FROM items as they are met."""
 
-    def __init__(self, builder: "QueryBuilder", items: list["FromItem"], scope: Scope) -> None:
+    def __init__(self, builder: "QueryContext", items: list["FromItem"], scope: Scope) -> None:
         self.b = builder
         self.sql = builder.sql
         self.items = items
@@ -112,8 +112,8 @@ class Subqueries:
         return self.b.unsupported(node, what, keyword)
 
     def _new_alias(self) -> str:
-        n = getattr(self.b, "_subquery_counter", 0)
-        self.b._subquery_counter = n + 1  # type: ignore[attr-defined]
+        n = self.b.subquery_count
+        self.b.subquery_count = n + 1
         return f"__sq{n}"
 
     def _add(self, item: SubqueryItem) -> None:

@@ -86,7 +86,7 @@ def expand(ts: Expr, fmt: str) -> Expr:
 
 
 def _field(ts: Expr, name: str) -> Expr:
-    return Cast(INT8, Call(SqlType.numeric(None, 0), f"extract:{name}", (ts,)))
+    return Cast(INT8, Call(SqlType.numeric(None, 0), "extract", (ts,), name))
 
 
 def _i8(v: int) -> Literal:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -33,6 +34,9 @@ from freshview.plan.expr import Cast, ColumnRef, Expr, columns_used
 from freshview.schema import SqlType
 from freshview.plan import typing as ty
 from freshview.sql.parse import locate
+
+if TYPE_CHECKING:
+    from freshview.sql.context import QueryContext
 
 WIN_BASE = 3_000_000  # placeholder column indices for window results (above AGG_BASE and subqueries' POST_AGG_BASE)
 
@@ -449,7 +453,7 @@ def _project(plan: pn.Node, exprs: list[Expr], names: list[str]) -> pn.Node:
     return plan if identity else pn.Project(plan, tuple(exprs), tuple(names))
 
 
-def union_top_k(builder, node: exp.SetOperation) -> pn.Node:
+def union_top_k(builder: "QueryContext", node: exp.SetOperation) -> pn.Node:
     """``… UNION/INTERSECT/EXCEPT … ORDER BY … LIMIT/OFFSET``: the set operation, then a TopK over its
     output columns."""
     sql = builder.sql
@@ -457,7 +461,7 @@ def union_top_k(builder, node: exp.SetOperation) -> pn.Node:
     bare = node.copy()
     for key in ("limit", "offset", "fetch", "order"):
         bare.set(key, None)
-    plan = builder._query_body(bare)
+    plan = builder.query_body(bare)
     if not present:
         return plan
     names = [n for n, _ in plan.columns]

@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, Cast, Expr, Literal
+from freshview.plan.functions import COMPARISONS
 from freshview.plan.rewrite.bottom_up import BottomUp
 from freshview.schema import SqlType
 
-COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 DATE = SqlType("date")
 
 
@@ -38,8 +38,8 @@ def fold(e: Expr) -> Expr:
     e = e.map_children(fold)
     if isinstance(e, Call) and e.op == "add_interval":
         return _add_interval(e)
-    if isinstance(e, Call) and e.op in ("is_null", "is_not_null") and isinstance(e.args[0], Literal):
-        return Literal(e.type, (e.args[0].value is None) == (e.op == "is_null"))
+    if isinstance(e, Call) and e.op == "is_null" and isinstance(e.args[0], Literal):
+        return Literal(e.type, e.args[0].value is None)
     if isinstance(e, Call) and e.op in COMPARISONS and any(_null(a) for a in e.args):
         return Literal(e.type, None)  # strict: NULL compared with anything is NULL
     if isinstance(e, Call) and e.op in COMPARISONS and len(e.args) == 2:

@@ -188,7 +188,7 @@ def empty_value(e: Expr, aggs, offset: int) -> Expr:
     COUNT is 0, every other aggregate NULL."""
     mapping: dict[int, Expr] = {}
     for j, a in enumerate(aggs):
-        mapping[offset + j] = Literal(a.type, 0 if a.func in ("count", "count_star") else None)
+        mapping[offset + j] = Literal(a.type, 0 if a.definition.empty == "zero" else None)
     return _substitute(e, mapping)
 
 

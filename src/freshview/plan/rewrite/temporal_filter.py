@@ -171,15 +171,15 @@ def threshold(g: Expr, z: Expr) -> Expr:
         days = g.args[1]
         if isinstance(days, Literal) and isinstance(days.value, int) and not isinstance(days.value, bool):
             return threshold(g.args[0], _plus(z, 0, -days.value if g.op == "+" else days.value, 0))
-    if isinstance(g, Call) and g.op.startswith("date_trunc:") and g.op.split(":", 1)[1] in _SPANS:
-        return threshold(g.args[0], _next_unit(z, g.op.split(":", 1)[1]))
+    if isinstance(g, Call) and g.op == "date_trunc" and g.param in _SPANS:
+        return threshold(g.args[0], _next_unit(z, g.param))
     raise _refusal(reads_now(g), f"in {g}", "that does not move monotonically with time")  # type: ignore[arg-type]
 
 
 def _next_unit(z: Expr, unit: str) -> Expr:
     """The last instant of ``z``'s ``unit``: date_trunc(unit, z) + 1 unit − 1µs."""
     months, micros = _SPANS[unit]
-    floor = z if unit == "microseconds" else Call(TIME, f"date_trunc:{unit}", (z,))
+    floor = z if unit == "microseconds" else Call(TIME, "date_trunc", (z,), unit)
     return _plus(floor, months, 0, micros - 1)
 
 

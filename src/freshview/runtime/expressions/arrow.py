@@ -41,15 +41,16 @@ per distinct pattern), and error messages that name the offending value.
 
 Errors are ``ExecutionError`` with PostgreSQL's messages, never Arrow's.
 
-The module is the evaluator and its op table; the values it works on (NULL masks, broadcasting,
-decimals, text slices) are ``arrow_values``, casts ``arrow_casts``, PostgreSQL's scalar
-functions ``arrow_functions``.
+The module is the evaluator, its operators and conditionals, and the table of every function's
+implementation (``IMPLEMENTATIONS``, by ``plan.functions`` name); the values it works on (NULL masks,
+broadcasting, decimals, text slices) are ``arrow_values``, casts ``arrow_casts``, and each function
+family its own module: ``arrow_numeric``, ``arrow_text``, ``arrow_collation``, ``arrow_temporal``,
+``arrow_json`` (json and arrays).
 """
 
 from __future__ import annotations
 
 import decimal
-import re
 from typing import Callable, Sequence
 
 import numpy as np
@@ -58,16 +59,14 @@ import pyarrow.compute as pc
 
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.runtime.expressions import arrow_functions as _functions
-from freshview.runtime.expressions import arrow_json as _json
+from freshview.plan.functions import may_raise
+from freshview.runtime.expressions import arrow_collation, arrow_json, arrow_numeric, arrow_temporal, arrow_text
 from freshview.runtime.expressions.arrow_casts import (
     _CASTS,
     _compare,
     _group,
 )
 from freshview.runtime.expressions.arrow_values import (
-    _EXTRACT,
-    _HALF_AWAY,
     _INT_KINDS,
     _LITERALS,
     Datum,
@@ -92,11 +91,9 @@ from freshview.runtime.expressions.arrow_values import (
     _numeric_mod,
     _per_pattern,
     _raw,
-    _slice_chars,
     _spark_unary_minus,
     _text,
     _to_decimal,
-    _trunc,
     _truth,
     _valid_mask,
 )
@@ -121,14 +118,6 @@ def evaluate(expr: Expr, table: pa.Table | pa.RecordBatch) -> pa.Array:
 def evaluate_filter(expr: Expr, table: pa.Table | pa.RecordBatch) -> pa.BooleanArray:
     """WHERE semantics: a boolean array without NULLs (NULL counts as false), for ``table.filter``."""
     return pc.fill_null(evaluate(expr, table), False)
-
-# Expressions that never raise, by op (arguments permitting).
-_SAFE_OPS = frozenset({
-    "=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "is_null", "in", "||", "concat",
-    "lower", "upper", "length", "coalesce", "nullif", "greatest", "least", "trim", "ltrim", "rtrim",
-    "extract", "date_trunc", "round", "floor", "ceil",  # rounding never gains digits beyond the result type
-})
-
 
 class _Evaluator:
     def __init__(self, column: Callable[[int], pa.Array], n: int, memo: dict[int, bool]) -> None:
@@ -231,11 +220,10 @@ class _Evaluator:
         return self.cast(self.visit(e.arg), e.arg.type, e.type)
 
     def visit_Call(self, e: Call) -> Datum:
-        name, _, param = e.op.partition(":")
-        method = _OPS.get(name)
+        method = IMPLEMENTATIONS.get(e.op)
         if method is None:
             raise FreshviewError(f"internal: no Arrow evaluation for {e.op}")
-        return method(self, e, param) if param else method(self, e)
+        return method(self, e, e.param) if e.param else method(self, e)
 
     def visit_Case(self, e: Case) -> Datum:
         t = e.type.arrow
@@ -423,85 +411,6 @@ class _Evaluator:
     def op_ilike(self, e: Call) -> Datum:
         return self.op_like(e, ignore_case=True)
 
-    # -- text ------------------------------------------------------------------
-    def op_concat_op(self, e: Call) -> Datum:  # ||
-        args = [_text(a) for a in (self.visit(x) for x in e.args)]
-        if all(_is_scalar(a) for a in args):
-            return pa.scalar(None if any(not a.is_valid for a in args) else "".join(a.as_py() for a in args))
-        return pc.binary_join_element_wise(*args, "", null_handling="emit_null")
-
-    def op_concat(self, e: Call) -> Datum:  # concat(): NULL arguments are skipped
-        args = [pc.fill_null(_text(self.visit(x)), "") for x in e.args]
-        if all(_is_scalar(a) for a in args):
-            return pa.scalar("".join(a.as_py() for a in args))
-        return pc.binary_join_element_wise(*args, "", null_handling="emit_null")
-
-    def op_lower(self, e: Call) -> Datum:
-        return pc.utf8_lower(_text(self.visit(e.args[0])))
-
-    def op_upper(self, e: Call) -> Datum:
-        return pc.utf8_upper(_text(self.visit(e.args[0])))
-
-    def op_length(self, e: Call) -> Datum:
-        return pc.utf8_length(_text(self.visit(e.args[0]))).cast(pa.int32())
-
-    def op_substring(self, e: Call) -> Datum:
-        vals = self.strict_args(e.args)
-        s, start = _text(vals[0]), vals[1]
-        length = vals[2] if len(vals) == 3 else None
-        n = self.n
-        if length is not None:
-            neg = pc.and_(pc.less(length, 0), pc.and_(pc.is_valid(s), pc.is_valid(start)))
-            if (neg.as_py() if _is_scalar(neg) else pc.any(neg).as_py()):
-                raise _fail("negative substring length not allowed")
-        if _is_scalar(start) and (length is None or _is_scalar(length)):
-            if not start.is_valid or (length is not None and not length.is_valid):
-                return _null(pa.string())
-            st = start.as_py()
-            first = max(st, 1) - 1
-            if length is None:
-                return pc.utf8_slice_codeunits(s, start=first)
-            stop = st - 1 + length.as_py()  # PostgreSQL: characters start .. start+length-1, clipped at 1
-            if stop <= first:
-                return pc.if_else(pc.is_valid(s), "", _null(pa.string()))
-            return pc.utf8_slice_codeunits(s, start=first, stop=stop)
-        # per-row start/length
-        arr = _broadcast(s, n, pa.string())
-        valid = _valid_mask(arr, n) & _valid_mask(start, n)
-        st = _np(start, n, 1).astype(np.int64)
-        first = np.maximum(st, 1) - 1
-        if length is None:
-            count = np.full(n, 2**40, np.int64)
-        else:
-            valid &= _valid_mask(length, n)
-            count = np.maximum(st - 1 + _np(length, n, 0).astype(np.int64) - first, 0)
-        return _slice_chars(arr, first, count, valid)
-
-    def _trim(self, e: Call, which: str) -> Datum:
-        vals = self.strict_args(e.args)
-        s = _text(vals[0])
-        kernel = {"trim": pc.utf8_trim, "ltrim": pc.utf8_ltrim, "rtrim": pc.utf8_rtrim}[which]
-        chars = _text(vals[1]) if len(vals) == 2 else pa.scalar(" ")
-        if _is_scalar(chars):
-            if not chars.is_valid:
-                return _null(pa.string())
-            if chars.as_py() == "":
-                return s
-            if _is_scalar(s):
-                return kernel(pa.array([s.as_py()], pa.string()), characters=chars.as_py())[0]
-            return kernel(s, characters=chars.as_py())
-        return _per_pattern(_broadcast(s, self.n, pa.string()), chars,
-                            lambda v, c: kernel(v, characters=c) if c else v, pa.string())
-
-    def op_trim(self, e: Call) -> Datum:
-        return self._trim(e, "trim")
-
-    def op_ltrim(self, e: Call) -> Datum:
-        return self._trim(e, "ltrim")
-
-    def op_rtrim(self, e: Call) -> Datum:
-        return self._trim(e, "rtrim")
-
     # -- conditionals ----------------------------------------------------------
     def op_coalesce(self, e: Call) -> Datum:
         t = e.type.arrow
@@ -552,69 +461,6 @@ class _Evaluator:
         fn = pc.max_element_wise if greatest else pc.min_element_wise
         return fn(*args, skip_nulls=True)
 
-    # -- numbers -------------------------------------------------------------
-    def op_round(self, e: Call) -> Datum:
-        a = self.visit(e.args[0])
-        at = e.args[0].type
-        if len(e.args) == 1:
-            if at.is_float:
-                return pc.round(a, 0, round_mode="half_to_even")  # rint, as PostgreSQL
-            if at.is_integer:
-                return a
-            p, s = e.type.decimal_precision_scale
-            return _to_decimal(a, p, s)
-        places = e.args[1].value  # type: ignore[attr-defined]
-        p, s = e.type.decimal_precision_scale
-        d = _as_decimal(a, at)
-        if places < 0:
-            d = pc.round(d.cast(pa.decimal256(76, d.type.scale)), ndigits=places, round_mode=_HALF_AWAY)
-        return _to_decimal(d, p, s)  # (s = places: rounds half away from zero)
-
-    def op_floor(self, e: Call) -> Datum:
-        return self._floor_ceil(e, pc.floor)
-
-    def op_ceil(self, e: Call) -> Datum:
-        return self._floor_ceil(e, pc.ceil)
-
-    def _floor_ceil(self, e: Call, fn: Callable) -> Datum:
-        a = self.visit(e.args[0])
-        at = e.args[0].type
-        if at.kind == "numeric":
-            p, s = e.type.decimal_precision_scale
-            return _to_decimal(fn(a.cast(pa.decimal256(76, a.type.scale))), p, s)
-        return fn(a.cast(pa.float64()))
-
-    # -- dates and times ---------------------------------------------------------
-    def op_extract(self, e: Call, field: str) -> Datum:
-        a = self.visit(e.args[0])
-        kind = e.args[0].type.kind
-        p, s = e.type.decimal_precision_scale
-        if _is_scalar(a):
-            a = _broadcast(a, 1)
-            return self.op_extract_arr(a, kind, field, p, s)[0]
-        return self.op_extract_arr(a, kind, field, p, s)
-
-    @staticmethod
-    def op_extract_arr(a: pa.Array, kind: str, field: str, p: int, s: int) -> pa.Array:
-        fn = _EXTRACT.get(field)
-        if fn is None:
-            raise FreshviewError(f"internal: EXTRACT({field})")
-        out = fn(a, kind)
-        if pa.types.is_integer(out.type):
-            out = out.cast(pa.decimal128(38, 0))
-        return _to_decimal(out, p, s)
-
-    def op_date_trunc(self, e: Call, unit: str) -> Datum:
-        a = self.visit(e.args[0])
-        kind = e.args[0].type.kind
-        scalar = _is_scalar(a)
-        arr = _broadcast(a, 1) if scalar else a
-        if kind == "date":
-            arr = arr.cast(pa.timestamp("us", tz="UTC"))
-        out = _trunc(arr, unit)
-        out = out.cast(e.type.arrow)
-        return out[0] if scalar else out
-
     # -- casts -----------------------------------------------------------------
     def cast(self, v: Datum, src: SqlType, dst: SqlType) -> Datum:
         if src.kind == "null":
@@ -636,18 +482,7 @@ def _can_fail(e: Expr, rec: Callable[[Expr], bool]) -> bool:
     if isinstance(e, Cast):
         return not _safe_cast(e.arg.type, e.type)
     assert isinstance(e, Call)
-    op = e.op.partition(":")[0]
-    if op in _SAFE_OPS:
-        return False
-    if op in ("like", "ilike"):  # a pattern ending in the escape character raises
-        pattern = e.args[1]
-        return not (isinstance(pattern, Literal) and
-                    (pattern.value is None or not re.search(r"(^|[^\\])(\\\\)*\\$", pattern.value)))
-    if op in ("+", "-", "*", "neg", "abs"):
-        return not e.type.is_float
-    if op == "substring":
-        return len(e.args) == 3  # negative length
-    return True  # / % and anything new
+    return may_raise(e)  # the function's own rule (plan.functions)
 
 
 def _safe_cast(src: SqlType, dst: SqlType) -> bool:
@@ -670,7 +505,9 @@ def _safe_cast(src: SqlType, dst: SqlType) -> bool:
     return False
 
 
-_OPS: dict[str, Callable[..., Datum]] = {
+# The Arrow implementation of each function in plan.functions, by name (tests/plan/test_functions.py
+# checks that every registered function has one).
+IMPLEMENTATIONS: dict[str, Callable[..., Datum]] = {
     "+": _Evaluator.op_add, "-": _Evaluator.op_sub, "*": _Evaluator.op_mul,
     "/": _Evaluator.op_div, "%": _Evaluator.op_mod, "neg": _Evaluator.op_neg,
     "=": _Evaluator.op_cmp, "<>": _Evaluator.op_cmp, "<": _Evaluator.op_cmp,
@@ -678,16 +515,9 @@ _OPS: dict[str, Callable[..., Datum]] = {
     "and": _Evaluator.op_and, "or": _Evaluator.op_or, "not": _Evaluator.op_not,
     "is_null": _Evaluator.op_is_null, "in": _Evaluator.op_in,
     "like": _Evaluator.op_like, "ilike": _Evaluator.op_ilike,
-    "||": _Evaluator.op_concat_op, "concat": _Evaluator.op_concat,
-    "lower": _Evaluator.op_lower, "upper": _Evaluator.op_upper, "length": _Evaluator.op_length,
-    "substring": _Evaluator.op_substring,
-    "trim": _Evaluator.op_trim, "ltrim": _Evaluator.op_ltrim, "rtrim": _Evaluator.op_rtrim,
     "coalesce": _Evaluator.op_coalesce, "nullif": _Evaluator.op_nullif,
     "greatest": _Evaluator.op_greatest, "least": _Evaluator.op_least,
-    "abs": _Evaluator.op_abs, "round": _Evaluator.op_round,
-    "floor": _Evaluator.op_floor, "ceil": _Evaluator.op_ceil,
-    "extract": _Evaluator.op_extract, "date_trunc": _Evaluator.op_date_trunc,
+    "abs": _Evaluator.op_abs,
 }
-_OPS.update(_functions.OPS)  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...): their own module
-_OPS.update(_json.OPS)  # json/jsonb and arrays
-_SAFE_OPS = _SAFE_OPS | _functions.SAFE_OPS | _json.SAFE_OPS
+for _family in (arrow_numeric, arrow_text, arrow_collation, arrow_temporal, arrow_json):  # each family's module
+    IMPLEMENTATIONS.update(_family.OPS)

@@ -202,8 +202,3 @@ OPS: dict[str, Callable[..., Datum]] = {
     "mariadb_extract": op_mariadb_extract, "json_unquote": op_json_unquote, "mariadb_object": op_mariadb_object,
     "mariadb_arrayagg_finish": op_mariadb_arrayagg_finish, "enum_unknown": op_enum_unknown,
 }
-# Ops that never raise: evaluated eagerly under CASE/COALESCE/AND/OR (json_in and the jsonb operators can:
-# a text that is not JSON).
-SAFE_OPS = frozenset({"as_text", "array_length", "cardinality", "array_element", "array_any_eq", "json_get",
-                      "json_get_text", "json_path", "json_path_text", "json_agg_finish", "jsonb_exists",
-                      "jsonb_contains", "mariadb_extract", "json_unquote", "mariadb_arrayagg_finish"})

@@ -1,8 +1,10 @@
 """The values the Arrow evaluator (``arrow``) works on, with PostgreSQL's rules: a datum is an
 Arrow array or scalar; NULL masks and broadcasting, checked integer arithmetic, decimals (Spark's
 rounding, unscaled int64 fast paths), float and decimal text, character slices, LIKE patterns,
-numeric arithmetic and comparisons, EXTRACT and date_trunc.  No evaluator here: ``arrow`` and
-``arrow_functions`` both build on these helpers (so neither imports the other's module).
+numeric arithmetic and comparisons, EXTRACT and date_trunc; and the few helpers the function families
+share (a call's rows, per-row fallback).  No evaluator here: ``arrow`` and the families' modules
+(``arrow_numeric``, ``arrow_text``, ``arrow_collation``, ``arrow_temporal``, ``arrow_json``) all build on
+these helpers (so none imports another's module).
 """
 
 from __future__ import annotations
@@ -753,3 +755,31 @@ def _trunc(a: pa.Array, unit: str) -> pa.Array:
     if arrow_unit is None:
         return a
     return pc.floor_temporal(a, unit=arrow_unit, week_starts_monday=True)
+
+
+# -- shared by the function families (arrow_numeric, arrow_text, arrow_collation, arrow_temporal) --------
+def _scalar_out(fn: Callable[..., Datum], *args: Datum) -> Datum:
+    """Run an array kernel on scalars too (as a one-row array)."""
+    if all(_is_scalar(a) for a in args):
+        return fn(*[_broadcast(a, 1) for a in args])[0]
+    return fn(*args)
+
+
+def _all_scalar(ev, e) -> bool:
+    """Whether every argument of call ``e`` is a literal (the call's result is then one scalar)."""
+    return all(a.is_literal for a in e.args)
+
+
+def _rows(ev, e) -> int:
+    """Rows to compute: one for an all-constant call (its scalar result), else the batch's."""
+    return 1 if _all_scalar(ev, e) else ev.n
+
+
+def _per_row(fn: Callable[..., object], args: list[Datum], n: int, out_type: pa.DataType) -> Datum:
+    """Fallback: ``fn`` on each row's Python values (None if any is NULL)."""
+    if all(_is_scalar(a) for a in args):
+        values = [a.as_py() for a in args]
+        return pa.scalar(None if None in values else fn(*values), out_type)
+    cols = [_broadcast(a, n).to_pylist() for a in args]
+    out = [None if None in row else fn(*row) for row in zip(*cols)]
+    return pa.array(out, out_type)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from typing import Callable
+from typing import Any, Callable
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -42,140 +42,160 @@ class _Lowering:
         self.col = col
 
     def visit(self, e: Expr) -> Column:
-        if isinstance(e, ColumnRef):
-            return self.col(e.index)
-        if isinstance(e, Literal):
-            return literal(e.value, e.type)
-        if isinstance(e, Cast):
-            return cast(self.visit(e.arg), e.arg.type, e.type)
-        if isinstance(e, Case):
-            out = None
-            for cond, value in e.whens:
-                c, v = self.visit(cond), self.visit(value)
-                out = F.when(c, v) if out is None else out.when(c, v)
-            default = self.visit(e.default) if e.default is not None else F.lit(None).cast(e.type.spark())
-            return out.otherwise(default) if out is not None else default
-        if isinstance(e, Call):
-            return self.call(e)
-        raise FreshviewError(f"internal: cannot lower {type(e).__name__}")
+        method = _VISIT.get(type(e))
+        if method is None:
+            raise FreshviewError(f"internal: cannot lower {type(e).__name__}")
+        return method(self, e)
 
-    def call(self, e: Call) -> Column:
-        op = e.op
-        args = [self.visit(a) for a in e.args]
-        if op in ("+", "-", "*", "%"):
-            a, b = args
-            if e.type.kind == "date":
-                # date_add/date_sub wrap around silently; PostgreSQL raises outside its date range.
-                date_first = e.args[0].type.kind == "date"
-                date, days = (a, b) if date_first else (b, a)
-                days = days.cast("long") if op == "+" else -days.cast("long")
-                n = F.unix_date(date).cast("long") + days if date_first else days + F.unix_date(date).cast("long")
-                return (F.when((n < F.lit(DATE_MIN_DAYS)) | (n > F.lit(DATE_MAX_DAYS)),
-                               F.raise_error(F.lit("date out of range")).cast("date"))
-                        .otherwise(F.date_from_unix_date(n.cast("int"))))
-            if op == "-" and e.args[0].type.kind == "date":
-                return F.datediff(a, b)
-            result = {"+": a + b, "-": a - b, "*": a * b, "%": a % b}[op]
-            return result.cast(e.type.spark())
-        if op == "/":
-            a, b = args
-            if e.type.is_integer:
-                # PostgreSQL integer division truncates toward zero; Spark's `div` does too.
-                return _div(a, b).cast(e.type.spark())
-            if e.type.kind == "numeric":
-                # Spark's decimal division keeps only 6 fractional digits once precision
-                # reaches 38 (e.g. SUM / SUM); PostgreSQL gives at least 16 significant
-                # digits.  float64 gives ~16 significant digits at any magnitude.
-                return (a.cast("double") / b.cast("double")).cast(e.type.spark())
-            # PostgreSQL: NaN / 0 is NaN (only a non-NaN dividend raises); Spark would raise.
-            return F.when(F.isnan(a) & (b == 0), F.lit(float("nan"))).otherwise(a / b).cast(e.type.spark())
-        if op == "neg":
-            if _exact_via_subtraction(e.type):
-                return (F.lit(0) - args[0]).cast(e.type.spark())
-            return (-args[0]).cast(e.type.spark())
-        if op in ("=", "<>", "<", "<=", ">", ">="):
-            a, b = args
-            return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-        if op == "and":
-            return args[0] & args[1]
-        if op == "or":
-            return args[0] | args[1]
-        if op == "not":
-            return ~args[0]
-        if op == "is_null":
-            return args[0].isNull()
-        if op == "in":
-            target, *values = args
-            return target.isin(*values)
-        if op in ("like", "ilike"):
-            fn = F.like if op == "like" else F.ilike
-            return fn(args[0], _like_pattern(args[1], e.args[1]))
-        if op == "||":
-            return F.concat(*args)
-        if op == "concat":
-            return F.concat_ws("", *args)
-        if op == "lower":
-            return F.lower(args[0])
-        if op == "upper":
-            return F.upper(args[0])
-        if op == "length":
-            return F.length(args[0]).cast("int")
-        if op == "substring":
-            return _substring(args)
-        if op in ("trim", "ltrim", "rtrim"):
-            fn = {"trim": F.trim, "ltrim": F.ltrim, "rtrim": F.rtrim}[op]
-            return fn(args[0], args[1]) if len(args) == 2 else fn(args[0])
-        if op == "coalesce":
-            return F.coalesce(*args)
-        if op == "nullif":
-            a, b = args
-            ta, tb = e.args[0].type, e.args[1].type
-            common = common_type(ta, tb) or ta
-            # Compare in the common type: Spark's own widening of decimal(38,0) vs decimal(38,2)
-            # rounds the second to scale 0 (so 1 = 1.49).
-            a_cmp = a if ta == common else cast(a, ta, common)
-            b_cmp = b if tb == common else cast(b, tb, common)
-            return F.when(a_cmp == b_cmp, F.lit(None).cast(e.type.spark())).otherwise(a)
-        if op == "greatest":
-            return F.greatest(*args) if len(args) > 1 else args[0]
-        if op == "least":
-            return F.least(*args) if len(args) > 1 else args[0]
-        if op == "abs":
-            if _exact_via_subtraction(e.type):
-                return F.when(args[0] < 0, F.lit(0) - args[0]).otherwise(args[0]).cast(e.type.spark())
-            return F.abs(args[0])
-        if op == "round":
-            if len(args) == 1:
-                if e.args[0].type.is_float:
-                    return F.rint(args[0])
-                return F.round(args[0], 0).cast(e.type.spark())
-            return F.round(args[0], e.args[1].value).cast(e.type.spark())  # type: ignore[attr-defined]
-        if op in ("floor", "ceil"):
-            fn = F.floor if op == "floor" else F.ceil
-            if e.args[0].type.kind == "numeric":
-                return fn(args[0]).cast(e.type.spark())
-            # Spark's floor(double) is a bigint: NaN would become 0 and 1e300 overflow.  Values
-            # beyond 2^52 are already integral; a zero result keeps the argument's sign (-0, as C).
-            x = args[0].cast("double")
-            r = F.when(F.abs(x) < F.lit(2.0 ** 52), fn(x).cast("double")).otherwise(x)
-            return F.when(r == 0, x * F.lit(0.0)).otherwise(r)
-        if op.startswith("extract:"):
-            return _extract(op.split(":", 1)[1], args[0], e.args[0].type).cast(e.type.spark())
-        if op.startswith("date_trunc:"):
-            unit = op.split(":", 1)[1]
-            source = args[0]
-            if e.args[0].type.kind == "date":
-                source = source.cast("timestamp")
-            if unit in _TRUNC_YEARS:
-                start = F.make_date(_TRUNC_YEARS[unit](F.year(source)), F.lit(1), F.lit(1))
-                return start.cast("timestamp").cast(e.type.spark())
-            out = F.date_trunc(_TRUNC[unit], source)
-            return out.cast(e.type.spark())
-        name, _, param = op.partition(":")
-        function = spark_functions.LOWER.get(name) or spark_json.LOWER.get(name)  # (sqrt, replace, json, ...)
-        if function is not None:
-            return function(e, args, param)
-        raise FreshviewError(f"internal: no Spark lowering for {op}")
+    def visit_column(self, e: ColumnRef) -> Column:
+        return self.col(e.index)
+
+    def visit_literal(self, e: Literal) -> Column:
+        return literal(e.value, e.type)
+
+    def visit_cast(self, e: Cast) -> Column:
+        return cast(self.visit(e.arg), e.arg.type, e.type)
+
+    def visit_case(self, e: Case) -> Column:
+        out = None
+        for cond, value in e.whens:
+            c, v = self.visit(cond), self.visit(value)
+            out = F.when(c, v) if out is None else out.when(c, v)
+        default = self.visit(e.default) if e.default is not None else F.lit(None).cast(e.type.spark())
+        return out.otherwise(default) if out is not None else default
+
+    def visit_call(self, e: Call) -> Column:
+        function = IMPLEMENTATIONS.get(e.op)
+        if function is None:
+            raise FreshviewError(f"internal: no Spark lowering for {e.op}")
+        return function(e, [self.visit(a) for a in e.args], e.param)
+
+
+_VISIT: dict[type, Callable[[_Lowering, Any], Column]] = {
+    ColumnRef: _Lowering.visit_column, Literal: _Lowering.visit_literal, Cast: _Lowering.visit_cast,
+    Case: _Lowering.visit_case, Call: _Lowering.visit_call,
+}
+
+Lower = Callable[[Call, list[Column], str], Column]  # (the call, its lowered arguments, its parameter)
+
+
+# -- arithmetic ------------------------------------------------------------------------------------
+def _arith(e: Call, args: list[Column], param: str) -> Column:  # + - * %
+    op = e.op
+    a, b = args
+    if e.type.kind == "date":
+        # date_add/date_sub wrap around silently; PostgreSQL raises outside its date range.
+        date_first = e.args[0].type.kind == "date"
+        date, days = (a, b) if date_first else (b, a)
+        days = days.cast("long") if op == "+" else -days.cast("long")
+        n = F.unix_date(date).cast("long") + days if date_first else days + F.unix_date(date).cast("long")
+        return (F.when((n < F.lit(DATE_MIN_DAYS)) | (n > F.lit(DATE_MAX_DAYS)),
+                       F.raise_error(F.lit("date out of range")).cast("date"))
+                .otherwise(F.date_from_unix_date(n.cast("int"))))
+    if op == "-" and e.args[0].type.kind == "date":
+        return F.datediff(a, b)
+    result = {"+": a + b, "-": a - b, "*": a * b, "%": a % b}[op]
+    return result.cast(e.type.spark())
+
+
+def _divide(e: Call, args: list[Column], param: str) -> Column:
+    a, b = args
+    if e.type.is_integer:
+        # PostgreSQL integer division truncates toward zero; Spark's `div` does too.
+        return _div(a, b).cast(e.type.spark())
+    if e.type.kind == "numeric":
+        # Spark's decimal division keeps only 6 fractional digits once precision
+        # reaches 38 (e.g. SUM / SUM); PostgreSQL gives at least 16 significant
+        # digits.  float64 gives ~16 significant digits at any magnitude.
+        return (a.cast("double") / b.cast("double")).cast(e.type.spark())
+    # PostgreSQL: NaN / 0 is NaN (only a non-NaN dividend raises); Spark would raise.
+    return F.when(F.isnan(a) & (b == 0), F.lit(float("nan"))).otherwise(a / b).cast(e.type.spark())
+
+
+def _neg(e: Call, args: list[Column], param: str) -> Column:
+    if _exact_via_subtraction(e.type):
+        return (F.lit(0) - args[0]).cast(e.type.spark())
+    return (-args[0]).cast(e.type.spark())
+
+
+def _abs(e: Call, args: list[Column], param: str) -> Column:
+    if _exact_via_subtraction(e.type):
+        return F.when(args[0] < 0, F.lit(0) - args[0]).otherwise(args[0]).cast(e.type.spark())
+    return F.abs(args[0])
+
+
+def _round(e: Call, args: list[Column], param: str) -> Column:
+    if len(args) == 1:
+        if e.args[0].type.is_float:
+            return F.rint(args[0])
+        return F.round(args[0], 0).cast(e.type.spark())
+    return F.round(args[0], e.args[1].value).cast(e.type.spark())  # type: ignore[attr-defined]
+
+
+def _floor_ceil(e: Call, args: list[Column], param: str) -> Column:
+    fn = F.floor if e.op == "floor" else F.ceil
+    if e.args[0].type.kind == "numeric":
+        return fn(args[0]).cast(e.type.spark())
+    # Spark's floor(double) is a bigint: NaN would become 0 and 1e300 overflow.  Values
+    # beyond 2^52 are already integral; a zero result keeps the argument's sign (-0, as C).
+    x = args[0].cast("double")
+    r = F.when(F.abs(x) < F.lit(2.0 ** 52), fn(x).cast("double")).otherwise(x)
+    return F.when(r == 0, x * F.lit(0.0)).otherwise(r)
+
+
+# -- comparisons and logic --------------------------------------------------------------------------
+def _compare(e: Call, args: list[Column], param: str) -> Column:
+    a, b = args
+    return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[e.op]
+
+
+def _in(e: Call, args: list[Column], param: str) -> Column:
+    target, *values = args
+    return target.isin(*values)
+
+
+def _like(e: Call, args: list[Column], param: str) -> Column:
+    fn = F.like if e.op == "like" else F.ilike
+    return fn(args[0], _like_pattern(args[1], e.args[1]))
+
+
+# -- text ---------------------------------------------------------------------------------------------
+def _trim(e: Call, args: list[Column], param: str) -> Column:
+    fn = {"trim": F.trim, "ltrim": F.ltrim, "rtrim": F.rtrim}[e.op]
+    return fn(args[0], args[1]) if len(args) == 2 else fn(args[0])
+
+
+# -- conditionals ---------------------------------------------------------------------------------
+def _nullif(e: Call, args: list[Column], param: str) -> Column:
+    a, b = args
+    ta, tb = e.args[0].type, e.args[1].type
+    common = common_type(ta, tb) or ta
+    # Compare in the common type: Spark's own widening of decimal(38,0) vs decimal(38,2)
+    # rounds the second to scale 0 (so 1 = 1.49).
+    a_cmp = a if ta == common else cast(a, ta, common)
+    b_cmp = b if tb == common else cast(b, tb, common)
+    return F.when(a_cmp == b_cmp, F.lit(None).cast(e.type.spark())).otherwise(a)
+
+
+def _extreme(e: Call, args: list[Column], param: str) -> Column:
+    fn = F.greatest if e.op == "greatest" else F.least
+    return fn(*args) if len(args) > 1 else args[0]
+
+
+# -- dates and times ---------------------------------------------------------------------------------
+def _extract_call(e: Call, args: list[Column], field: str) -> Column:
+    return _extract(field, args[0], e.args[0].type).cast(e.type.spark())
+
+
+def _date_trunc(e: Call, args: list[Column], unit: str) -> Column:
+    source = args[0]
+    if e.args[0].type.kind == "date":
+        source = source.cast("timestamp")
+    if unit in _TRUNC_YEARS:
+        start = F.make_date(_TRUNC_YEARS[unit](F.year(source)), F.lit(1), F.lit(1))
+        return start.cast("timestamp").cast(e.type.spark())
+    out = F.date_trunc(_TRUNC[unit], source)
+    return out.cast(e.type.spark())
 
 
 def _exact_via_subtraction(t: SqlType) -> bool:
@@ -403,3 +423,22 @@ def literal(value, t: SqlType) -> Column:
     if t.kind == "timestamp" and isinstance(value, dt.datetime):
         return F.lit(value.replace(tzinfo=None)).cast("timestamp_ntz")
     return F.lit(value).cast(t.spark())
+
+
+# The Spark lowering of each function in plan.functions, by name (tests/plan/test_functions.py checks that
+# every registered function has one): the built-ins above, then the function families' own modules.
+IMPLEMENTATIONS: dict[str, Lower] = {
+    "+": _arith, "-": _arith, "*": _arith, "%": _arith, "/": _divide, "neg": _neg,
+    "=": _compare, "<>": _compare, "<": _compare, "<=": _compare, ">": _compare, ">=": _compare,
+    "and": lambda e, a, p: a[0] & a[1], "or": lambda e, a, p: a[0] | a[1], "not": lambda e, a, p: ~a[0],
+    "is_null": lambda e, a, p: a[0].isNull(), "in": _in, "like": _like, "ilike": _like,
+    "||": lambda e, a, p: F.concat(*a), "concat": lambda e, a, p: F.concat_ws("", *a),
+    "lower": lambda e, a, p: F.lower(a[0]), "upper": lambda e, a, p: F.upper(a[0]),
+    "length": lambda e, a, p: F.length(a[0]).cast("int"), "substring": lambda e, a, p: _substring(a),
+    "trim": _trim, "ltrim": _trim, "rtrim": _trim,
+    "coalesce": lambda e, a, p: F.coalesce(*a), "nullif": _nullif, "greatest": _extreme, "least": _extreme,
+    "abs": _abs, "round": _round, "floor": _floor_ceil, "ceil": _floor_ceil,
+    "extract": _extract_call, "date_trunc": _date_trunc,
+    **spark_functions.LOWER,  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...)
+    **spark_json.LOWER,  # json/jsonb and arrays
+}

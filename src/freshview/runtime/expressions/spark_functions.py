@@ -1,6 +1,6 @@
 """PostgreSQL's scalar functions lowered to Spark Columns (the Spark executor), op by op.
 
-The companion of ``spark``'s lowering and the twin of ``arrow_functions``
+The companion of ``spark``'s lowering and the twin of ``arrow_numeric``, ``arrow_text``, ``arrow_collation`` and ``arrow_temporal``
 (same ops, same results, same error messages through ``raise_error``).
 Where Spark's own function differs from PostgreSQL the difference is
 handled here: ``log(0)`` is NULL in Spark (PostgreSQL raises), ``sqrt(-1)``
@@ -223,7 +223,7 @@ def regexp_replace(e: Call, a: list[Column], param: str) -> Column:
 
 
 # ---------------------------------------------------------------------------
-# dates, timestamps, intervals (integer formulas shared with arrow_functions)
+# dates, timestamps, intervals (integer formulas shared with arrow_temporal)
 # ---------------------------------------------------------------------------
 
 def _civil(day: Column) -> tuple[Column, Column, Column]:
@@ -284,7 +284,7 @@ def add_interval(e: Call, a: list[Column], param: str) -> Column:
 
 
 def age(e: Call, a: list[Column], part: str) -> Column:
-    """PostgreSQL's timestamp_age, in the closed form of arrow_functions.age_parts."""
+    """PostgreSQL's timestamp_age, in the closed form of arrow_temporal.age_parts."""
     kind = e.args[0].type.kind
     a_us, b_us = _micros(a[0], kind), _micros(a[1], kind)
     sign = F.when(a_us < b_us, _lit_long(-1)).otherwise(_lit_long(1))

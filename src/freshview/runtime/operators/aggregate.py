@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 from freshview.algebra.batch import consolidate
 from freshview.circuit import AggState
 from freshview.plan import nodes as pn
+from freshview.plan.aggregates import names as aggregate_names
 from freshview.plan.expr import AggCall
 from freshview.runtime.kernels import Kernels, Rel, Term
 from freshview.runtime import ttl as ttl_rules
@@ -67,7 +68,7 @@ from freshview.schema import WEIGHT, SqlType
 if TYPE_CHECKING:
     from freshview.runtime.state.protocol import StateStore
 
-EXTREME_FUNCS = ("min", "max", "spelling")  # aggregates with a (group, value) multiset
+EXTREME_FUNCS = aggregate_names("extreme")  # aggregates with a (group, value) multiset (plan.aggregates)
 
 
 def _acc_types(agg: AggCall) -> list[tuple[str, pa.DataType]]:
