@@ -92,3 +92,13 @@ def test_service_options_carry_the_rule():
                           catchup_pause_s=0.05, poll_s=0.3)
     assert opts.batching() == b.Rule(7, 0.2, 3.0, 4.0, 0.05, 0.3)
     assert ServiceOptions().batching() == b.Rule()
+
+
+def test_a_due_time_of_a_time_based_view_is_a_step_of_no_transaction_once_passed():
+    assert b.next_action(b.Batch(), RULE, 10.0, WALL, due=WALL) == b.STEP
+    assert b.next_action(b.Batch().nothing_more(10.1, partial=False), RULE, 10.1, WALL, due=WALL - 5) == b.STEP
+    # not yet: read no longer than up to it (nor than the poll interval)
+    assert b.next_action(b.Batch(), RULE, 10.0, WALL, due=WALL + 0.03) == b.Read(pytest.approx(0.03), pytest.approx(0.03))
+    assert b.next_action(b.Batch(), RULE, 10.0, WALL, due=WALL + 60) == b.Read(RULE.poll_s, RULE.poll_s)
+    # a batch being collected is stepped by the usual rule (its step releases the rows due too)
+    assert b.next_action(fresh(), RULE, 10.0, WALL, due=WALL - 1) == b.Read(0.0, pytest.approx(0.1))

@@ -32,9 +32,20 @@ def txn(i: int, rows: int = 1) -> list[bytes]:
         [w.commit(10 * i, 10 * i + 5, now)]
 
 
+class Flow:
+    """The flow as the loop reads it: when a time-based view's rows fall due (Unix seconds), if ever."""
+
+    def __init__(self, due: float | None = None) -> None:
+        self.due = due
+
+    def next_due(self) -> float | None:
+        return self.due
+
+
 def service(payloads, **options) -> tuple[Core, list]:
     svc = Core(lambda: None, "/nonexistent", options=ServiceOptions(**options))  # type: ignore[arg-type,return-value]
     svc.stream = PostgresStream(Stream([w.relation(REL)] + payloads))  # type: ignore[arg-type]
+    svc.flow = Flow()  # type: ignore[assignment]
     steps: list = []
     svc._process = steps.append  # type: ignore[method-assign]
     return svc, steps
@@ -80,3 +91,19 @@ def test_a_long_transaction_streaming_in_does_not_hold_the_loop():
     svc._follow_stream()  # returns (to serve requests and heartbeats) though no commit came
     assert steps == [] and time.monotonic() - started < 2.0
     assert svc.timings["read"] > 0
+
+
+def test_a_due_time_passed_with_a_quiet_stream_is_a_step_of_no_transaction():
+    svc, steps = service([])
+    timed: list = []
+    svc._time_step = lambda: timed.append(1)  # type: ignore[method-assign]
+    svc.flow.due = time.time() + 3600  # not yet: nothing
+    svc._follow_stream()
+    assert steps == [] and timed == []
+    svc.flow.due = time.time() - 1
+    svc._follow_stream()
+    assert steps == [] and timed == [1]
+    svc.flow.due = time.time() + 0.05  # (the step moved it on) a transaction first: the usual step
+    svc.stream.repl.ready = iter(txn(1))
+    svc._follow_stream()
+    assert [[t.position.value for t in batch] for batch in steps] == [[15]] and timed == [1]

@@ -1,6 +1,6 @@
 """Circuit operators: a plan node, its incremental kind, and the state it owns.
 
-Kinds follow DBSP: ``linear`` operators (Scan, Filter, Project, UnionAll, Negate, Reweight)
+Kinds follow DBSP (plus ``temporal``: a filter on the step's time, ``runtime.operators.temporal``): ``linear`` operators (Scan, Filter, Project, UnionAll, Negate, Reweight)
 satisfy Δ(f(R)) = f(ΔR) and keep nothing; ``bilinear`` Join keeps both
 inputs integrated (indexed by key); ``aggregate`` keeps per-group
 accumulators (and an ordered multiset per MIN/MAX); Distinct is an aggregate
@@ -18,6 +18,7 @@ from freshview.errors import FreshviewError
 from freshview.plan import nodes as pn
 from freshview.plan.explain import describe
 from freshview.plan.expr import ColumnRef
+from freshview.plan.temporal import TemporalFilter
 from freshview.plan.vector import VectorSearch
 
 
@@ -85,17 +86,30 @@ class VectorState:
         return (self.top,)
 
 
+@dataclass(frozen=True)
+class TemporalState:
+    """A temporal filter's state: its rows keyed by their next bound (``pending``) and the multiset of
+    those due times, ordered (``dues``: the earliest is the operator's next due time)."""
+
+    pending: Arrangement
+    dues: Arrangement
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.pending, self.dues)
+
+
 source_state = names.source  # where the engine keeps a source's rows (keyed by its primary key)
 
 
-StateSpec = JoinState | AggState | RecomputeState | RecursiveState | VectorState | None
+StateSpec = JoinState | AggState | RecomputeState | RecursiveState | VectorState | TemporalState | None
 
 
 @dataclass
 class Operator:
     id: str
     node: pn.Node
-    kind: str  # linear | join | aggregate | recompute | recursive | vector
+    kind: str  # linear | join | aggregate | recompute | recursive | vector | temporal
     state: StateSpec = None
     inputs: list["Operator"] = field(default_factory=list)
 
@@ -178,6 +192,9 @@ class _Lift:
     def visit_Window(self, op_id: str, node: pn.Window) -> Operator:
         return Operator(op_id, node, "recompute", RecomputeState(_state(op_id, "input")))
 
+    def visit_TemporalFilter(self, op_id: str, node: TemporalFilter) -> Operator:
+        return Operator(op_id, node, "temporal", TemporalState(_state(op_id, "pending"), _state(op_id, "dues")))
+
     def visit_VectorSearch(self, op_id: str, node: VectorSearch) -> Operator:
         queries = source_state(node.queries.relation) if node.queries is not None else None
         docs = source_state(node.docs.relation)
@@ -196,12 +213,14 @@ def render(circuit: Circuit, counts: dict[str, int] | None = None) -> str:
     def visit(op: Operator, depth: int) -> None:
         pad = "  " * depth
         label = {"linear": "", "join": "⋈ ", "aggregate": "Σ ", "recompute": "↻ ", "recursive": "⟲ ",
-                 "vector": "⊙ "}[op.kind]
+                 "vector": "⊙ ", "temporal": "⏱ "}[op.kind]
         text = f"{pad}{label}{describe(op.node)}"
         if op.kind == "join" and not op.node.left_keys:  # type: ignore[attr-defined]
             text += "   (no equi-key: each change reads the other side whole)"
         if op.kind == "recompute":
             text += "   (each change recomputes the partitions it touches)"
+        if op.kind == "temporal":
+            text += "   (rows wait under their next time bound; a step releases those due)"
         if op.kind == "recursive":
             text += "   (a step that changes an input recomputes the whole fixpoint)"
         if op.kind == "vector":

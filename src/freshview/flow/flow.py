@@ -74,16 +74,22 @@ class IncrementalFlow:
     reaches the views, whose operators drop what they no longer hold), and a
     re-started group's row replaces the one from before its eviction.
 
+    ``clock`` (default ``time.time``): returns Unix seconds or a ``datetime`` (naive: UTC), read once per
+    step: ``now()`` of every time-based view in the step, and the TTL's clock (tests pass a fake one).
+
     >>> flow = IncrementalFlow()  # doctest: +SKIP
     >>> flow.register_source("t", "id INT, v INT", primary_key=["id"])  # doctest: +SKIP
     """
 
-    _clock = staticmethod(time.time)  # the wall clock of state_ttl (tests set a fake one on the flow)
+    _clock = staticmethod(time.time)  # the step's time (``clock``); the wall clock by default
 
     def __init__(self, spark: Any = None, state_dir: str | Path | None = None, *, cache_mb: int = 256,
                  execution: str = "auto", dialect: str = "postgres", default_schema: str = "public",
                  flush_interval: float | str | None = None, state_ttl: float | str | None = None,
-                 first_computation: str = "auto", memory_budget_mb: float | None = None) -> None:
+                 first_computation: str = "auto", memory_budget_mb: float | None = None,
+                 clock: Callable[[], Any] | None = None) -> None:
+        if clock is not None:
+            self._clock = clock
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
         self.default_schema = default_schema  # ``<default_schema>.x`` in view SQL is the relation ``x``
@@ -493,6 +499,16 @@ class IncrementalFlow:
         with self._lock:
             return self._commit(self.prepare(source, delta), before_commit)
 
+    def advance(self, *, before_commit: Callable[[dict[str, pa.Table]], None] | None = None) -> StepSummary:
+        """``tick({})``: a step of no source change; time-based views take in and drop the rows due."""
+        return self.tick({}, before_commit=before_commit)
+
+    def next_due(self) -> float | None:
+        """When (Unix seconds) a time-based view next changes with no source change (``advance``), or None."""
+        with self._lock:
+            self._check_open()
+            return self.engine.next_due()
+
     @staticmethod
     def _commit(step: FlowStep, before_commit: Callable[[dict[str, pa.Table]], None] | None) -> Any:
         with step:
@@ -799,3 +815,4 @@ class IncrementalFlow:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
+

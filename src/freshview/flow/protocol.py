@@ -124,5 +124,9 @@ class TwoPhaseFlow(Flow, Protocol):
 
     def view_plan(self, name: str) -> pn.Node: ...
 
+    def next_due(self) -> float | None:
+        """When a time-based view next changes with no source change (Unix seconds), or None; a step
+        with no source change at or after it (``prepare({})``) applies that change."""
+
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """A keyed source's rows whose primary key is in ``keys``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from freshview.plan import nodes as pn
 from freshview.plan.flatmap import FlatMap
+from freshview.plan.temporal import TemporalFilter
 from freshview.plan.vector import VectorSearch
 
 
@@ -21,6 +22,8 @@ def describe(node: pn.Node) -> str:
         return f"Constant {len(node.rows)} row(s) [{', '.join(n for n, _ in node.columns)}]"
     if isinstance(node, pn.Filter):
         return f"Filter {node.predicate}"
+    if isinstance(node, TemporalFilter):
+        return f"TemporalFilter {node.predicate} (now = ${node.now_column})"
     if isinstance(node, pn.Project):
         return "Project " + ", ".join(f"{n}={e}" for n, e in zip(node.names, node.exprs))
     if isinstance(node, pn.Join):

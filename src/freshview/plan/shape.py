@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from freshview.plan import nodes as pn
 from freshview.plan.expr import AggCall, Call, ColumnRef, Expr, Literal
+from freshview.plan.temporal import TemporalFilter
 from freshview.plan.vector import VectorSearch
 
 
@@ -49,7 +50,7 @@ def group_columns(plan: pn.Node) -> tuple[int, ...] | None:
     """Output positions of the GROUP BY columns, if every one of them is an output column."""
     node, mapping = plan, None  # mapping: aggregate output index -> view output index
     while True:
-        if isinstance(node, pn.Filter):
+        if isinstance(node, (pn.Filter, TemporalFilter)):
             node = node.input
         elif isinstance(node, pn.Project):
             inner = {e.index: i for i, e in enumerate(node.exprs) if isinstance(e, ColumnRef)}
@@ -79,6 +80,7 @@ class _Nullable:
         return self(node.input)
 
     visit_Distinct = visit_Filter
+    visit_TemporalFilter = visit_Filter
     visit_Negate = visit_Filter
     visit_Reweight = visit_Filter
     visit_TopK = visit_Filter

@@ -11,7 +11,7 @@
 2. applies each source's change to its copy (``operators.source``: weighted rows, keyed upserts and
    deletes whose old rows it looks up once, truncates; checked; the change the views get);
 3. steps each view, in dependency order (a view reads sources and views registered before it), that
-   reads a changed source or view: its circuit on the kernels the cost model picks
+   reads a changed source or view, or has rows of a temporal filter due (``operators.temporal``): its circuit on the kernels the cost model picks
    (``runtime.cost``), then, under a TTL, the retraction of its rows for groups evicted and started
    again (one lookup by GROUP BY key), then its integrate (``view/<name>/out``);
 4. holds back, with a flush interval, the views' changes until they are due (``runtime.holds``).
@@ -25,6 +25,12 @@ time: anything else on the engine waits for ``commit`` or ``abort`` (``StateErro
 attribute names where) rolls back before it raises.  A process that dies between ``prepare`` and
 ``commit`` left nothing in the store: reopened, it holds the last committed step.
 
+The step's time (``now()`` of time-based views, and the TTL's clock) is read from ``clock`` once per step,
+so every view of a step sees the same instant; it never goes back (a clock set back is held at the last
+step's time, kept in the state's meta ``engine/now`` while a view is time-based: across a restart too).
+``next_due`` is the earliest time a temporal filter has rows due at: a step then, even with no source
+change (``prepare({})``), releases them.
+
 Inside the engine a relation's columns are ``c0 .. cn`` (``runtime.relation``); the edges rename:
 ``Source.to_engine`` on the way in, ``EngineView.named`` on the way out.
 """
@@ -34,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -63,6 +70,8 @@ if TYPE_CHECKING:
     from freshview.runtime.state.protocol import StateStore
 
 __all__ = ["Engine", "EngineView", "PreparedStep", "StepSummary", "ViewStep"]
+
+NOW_META = "engine/now"  # the latest step time (µs) of a state holding time-based views
 
 
 @dataclass
@@ -202,13 +211,14 @@ class Engine:
     ``execution``: "auto" (per step and view, the cost model's pick), "local" or "spark".
     ``first_computation``: "spark", or "local" for in-process first computations (a shard on an
     executor).  ``state_ttl`` (seconds) evicts keys untouched for longer; ``flush_interval`` (seconds)
-    holds views' changes back.  ``clock``: the wall clock of the TTL.  ``spark``: a session, or None
+    holds views' changes back.  ``clock``: the step's time (Unix seconds or a ``datetime``, naive: UTC), the
+    TTL's clock too.  ``spark``: a session, or None
     to start one when first needed.
     """
 
     def __init__(self, store: StateStore, *, execution: str = "auto", first_computation: str = "auto",
                  state_ttl: float | None = None, flush_interval: float | None = None,
-                 clock: Callable[[], float] = time.time, spark: Any = None,
+                 clock: Callable[[], Any] = time.time, spark: Any = None,
                  memory_budget_mb: float | None = None) -> None:
         if execution not in MODES:
             raise FreshviewError(f"execution must be one of {', '.join(MODES)}, not {execution!r}")
@@ -232,6 +242,7 @@ class Engine:
         self._ttl_owners: dict[str, ttl.TtlOwner] = {}  # source -> its copy as a TTL owner
         self._ttl_marked = False  # a step without a TTL marked existing bookkeeping stale
         self._prepared: PreparedStep | None = None
+        self._last_now: int | None = None  # µs: the latest step time (steps never go back; kept in NOW_META)
 
     # ------------------------------------------------------------------ executors
     @property
@@ -276,7 +287,7 @@ class Engine:
         self._check_idle()
         self.store = store
         self.sources, self.views, self.step = {}, {}, 0
-        self._ttl_owners, self._ttl_marked = {}, False
+        self._ttl_owners, self._ttl_marked, self._last_now = {}, False, None
         if self.holds is not None:
             self.holds = Holds(self.holds.interval)
 
@@ -356,7 +367,8 @@ class Engine:
         choice = self.first_choice(views)
         log.info("first computation of %s: %s (%s)", ", ".join(v.name for v in views), choice.executor,
                  choice.reason)
-        tick = self._tick()
+        now = self._now()
+        tick = self._tick(now)
         bulk = self.kernels("local" if choice.executor == "local" else "bulk")
         try:
             for view in views:
@@ -366,7 +378,8 @@ class Engine:
                 if tick is not None:
                     for owner in view.runner.ttl_owners().values():
                         owner.index.ensure(self.store)
-                out = view.runner.step(inputs, bulk, force=True, tick=tick)
+                out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                self._keep_now(now)
                 if out is not None and out.num_rows:
                     self.store.load(view.output, out)
                     computed[view.name] = out
@@ -420,7 +433,8 @@ class Engine:
         engine_changes = {n: self.sources[n].to_engine(c) for n, c in changes.items()}
         saved = self._saved()
         step = self.step + 1
-        tick = self._tick()
+        now = self._now()
+        tick = self._tick(now)
         self.store.begin()
         try:
             summary = StepSummary(step, 0, 0, 0.0)
@@ -445,7 +459,8 @@ class Engine:
                 if delta.num_rows:
                     changed[name] = delta
             summary.rows_in = sum(t.num_rows for t in changed.values())
-            outputs = self._step_views(changed, summary, tick)
+            outputs = self._step_views(changed, summary, tick, now)
+            self._keep_now(now)
             self.step = step
             if self.holds is not None:
                 outputs = self.holds.hold(self.store, outputs, self._view_schemas(), time.monotonic(), force=False)
@@ -458,19 +473,21 @@ class Engine:
         return self._prepared
 
     def _step_views(self, changed: dict[str, pa.Table], summary: StepSummary,
-                    tick: ttl.Tick | None) -> dict[str, pa.Table]:
-        """Each view reading a changed relation, in order: its change, integrated; the changes by view."""
+                    tick: ttl.Tick | None, now: int) -> dict[str, pa.Table]:
+        """Each view reading a changed relation or with rows due at ``now``, in order: its change,
+        integrated; the changes by view."""
         outputs: dict[str, pa.Table] = {}
         for view in self.views.values():
             vt = time.perf_counter()
             reads = view.circuit.sources & changed.keys()
-            if not reads:
+            due = view.runner.next_due()
+            if not reads and (due is None or due > now):
                 summary.views[view.name] = ViewStep(skipped=True)
                 continue
             rows_in = sum(changed[r].num_rows for r in reads)
             choice = view.last = choose(self.execution, rows_in, view.cost)
             try:
-                out = view.runner.step(changed.get, self.kernels(choice.executor), tick=tick)
+                out = view.runner.step(changed.get, self.kernels(choice.executor), tick=tick, now=now)
             except FreshviewError as exc:
                 exc.view = view.name
                 raise
@@ -550,9 +567,40 @@ class Engine:
         out = found.select([col_name(i) for i in range(len(schema.columns))])
         return out.rename_columns(schema.names).cast(schema.arrow())
 
+    # ------------------------------------------------------------------ time
+    def _now(self) -> int:
+        """The step's time from the clock (µs since the epoch), never before the last step's (that of a
+        time-based view is kept in the state: a clock set back across a restart is held too)."""
+        if self._last_now is None:
+            self._last_now = int(self.store.get_meta(NOW_META, 0))
+        self._last_now = max(self._last_now, int(round(self._read_clock() * 1_000_000)))
+        return self._last_now
+
+    def _keep_now(self, now: int) -> None:
+        """Inside the step's transaction: its time, when a view's rows are scheduled on it."""
+        if any(v.runner.scheduled for v in self.views.values()):
+            self.store.set_meta(NOW_META, now)
+
+    def _read_clock(self) -> float:
+        """The clock's reading as Unix seconds: a number, or a ``datetime`` (naive: UTC)."""
+        value = self._clock()
+        if isinstance(value, dt.datetime):
+            return (value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)).timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise FreshviewError(f"the clock returned {value!r}: Unix seconds or a datetime expected")
+
+    def next_due(self) -> float | None:
+        """The earliest time (Unix seconds) a view's temporal filter has rows due at, or None: a step at or
+        after it releases them."""
+        dues = [d for d in (v.runner.next_due() for v in self.views.values()) if d is not None]
+        return min(dues) / 1_000_000 if dues else None
+
     # ------------------------------------------------------------------ state TTL
-    def _tick(self) -> ttl.Tick | None:
-        return ttl.Tick(self.state_ttl, self._clock()) if self.state_ttl is not None else None
+    def _tick(self, now: int | None = None) -> ttl.Tick | None:
+        if self.state_ttl is None:
+            return None
+        return ttl.Tick(self.state_ttl, now / 1_000_000 if now is not None else self._read_clock())
 
     def _touch_index(self, name: str, tick: ttl.Tick | None) -> ttl.TouchIndex | None:
         return self._source_owner(name).index if tick is not None else None

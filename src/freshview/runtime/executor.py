@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import pyarrow as pa
 
 from freshview.circuit import Circuit, Operator
-from freshview.circuit.nodes import AggState, JoinState, RecomputeState, StateSpec, VectorState
+from freshview.circuit.nodes import AggState, JoinState, RecomputeState, StateSpec, TemporalState, VectorState
 from freshview.errors import ExecutionError
 from freshview.plan import nodes as pn
 from freshview.plan.flatmap import FlatMap
@@ -38,7 +38,9 @@ from freshview.runtime.operators.linear import filter_delta, negate_delta, proje
 from freshview.runtime.operators.window import PartitionRecompute
 from freshview.runtime.operators.recursive import Recursion
 from freshview.runtime.operators.reweight import reweight_delta
+from freshview.plan.temporal import TemporalFilter
 from freshview.plan.vector import VectorSearch
+from freshview.runtime.operators.temporal import TemporalSchedule
 from freshview.runtime.operators.vector import VectorTopK
 from freshview.runtime.relation import arrow_schema, col_name
 
@@ -56,18 +58,23 @@ class CircuitRunner:
         self._recompute: dict[str, PartitionRecompute] = {}
         self._recursions: dict[str, Recursion] = {}
         self._vectors: dict[str, VectorTopK] = {}
+        self._temporal = [TemporalSchedule(op.node, _state(op, TemporalState))  # type: ignore[arg-type]
+                          for op in circuit.operators() if op.kind == "temporal"]
+        self._now = 0  # the step's time (µs since the epoch, UTC), for temporal filters
         self._memo: dict[tuple[str, str], dict] = {}  # per (executor, operator): what its kernels built once
         self._tick: ttl.Tick | None = None
         self._owners: dict[str, ttl.TtlOwner] | None = None
         self._top = _top_aggregate(circuit)
 
     def step(self, inputs: InputFn, kernels: Kernels, force: bool = False,
-             tick: ttl.Tick | None = None) -> pa.Table | None:
+             tick: ttl.Tick | None = None, now: int = 0) -> pa.Table | None:
         """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None); with a
-        ``tick`` (a state TTL) the keys the step touches are recorded."""
+        ``tick`` (a state TTL) the keys the step touches are recorded; ``now``: the step's time (µs since
+        the epoch, UTC), which temporal filters release their due rows at."""
         for agg in self._aggs.values():
             agg.created = None
         self._tick = tick
+        self._now = now
         try:
             delta = self._eval(self.circuit.root, inputs, kernels, force)
             if delta is None:
@@ -79,6 +86,17 @@ class CircuitRunner:
             raise
         finally:
             self._tick = None
+
+    # ------------------------------------------------------------------ time
+    @property
+    def scheduled(self) -> bool:
+        """Whether the view has temporal filters (rows scheduled on the step's time)."""
+        return bool(self._temporal)
+
+    def next_due(self) -> int | None:
+        """The earliest time (µs) one of the view's temporal filters has rows due at, or None."""
+        dues = [d for d in (t.next_due(self.store) for t in self._temporal) if d is not None]
+        return min(dues) if dues else None
 
     # ------------------------------------------------------------------ state TTL
     def ttl_owners(self) -> dict[str, ttl.TtlOwner]:
@@ -178,6 +196,14 @@ class CircuitRunner:
         live = [p for p in (self._eval(i, inputs, k, force) for i in op.inputs) if p is not None]
         return union_delta(k, node, live) if live else None
 
+    def visit_TemporalFilter(self, op: Operator, node: TemporalFilter, inputs: InputFn, k: Kernels, force: bool
+                             ) -> Rel | None:
+        """Runs whether or not its input changed: rows fall due as time passes (``operators.temporal``)."""
+        d = self._eval(op.inputs[0], inputs, k, force)
+        schedule = next(t for t in self._temporal if t.state == op.state)
+        out = schedule.step(self.store, k.arrow(d) if d is not None else None, self._now)
+        return k.of_arrow(out) if out is not None else None
+
     def visit_Negate(self, op: Operator, node: pn.Negate, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         d = self._eval(op.inputs[0], inputs, k, force)
         return negate_delta(k, node, d, self._memo_of(k, op)) if d is not None else None
@@ -274,7 +300,7 @@ def _spark_message(exc: Exception, view: str) -> str:
     return f"view {view!r}: step failed: {first[:500]}"
 
 
-_S = TypeVar("_S", JoinState, AggState, RecomputeState, VectorState)
+_S = TypeVar("_S", JoinState, AggState, RecomputeState, VectorState, TemporalState)
 
 
 def _state(op: Operator, kind: type[_S]) -> _S:

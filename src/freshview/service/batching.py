@@ -17,6 +17,11 @@ again (waiting at most so long), run the step, or go idle.  The rule:
 * A batch ends only between transactions (a source transaction is never
   split), at the first commit that reaches ``max_rows`` row changes, or once
   it has been collecting for its time bound.
+* Time-based views: with nothing collected, once the earliest due time of a
+  view's rows (``due``, Unix seconds: ``IncrementalFlow.next_due``) has
+  passed, the service steps with no source change (the rows due enter or
+  leave the view); until then it reads no longer than up to that time.  A
+  batch being collected is stepped as usual: its step releases them too.
 
 Following psycopg's generators, the decision is a pure function of the batch
 and the clocks, so every case is a unit test without a database.
@@ -91,10 +96,14 @@ def catching_up(batch: Batch, rule: Rule, wall: float) -> bool:
     return batch.transactions > 0 and wall - batch.newest_commit > rule.catchup_lag_s
 
 
-def next_action(batch: Batch, rule: Rule, now: float, wall: float) -> Read | Step | Idle:
-    """What to do next with ``batch`` at monotonic time ``now`` and Unix time ``wall``."""
+def next_action(batch: Batch, rule: Rule, now: float, wall: float, due: float | None = None) -> Read | Step | Idle:
+    """What to do next with ``batch`` at monotonic time ``now`` and Unix time ``wall``; ``due``: when a
+    time-based view's rows next fall due (Unix seconds), if ever."""
     if batch.transactions == 0:
-        return IDLE if batch.drained else Read(rule.poll_s, rule.poll_s)
+        if due is not None and wall >= due:
+            return STEP  # a step of no transaction: the rows due
+        wait = rule.poll_s if due is None else min(rule.poll_s, due - wall)
+        return IDLE if batch.drained else Read(wait, wait)
     if batch.rows >= rule.max_rows:
         return STEP
     behind = catching_up(batch, rule, wall)

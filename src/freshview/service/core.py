@@ -359,10 +359,14 @@ class Core:
         rule = self.options.batching()
         batch = batching.Batch()
         collected: list[Transaction] = []
+        due = self.flow.next_due()  # time-based views: when rows next enter or leave them
         while True:
-            action = batching.next_action(batch, rule, time.monotonic(), time.time())
+            action = batching.next_action(batch, rule, time.monotonic(), time.time(), due)
             if isinstance(action, batching.Step):
-                self._process(collected)
+                if collected:
+                    self._process(collected)
+                else:
+                    self._time_step()
                 return
             if isinstance(action, batching.Idle):
                 if self._pending_position is not None:
@@ -450,6 +454,32 @@ class Core:
                 log.debug("%s (%s)", summary, per_view)
             return
         raise ServiceError("a step kept failing after every failing view was stopped")
+
+    def _time_step(self) -> None:
+        """A step with no source change, at the clock's time: the rows of time-based views whose time bound
+        passed enter or leave them, written with the position the result tables are at."""
+        position = self.at.results
+        if position is None or self.at.engine != position:
+            return  # a replay is pending: its own steps come first
+        for _ in range(len(self.flow.views) + 1):
+            try:
+                prepared = self.flow.prepare({})
+            except Fault:
+                raise
+            except FreshviewError as exc:
+                if not self.views.fail_step(exc):
+                    raise
+                continue
+            with prepared:
+                prepared.set_meta("position", position.to_text())
+                started = time.perf_counter()
+                self.connector.results.commit_step({self.names.qualified(v): d for v, d in prepared.outputs.items()},
+                                                   position, StepStats(0, 0.0, self._rate_after(0)))
+                self.timings["write"] += time.perf_counter() - started
+                summary = prepared.commit()
+            if self.metrics is not None:
+                self.metrics.record_step(summary, None)
+            return
 
     def _changes(self, group: list[Transaction]) -> dict[str, SourceChange]:
         """The connector's changes as the engine's (engine names; a TRUNCATE: everything the engine

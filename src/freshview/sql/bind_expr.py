@@ -29,6 +29,7 @@ from freshview.sql.bind_aggs import AggregateVisits, bind_aggregate
 from freshview.sql.bind_types import TypeBinding, convert_textual
 from freshview.sql.functions import FunctionBinding, is_date_part
 from freshview.sql.parse import locate
+from freshview.sql.temporal import TemporalBinding
 from freshview.sql.scope import AGG_BASE, AggCollector, FromItem, Scope, ScopeColumn  # noqa: F401 (re-exported)
 
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
@@ -41,7 +42,7 @@ _TRUNC_UNITS = {"microseconds", "milliseconds", "second", "minute", "hour", "day
                 "month", "quarter", "year", "decade", "century", "millennium"}
 
 
-class ExprBinder(AggregateVisits, FunctionBinding, TypeBinding):
+class ExprBinder(AggregateVisits, TemporalBinding, FunctionBinding, TypeBinding):
     def __init__(self, scope: Scope, sql: str, aggs: AggCollector | None = None,
                  context: str = "expression", dialect: Dialect = POSTGRES) -> None:
         self.scope = scope

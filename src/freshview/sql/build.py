@@ -57,7 +57,12 @@ def compile_view(sql: str, catalog: Catalog, dialect: str | Dialect = "postgres"
     tree = parse_query(sql, d.sqlglot)
     builder = QueryBuilder(sql, catalog, d)
     builder.view_select = _naming_select(tree)
-    plan = optimize(builder.query(tree), statistics=statistics)
+    try:
+        plan = optimize(builder.query(tree), statistics=statistics)
+    except SqlError as err:  # a rule's refusal (plan.rewrite.temporal_filter) knows the position, not the text
+        if err.sql is not None:
+            raise
+        raise type(err)(err.message, err.location, sql) from None
     return plan, expand.splice(sql, builder.splices)
 
 

@@ -29,10 +29,11 @@ Intervals compare as PostgreSQL's interval_cmp (a month is 30 days, a day
 24 hours); GROUP BY, DISTINCT and set operations over an interval are
 refused by the query builder, as equal intervals may be spelled apart.
 
-Functions whose value is not a function of their arguments (now(),
-random(), current_date ...) are refused: a view is maintained
-incrementally, so a row's value must not change between the step that
-inserted it and the step that deletes it.
+Functions whose value is not a function of their arguments (random(),
+current_time ...) are refused: a view is maintained incrementally, so a
+row's value must not change between the step that inserted it and the
+step that deletes it.  now(), current_date and the other instants are
+bound by ``sql.temporal`` (time-based views), before these refusals.
 """
 
 from __future__ import annotations
@@ -55,13 +56,6 @@ _DAY_US = 86_400_000_000
 _WHY_NOT_DETERMINISTIC = ("its value changes from one evaluation to the next, and a view is maintained "
                           "incrementally: each of its values must depend only on the rows it is computed from")
 
-# Non-deterministic functions sqlglot parses into their own nodes.
-_NONDETERMINISTIC_NODES = {
-    "CurrentTimestamp": "now() / current_timestamp", "CurrentDate": "current_date",
-    "CurrentTime": "current_time", "Localtime": "localtime", "Localtimestamp": "localtimestamp",
-    "Rand": "random()", "Uuid": "gen_random_uuid()", "CurrentDatetime": "current_timestamp",
-    "UnixSeconds": "now()",
-}
 _NONDETERMINISTIC_NAMES = {
     "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday", "setseed",
     "random_normal", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
@@ -83,16 +77,10 @@ class FunctionBinding:
                 break
         return UnsupportedSqlError(f"{name} is not supported: {_WHY_NOT_DETERMINISTIC}", where, self.sql)
 
-    def visit_CurrentTimestamp(self, node): raise self._nondeterministic(node, _NONDETERMINISTIC_NODES["CurrentTimestamp"])  # noqa: E704,E501
-    def visit_CurrentDate(self, node): raise self._nondeterministic(node, "current_date")  # noqa: E704
     def visit_CurrentTime(self, node): raise self._nondeterministic(node, "current_time")  # noqa: E704
     def visit_Localtime(self, node): raise self._nondeterministic(node, "localtime")  # noqa: E704
-    def visit_Localtimestamp(self, node): raise self._nondeterministic(node, "localtimestamp")  # noqa: E704
     def visit_Rand(self, node): raise self._nondeterministic(node, "random()")  # noqa: E704
     def visit_Uuid(self, node): raise self._nondeterministic(node, "gen_random_uuid()")  # noqa: E704
-    def visit_CurrentDatetime(self, node): raise self._nondeterministic(node, "current_timestamp")  # noqa: E704
-    def visit_UtcTimestamp(self, node): raise self._nondeterministic(node, "utc_timestamp()")  # noqa: E704
-    def visit_UtcDate(self, node): raise self._nondeterministic(node, "utc_date()")  # noqa: E704
     def visit_UtcTime(self, node): raise self._nondeterministic(node, "utc_time()")  # noqa: E704
 
     # ------------------------------------------------------------------ boolean tests

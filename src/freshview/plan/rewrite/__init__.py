@@ -26,7 +26,10 @@ function from plan to plan with the same result:
    NULL-padded side reaches the matched branch; one no padded row passes
    drops the padded branch);
 8. ``merge_projects``: adjacent projections and filters merged, identity
-   projections dropped.
+   projections dropped;
+9. ``temporal_filter``: each filter reading ``now()`` becomes a
+   ``TemporalFilter`` scheduled on the step's time; ``now()`` anywhere else
+   is refused (``plan.temporal``).
 
 A rule may take keyword arguments (``join_order`` takes ``statistics``:
 ``plan.statistics``); ``optimize`` passes each rule the ones it declares
@@ -51,11 +54,12 @@ from freshview.plan.rewrite.join_order import join_order
 from freshview.plan.rewrite.merge_projects import merge_projects
 from freshview.plan.rewrite.prune import prune
 from freshview.plan.rewrite.pushdown import pushdown
+from freshview.plan.rewrite.temporal_filter import temporal_filter
 
 Rule = Callable[..., pn.Node]  # plan (and the keyword arguments it declares) -> plan
 
 RULES: tuple[Rule, ...] = (fold_constants, factor_or, pushdown, join_order, prune, joins.lower_joins, pushdown,
-                           merge_projects)
+                           merge_projects, temporal_filter)
 
 
 def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES, **context: Any) -> pn.Node:
@@ -68,4 +72,4 @@ def optimize(plan: pn.Node, rules: tuple[Rule, ...] = RULES, **context: Any) -> 
 
 
 __all__ = ["RULES", "optimize", "joins", "mark_join", "fold_constants", "factor_or", "pushdown", "join_order",
-           "prune", "merge_projects"]
+           "prune", "merge_projects", "temporal_filter"]
