@@ -48,10 +48,12 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pyarrow.fs as pafs
@@ -257,6 +259,21 @@ def fetch(uri: str, doc: dict, state_dir: Path, storage_options: Options = None)
         raise StateError(f"cannot read the checkpoint's run files at {uri!r}: {exc}") from None
     (state_dir / MANIFEST).write_text(json.dumps(doc["state"]))
     return len(doc["files"]), total
+
+
+def stage(uri: str, doc: dict, parent: Path, verify: Callable[[Path], None],
+          storage_options: Options = None) -> tuple[Path, int, int]:
+    """Fetch checkpoint ``doc`` into a new directory under ``parent`` and ``verify`` it there (opens as a
+    state store), before anything of the flow changes: (the directory, files, bytes).  On an error the
+    directory is removed."""
+    staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=parent))
+    try:
+        files, size = fetch(uri, doc, staging, storage_options)
+        verify(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging, files, size
 
 
 def write_document(uri: str, data: bytes, storage_options: Options = None) -> None:

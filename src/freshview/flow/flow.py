@@ -25,13 +25,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from freshview.algebra.batch import consolidate, to_arrow_delta, with_unit_weight
-from freshview.circuit import arrangements, render
+from freshview.circuit import arrangements
 from freshview.errors import CatalogError, DeltaError, FreshviewError, StateError, StateTooNew
 from freshview.flow import checkpoint, seen_set
 from freshview.flow.catalog import (CATALOG_FORMAT, CATALOG_KEY, READS, ViewEntry, ViewKind, check_name, dedup_text,
                                     parse_interval, source_schema_of)
 from freshview.flow import dedup as dedup_module
 from freshview.flow.debezium import DebeziumBatch, DebeziumEncoder, DebeziumWatch
+from freshview.flow.explain import explain_text
 from freshview.flow.step import COUNTERS, Counters, FlowStep
 from freshview.flow.vector_sinks import VectorSinkHandle, VectorSinks
 from freshview.flow.watches import Watch, Watches
@@ -39,7 +40,6 @@ from freshview.formats import debezium
 from freshview.plan import nodes as pn
 from freshview.plan import statistics as plan_statistics
 from freshview.plan import vector as vector_plan
-from freshview.plan.explain import render as render_plan
 from freshview.plan.shape import result_key
 from freshview.runtime.cost import MODES
 from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
@@ -714,20 +714,8 @@ class IncrementalFlow:
         with self._lock:
             view = self._view(name)
             counts = {a: self.store.count(a) for a in self.store.list_arrangements(arrangements.view_prefix(name))}
-            cols = ", ".join(f"{n} {t}" for n, t in view.columns)
-            last = f"last step: {view.last.executor} ({view.last.reason})" if view.last else "last step: none yet"
-            first = f"{view.first.executor} ({view.first.reason})" if view.first else "before this process (resumed)"
-            lines = [f"view {name} ({cols})", f"execution: {self.execution}; {last}", f"first computation: {first}"]
-            if self.state_ttl is not None:
-                tracked = ", ".join(f"{op} {n} keys" for op, n in self.engine.tracked(name).items())
-                lines.append(f"state ttl: {self.state_ttl:g} s; evicting: {tracked or 'nothing (no keyed state)'}")
-            return "\n".join(lines + [
-                f"cost model: {view.cost.describe()}",
-                "logical plan (after pushdown and pruning):",
-                _indent(render_plan(view.plan)),
-                "incremental circuit:",
-                render(view.circuit, counts),
-            ])
+            tracked = self.engine.tracked(name) if self.state_ttl is not None else None
+            return explain_text(name, view, self.execution, counts, self.state_ttl, tracked)
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> "checkpoint.CheckpointInfo":
@@ -766,13 +754,9 @@ class IncrementalFlow:
             self.engine._check_idle()
             started = time.perf_counter()
             number, doc = checkpoint.read_latest(uri, storage_options)
-            staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=self.state_dir.parent))
-            try:
-                files, size = checkpoint.fetch(uri, doc, staging, storage_options)
-                SpineStateStore(staging, cache_mb=self._cache_mb).close()  # readable before anything changes
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
+            staging, files, size = checkpoint.stage(  # fetched and readable before anything changes
+                uri, doc, self.state_dir.parent, lambda d: SpineStateStore(d, cache_mb=self._cache_mb).close(),
+                storage_options)
             self.store.close()
             self._watches.close()
             shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -811,8 +795,4 @@ class IncrementalFlow:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
 
