@@ -392,7 +392,8 @@ class Core:
             self.timings["read"] += time.perf_counter() - started - wait
 
     def _process(self, batch: list[Transaction]) -> None:
-        for step in decide.plan_steps(batch, self.at, lambda t: following.truncates(t, self.follow_from)):
+        alone = lambda t: following.truncates(t, self.follow_from) or following.alters(t, self.follow_from)  # noqa: E731
+        for step in decide.plan_steps(batch, self.at, alone):
             self._step(step)
 
     def _step(self, step: decide.Step) -> None:
