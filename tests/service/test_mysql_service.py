@@ -441,6 +441,20 @@ def test_mixed_case_and_quoted_names(shop, start_service):
     assert "Customer Totals" not in tables and "view of a view" not in tables and "CamelView" in tables
 
 
+def wait_sql(args: dict, name: str, text: str, timeout: float = 60.0) -> None:
+    """A view's stored SQL once it reads ``text`` (rewritten after a rename)."""
+    deadline = time.monotonic() + timeout
+    with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+        while True:
+            cur.execute("SELECT `sql`, status, error FROM freshview.views WHERE name = %s",
+                        (f"{args['database']}.{name}",))
+            row = cur.fetchone()
+            if row and text in row[0]:
+                return
+            assert time.monotonic() < deadline, f"{name} was not rewritten to read {text}: {row}"
+            time.sleep(0.1)
+
+
 def wait_failed(args: dict, name: str, timeout: float = 60.0) -> str:
     """A view's error once it failed (the test fails if it stays anything else)."""
     deadline = time.monotonic() + timeout
@@ -502,13 +516,16 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
     failing = {  # table -> (DDL, what the error must say)
         "f_drop": ("ALTER TABLE f_drop DROP COLUMN a", "column a of"),
         "f_type": ("ALTER TABLE f_type MODIFY a bigint", "column a of"),
-        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "column b of"),
-        "f_rename": ("RENAME TABLE f_rename TO f_renamed", "`RENAME TABLE f_rename TO f_renamed`"),
-        "f_alter_rename": ("ALTER TABLE f_alter_rename RENAME TO f_other", "`ALTER TABLE f_alter_rename RENAME TO"),
         "f_dropped": ("DROP TABLE f_dropped", "no longer exists"),
     }
+    renamed = {  # table -> (DDL, its name now, what its view's SQL must read now): followed, no snapshot
+        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "f_rename_col", "`bb`"),
+        "f_change_col": ("ALTER TABLE f_change_col CHANGE b b2 varchar(20)", "f_change_col", "`b2`"),
+        "f_rename": ("RENAME TABLE f_rename TO f_renamed", "f_renamed", "f_renamed AS f_rename"),
+        "f_alter_rename": ("ALTER TABLE f_alter_rename RENAME TO f_other", "f_other", "f_other AS f_alter_rename"),
+    }
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
-        for table in [*failing, "kept"]:
+        for table in [*failing, *renamed, "kept"]:
             cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, a int, b varchar(20), c int)")
             cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s, %s)", [(g, g % 4, f"b{g}", g) for g in range(1, 13)])
         cur.execute("CREATE TABLE parts (id int, region int, v int, PRIMARY KEY (id, region)) "
@@ -519,7 +536,7 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
                     "WHERE status IN ('open', 'paid')")
     start_service(options=ServiceOptions(poll_s=0.05, catalog_check_s=0.3))
     views = {f"v_{t}": f"SELECT a, COUNT(*) AS n, SUM(LENGTH(b)) AS b, SUM(id) AS ids FROM {t} GROUP BY a"
-             for t in [*failing, "kept"]}
+             for t in [*failing, *renamed, "kept"]}
     views["v_kept_rows"] = "SELECT id, a FROM kept WHERE a > 0"
     views["v_parts"] = "SELECT region, COUNT(*) AS n, SUM(v) AS v FROM parts GROUP BY region"
     views["v_open"] = "SELECT cust, COUNT(*) AS n, SUM(amt) AS total FROM open_orders GROUP BY cust"
@@ -554,3 +571,10 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
             assert message in error and error.startswith("freshview: "), (table, error)
         cur.execute("UPDATE kept SET a = 3 WHERE id < 6")
         wait_until_fresh(shop, kept)
+        for table, (ddl, now, reads) in renamed.items():
+            cur.execute(ddl)
+            column = "bb" if "RENAME COLUMN" in ddl else "b2" if "CHANGE" in ddl else "b"
+            cur.execute(f"INSERT INTO {now} (id, a, {column}) VALUES (99, 1, 'renamed')")
+            cur.execute(f"UPDATE {now} SET {column} = CONCAT({column}, 'x'), a = a + 1 WHERE id < 4")
+            wait_sql(shop, f"v_{table}", reads)
+        wait_until_fresh(shop, [*kept, *(f"v_{t}" for t in renamed)])
