@@ -397,8 +397,11 @@ class ViewCatalog:
         definitions = {name: sql for name, sql, _ in control.views()}
         before = self.names.engine(rename.before)
         schema, new_table = self.names.rules.split(rename.name)
+        schema = schema or self.names.default
+        spelled_schema = self.names.rules.spell(schema, "x")[:-2]  # (each part quoted only when it must be)
+        spelled_table = self.names.rules.spell(schema, new_table)[len(spelled_schema) + 1:]
         new = None if rename.name == rename.before else \
-            (None if schema in (None, self.names.default) else schema, new_table)
+            (None if schema == self.names.default else spelled_schema, spelled_table)
         last = (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table)
         probe = TableProbe(self.flow, self.connector.source, self.names)
 

@@ -55,7 +55,9 @@ def renamed(sql: str, dialect: str | Dialect, default_schema: str, table: str,
         splices.update(_table_splice(sql, t, new_table, default_schema, d))
     if columns and targets:  # (qualifies the tree in place: last)
         splices.update(_column_splices(sql, tree, d, default_schema, table, columns, columns_of))
-    return expand.splice(sql, splices)
+    out = expand.splice(sql, splices)
+    parse_query(out, d.sqlglot)  # (a new name the dialect reads otherwise, e.g. a keyword: refused, not stored)
+    return out
 
 
 def _engine_name(t: exp.Table, default_schema: str) -> str:

@@ -216,6 +216,9 @@ class MySqlSource:
         return self._stream
 
     def rename(self, renamed: Mapping[str, base.Renamed]) -> None:
+        for table in set(renamed) | set(self.renamed):
+            if renamed.get(table) != self.renamed.get(table):
+                self.described.pop(table, None)  # described anew, under its names now
         self.renamed = dict(renamed)
         if self._stream is not None:
             self._stream.reader.assembler.rename(self._aliases())
@@ -279,7 +282,11 @@ class MySqlSource:
                 else:
                     out[table] = base.Recheck(now, self.definition(now), refusal=str(exc), settles_at=settles_at)
                 continue
-            self.described[table] = found
+            # The description rows are decoded with, renewed unless a column is gone from it (renamed: the stream
+            # may still hold rows from before the rename, read by the old names until ``rename`` renews it).
+            before = self.described.get(table)
+            if before is None or {c.name.lower() for c in before.columns} <= {c.name.lower() for c in found.columns}:
+                self.described[table] = found
             out[table] = base.Recheck(now, self.definition(now), self._identity(name, found.schema),
                                       settles_at=settles_at)
         return out

@@ -197,6 +197,7 @@ class TransactionAssembler:
     def __init__(self, start: BinlogPosition, followed: Iterable[TableName]) -> None:
         self.position = start  # after the last whole transaction seen, followed tables or not
         self.aliases: dict[TableName, TableName] = {}  # a renamed followed table's name now -> its followed name
+        self._observed: set[TableName] = set()  # aliases from the stream's statements the service has not judged
         self._wanted = frozenset(followed)  # the followed tables, by the names they are followed by
         self.followed = self._now()  # their names now: the tables whose rows are taken
         self._open: _Open | None = None
@@ -207,8 +208,12 @@ class TransactionAssembler:
         self.followed = self._now()
 
     def rename(self, aliases: Mapping[TableName, TableName]) -> None:
-        """Followed tables renamed before the stream's start (name now -> followed name; ``Source.rename``)."""
-        self.aliases.update({now: was for now, was in aliases.items() if now != was})
+        """The renamed followed tables as the service knows them (name now -> followed name; ``Source.rename``):
+        they replace what it said before (a table it follows anew under its name now has none), and renames the
+        stream has carried that it has not yet judged are kept."""
+        self._observed -= set(aliases)
+        self.aliases = {**{now: was for now, was in aliases.items() if now != was},
+                        **{now: self.aliases[now] for now in self._observed if now in self.aliases}}
         self.followed = self._now()
 
     def followed_name(self, table: TableName) -> TableName:
@@ -226,8 +231,10 @@ class TransactionAssembler:
             if old in self.followed:
                 was = self.followed_name(old)
                 self.aliases.pop(old, None)
+                self._observed.discard(old)
                 if new != was:
                     self.aliases[new] = was
+                    self._observed.add(new)
                 self.followed = self._now()
 
     @property

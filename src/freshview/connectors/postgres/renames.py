@@ -28,9 +28,27 @@ def as_followed(txn: SourceTransaction, followed: Mapping[int, str]) -> SourceTr
              if rel.oid in followed and followed[rel.oid] != name}
     if not names:
         return txn
-    return dataclasses.replace(txn, changes={names.get(n, n): c for n, c in txn.changes.items()},
-                               truncated=[names.get(n, n) for n in txn.truncated],
-                               relations={names.get(n, n): r for n, r in txn.relations.items()})
+    changes: dict = {}
+    for name, found in txn.changes.items():  # (renamed inside the transaction: its changes under both names)
+        key = names.get(name, name)
+        changes[key] = found if key not in changes else _joined(changes[key], found)
+    relations = {}
+    for name, rel in txn.relations.items():  # the last relation of the table: as ``_assemble`` keeps it
+        relations[names.get(name, name)] = rel
+    return dataclasses.replace(txn, changes=changes, truncated=list(dict.fromkeys(names.get(n, n) for n in txn.truncated)),
+                               relations=relations)
+
+
+def _joined(first, then):
+    """One table's changes sent under two names in one transaction, in order.  Raw changes keep each run's
+    relation; decoded ones (``TransactionAssembler.feed``, not the stream's path) are read with the last
+    relation, which a rename alone leaves in place."""
+    if isinstance(first, RawChanges) and isinstance(then, RawChanges):
+        out = RawChanges()
+        out.extend(first)
+        out.extend(then)
+        return out
+    return [*first, *then]
 
 
 def followed_columns(txn: SourceTransaction, renamed: Mapping[str, Renamed]) -> SourceTransaction:
