@@ -125,6 +125,19 @@ def test_renamed_tables_and_columns_are_followed_by_name_mappings():
     assert effect(read, name=None).columns == frozenset()  # the table gone: every view reading it
 
 
+def test_an_alter_table_explains_a_new_creation_time_a_recreated_table_does_not():
+    made = (("primary key", "id"), ("creation time", "2026-11-29 00:00:01"))
+    remade = (("primary key", "id"), ("creation time", "2026-11-29 00:00:09"))
+    now = Recheck("app.orders", {"id": INT, "amount": NUM, "note": TEXT, "x": INT}, remade)
+    judge = lambda statement: following.ddl_effect("app.orders", ORDERS, {"id"}, now, made, statement)  # noqa: E731
+    assert judge("ALTER TABLE orders ADD COLUMN x int, ALGORITHM=INSTANT") is None
+    assert judge("/* migration */ alter table orders add x int") is None
+    assert isinstance(judge(None), following.Refollow)  # (no statement: the catalog alone cannot tell)
+    assert judge("DROP TABLE orders").reason == ("its creation time changed; app.orders was dropped and created again "
+                                                 "(by `DROP TABLE orders`)")
+    assert isinstance(judge("CREATE TABLE orders (id int primary key)"), following.Refollow)
+
+
 def test_a_dropped_or_unfollowable_table_fails_its_views():
     gone = effect(set(), name=None, statement="DROP TABLE orders")
     assert gone.error.startswith("freshview: public.orders no longer exists (dropped, or renamed and the new name "

@@ -27,7 +27,7 @@ VIEWS = {
     "public.big": "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.customer = c.id "
                   "WHERE o.amount > 500",
     "public.by_status": "SELECT status, COUNT(*) AS n, MAX(amount) AS top FROM orders GROUP BY status",
-}
+}  # (each reads amount, which is renamed; by_status alone reads status, which is dropped last)
 
 
 class Writer:
@@ -138,15 +138,20 @@ def test_views_survive_renames_added_dropped_and_retyped_columns_without_a_snaps
             writer.table = "orders_v2"
             wait_rewritten(conn, list(VIEWS), "orders_v2")
             writer.fresh(sales, list(VIEWS))
-            assert "orders_v2" in view_sql(conn, "public.totals")
+            assert "FROM orders_v2 AS orders" in view_sql(conn, "public.totals")
+            conn.execute("CREATE SCHEMA sales")
+            conn.execute("ALTER TABLE orders_v2 SET SCHEMA sales")
+            writer.table = "sales.orders_v2"
+            wait_rewritten(conn, list(VIEWS), "sales.orders_v2")
+            writer.fresh(sales, list(VIEWS))
             # Columns no view reads dropped and retyped; the key column renamed.
-            conn.execute("ALTER TABLE orders_v2 DROP COLUMN note")
-            conn.execute("ALTER TABLE orders_v2 ALTER COLUMN extra TYPE bigint")
-            conn.execute("ALTER TABLE orders_v2 RENAME COLUMN id TO order_id")
+            conn.execute("ALTER TABLE sales.orders_v2 DROP COLUMN note")
+            conn.execute("ALTER TABLE sales.orders_v2 ALTER COLUMN extra TYPE bigint")
+            conn.execute("ALTER TABLE sales.orders_v2 RENAME COLUMN id TO order_id")
             writer.go.clear()
             writer.idle.wait(10)
-            conn.execute("UPDATE orders_v2 SET amount_due = amount_due + 5 WHERE order_id < 30")
-            conn.execute("DELETE FROM orders_v2 WHERE order_id BETWEEN 30 AND 35")
+            conn.execute("UPDATE sales.orders_v2 SET amount_due = amount_due + 5 WHERE order_id < 30")
+            conn.execute("DELETE FROM sales.orders_v2 WHERE order_id BETWEEN 30 AND 35")
             time.sleep(1)  # (the catalog's periodic look too)
             wait_until_fresh(sales, list(VIEWS))
             assert snapshots == followed, "a rename or an unread column's change took a snapshot"
@@ -156,14 +161,14 @@ def test_views_survive_renames_added_dropped_and_retyped_columns_without_a_snaps
             wait_until_fresh(sales, list(VIEWS))
             # A new view naming the table by its new name shares it with the old views (followed anew once).
             conn.execute("CALL freshview.create_view('public.extras', "
-                         "'SELECT extra, COUNT(*) AS n, SUM(amount_due) AS s FROM orders_v2 GROUP BY extra')")
-            conn.execute("UPDATE orders_v2 SET extra = extra + 1, amount_due = 1 WHERE order_id < 10")
+                         "'SELECT extra, COUNT(*) AS n, SUM(amount_due) AS s FROM sales.orders_v2 GROUP BY extra')")
+            conn.execute("UPDATE sales.orders_v2 SET extra = extra + 1, amount_due = 1 WHERE order_id < 10")
             wait_until_fresh(sales, [*VIEWS, "public.extras"])
             # A change a view cannot survive fails that view alone, naming it; the others go on.
-            conn.execute("ALTER TABLE orders_v2 DROP COLUMN status")
-            conn.execute("UPDATE orders_v2 SET amount_due = 3 WHERE order_id < 5")
+            conn.execute("ALTER TABLE sales.orders_v2 DROP COLUMN status")
+            conn.execute("UPDATE sales.orders_v2 SET amount_due = 3 WHERE order_id < 5")
             status, error = wait_for_status(conn, "public.by_status", "failed")
-            assert status == "failed" and "column status of public.orders_v2 was dropped" in error, error
+            assert status == "failed" and "column status of sales.orders_v2 was dropped" in error, error
             assert "drop and re-create the view" in error
             wait_until_fresh(sales, ["public.totals", "public.big", "public.extras"])
         finally:

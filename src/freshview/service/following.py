@@ -39,6 +39,7 @@ step mixes rows from before and after a rename.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
@@ -160,7 +161,11 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
             unread.append(f"{what}, which no view reads")
     was, current_identity = _renamed_identity(dict(identity), columns), dict(now.identity)
     if was and current_identity:
-        unread += [f"its {what} changed" for what, value in was.items() if current_identity.get(what) != value]
+        explained = REBUILT_BY_ALTER if statement is not None and _ALTERS.match(statement) else set()
+        unread += [f"its {what} changed" for what, value in was.items()
+                   if current_identity.get(what) != value and what not in explained]
+    if statement is not None and _RECREATES.match(statement):
+        unread.append(f"{now.name} was dropped and created again")
     kept = {c: n for c, n in columns.items() if c in types}  # (a column the engine does not keep: nothing)
     rename = None
     if now.name != before or kept:
@@ -172,6 +177,14 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     if unread:
         return Refollow("; ".join(unread) + by, rename)
     return rename
+
+
+# Identity items every ALTER TABLE changes (MySQL rebuilds the table, its creation time is new): a statement
+# that alters or renames the table explains them (the same table); the table re-created does not.
+REBUILT_BY_ALTER = {"creation time"}
+_ALTERS = re.compile(r"\s*(?:/\*.*?\*/\s*)*(ALTER|RENAME)\b", re.I | re.S)
+_RECREATES = re.compile(r"\s*(?:/\*.*?\*/\s*)*(DROP|CREATE)\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b",
+                        re.I | re.S)
 
 
 def _renamed_columns(last: Sequence[str], now: Mapping[str, SqlType | None],
