@@ -510,7 +510,7 @@ class ViewCatalog:
     def recheck_access(self) -> None:
         """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
         plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
-        for found in access.recheck(self.connector, plans, self.names):
+        for found in access.recheck(self.connector, plans, self.names, self._renames()):
             self.fail_views([found.name], found.reason)
             self.connector.results.revoke_reader(found.name, found.requester)
 
