@@ -78,6 +78,14 @@ def test_only_the_names_that_change_are_replaced():
                    columns_of) == "SELECT amount FROM customers"  # another table's column of the same name
 
 
+def test_tables_of_other_schemas_and_the_default_one_together():
+    columns = {"sales.ledger": ["o_id", "o_customer", "amount"], "customers": ["c_id", "c_region"]}
+    sql = "SELECT l.o_id, c_region FROM sales.ledger l JOIN customers ON l.o_customer = c_id WHERE amount > 5"
+    assert renamed(sql, "postgres", "public", "sales.ledger", None, {"o_id": "id", "amount": "due"},
+                   columns.get) == ('SELECT l."id" AS o_id, c_region FROM sales.ledger l JOIN customers ON '
+                                    'l.o_customer = c_id WHERE "due" > 5')
+
+
 def test_mysql_text_is_rewritten_with_its_quotes():
     sql = "SELECT a, COUNT(*) AS n FROM f_rename GROUP BY a"
     assert renamed(sql, "mysql", "app", "f_rename", (None, "f_renamed"), {"a": "aa"}, lambda n: ["id", "a", "b"]) == \

@@ -91,11 +91,10 @@ def _column_splices(sql: str, tree: exp.Expression, d: Dialect, default_schema: 
     schema: dict = {}
     for t in tree.find_all(exp.Table):
         found = columns_of(_engine_name(t, default_schema))
-        if found is not None:
-            place = schema.setdefault(t.db, {}) if t.db else schema
-            place[t.name] = {c: "int" for c in found}  # (types do not matter to name resolution)
+        if found is not None:  # (one nesting level for all: bare names are the default schema's)
+            schema.setdefault(t.db or default_schema, {})[t.name] = {c: "int" for c in found}  # (types do not matter)
     try:
-        qualified = qualify(tree, dialect=d.sqlglot, schema=schema or None, expand_stars=False,
+        qualified = qualify(tree, dialect=d.sqlglot, db=default_schema, schema=schema or None, expand_stars=False,
                             validate_qualify_columns=False, quote_identifiers=False, identify=False)
         scopes = traverse_scope(qualified)
     except (SqlglotError, KeyError, ValueError, TypeError) as exc:  # (sqlglot's own, on a query it cannot qualify)
