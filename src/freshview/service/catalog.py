@@ -390,6 +390,7 @@ class ViewCatalog:
         else:
             renames[table] = Renamed(rename.name, dict(rename.mapping))
         self._save_renames(renames)
+        self.drop_unused_sources()  # (a view whose SQL could not be rewritten failed: maybe the table's last)
 
     def _rewrite_readers(self, table: str, rename: Rename) -> None:
         """The stored SQL of the views reading ``table`` rewritten to its new names (``sql.rename``)."""
