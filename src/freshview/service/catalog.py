@@ -508,9 +508,15 @@ class ViewCatalog:
                 todo.extend(self.flow.readers(view))
         return doomed
 
-    def recheck_access(self) -> None:
-        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
-        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
+    def recheck_access(self, position: Any = None) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``).
+        DDL on the followed tables is judged first (``position``: the engine's), so a renamed column is asked
+        about by its name now; a table whose DDL is still to be judged (``_awaiting``) is not asked about."""
+        if position is not None:
+            self.check_catalog(position)
+        pending = {self.names.engine(t) for t in self._awaiting}
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views
+                 if not pending & set(columns_read(self.flow.view_plan(v)))}
         for found in access.recheck(self.connector, plans, self.names, self._renames()):
             self.fail_views([found.name], found.reason)
             self.connector.results.revoke_reader(found.name, found.requester)

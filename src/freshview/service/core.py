@@ -169,7 +169,7 @@ class Core:
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
             if now >= next_access:
-                self.views.recheck_access()
+                self.views.recheck_access(self.at.engine)  # (DDL judged first: renamed columns by their names now)
                 next_access = now + self.options.access_check_s
             if now >= next_beat:
                 self._heartbeat()
