@@ -120,3 +120,12 @@ def test_recheck_lists_the_views_whose_requester_lost_a_right():
     found = access.recheck(fake, {"public.v": plan, "public.old": plan}, Names("public", Rules()))
     assert [(r.name, r.requester) for r in found] == [("public.v", "bob")]
     assert "column a of table public.secret" in found[0].reason
+
+
+def test_a_renamed_tables_rights_are_asked_under_its_names_now():
+    from freshview.connectors.base import Renamed
+
+    reads = {"public.orders": frozenset({"id", "amount"}), "public.customers": frozenset()}
+    assert access.renamed_reads(reads, {"public.orders": Renamed("sales.ledger", {"amount": "due"})}) == \
+        {"sales.ledger": frozenset({"id", "due"}), "public.customers": frozenset()}
+    assert access.renamed_reads(reads, {}) == reads

@@ -51,21 +51,22 @@ def test_ddl_on_columns_the_views_read_fails_them_naming_the_change():
     assert effect(read) is None
     assert effect(read, {"id": INT, "amount": NUM, "note": TEXT, "extra": INT}) is None  # ADD COLUMN
     dropped = effect(read, {"id": INT, "note": TEXT})
-    assert isinstance(dropped, following.Fail) and "column amount of public.orders was dropped or renamed" in dropped.error
-    renamed = effect(read, {"id": INT, "total": NUM, "note": TEXT})
-    assert "column amount of public.orders was renamed to total (ALTER TABLE ... RENAME COLUMN)" in renamed.error
+    assert isinstance(dropped, following.Fail) and "column amount of public.orders was dropped" in dropped.error
     retyped = effect(read, {"id": INT, "amount": parse_type("double precision"), "note": TEXT})
     assert isinstance(retyped, following.Fail)
     assert "column amount of public.orders changed type from numeric(10,2) to double precision" in retyped.error
     unsupported = effect(read, {"id": INT, "amount": None, "note": TEXT})
     assert "column amount of public.orders now has a type freshview does not maintain" in unsupported.error
     assert retyped.error.startswith("freshview: column amount of public.orders ") and "drop and re-create the view" in retyped.error
+    assert "CALL freshview.drop_view" in retyped.error
+    named = effect(read, {"id": INT, "note": TEXT}, statement="ALTER TABLE orders DROP COLUMN amount")
+    assert "(by `ALTER TABLE orders DROP COLUMN amount`)" in named.error
 
 
 def test_ddl_on_columns_no_view_reads_follows_the_table_anew():
     read = {"id", "amount"}
     dropped = effect(read, {"id": INT, "amount": NUM})
-    assert isinstance(dropped, following.Refollow) and "column note of public.orders was dropped or renamed" in dropped.reason
+    assert isinstance(dropped, following.Refollow) and "column note of public.orders was dropped" in dropped.reason
     retyped = effect(read, {"id": INT, "amount": NUM, "note": INT})
     assert isinstance(retyped, following.Refollow) and "column note of public.orders changed type" in retyped.reason
     key = effect(read, identity=(("relation", "16384"), ("primary key", "id, note"), ("replica identity", "default")))
@@ -75,16 +76,80 @@ def test_ddl_on_columns_no_view_reads_follows_the_table_anew():
     assert effect(read, identity=()) is None  # the stream's definition alone: no identity to compare
 
 
-def test_a_renamed_dropped_or_unfollowable_table_fails_its_views():
-    renamed = effect(set(), name="public.orders2")
-    assert isinstance(renamed, following.Fail)
-    assert renamed.error.startswith("freshview: public.orders was renamed to public.orders2 (ALTER TABLE ... RENAME")
-    gone = effect(set(), name=None, statement="RENAME TABLE orders TO orders2")
-    assert gone.error.startswith("freshview: public.orders no longer exists (dropped, or renamed) (by "
-                                 "`RENAME TABLE orders TO orders2`)")
+def test_renamed_tables_and_columns_are_followed_by_name_mappings():
+    read = {"id", "amount"}
+    table = following.ddl_effect("public.orders", ORDERS, read, Recheck(
+        "sales.orders2", {"id": INT, "amount": NUM, "note": TEXT}, IDENTITY), IDENTITY, "ALTER TABLE ...")
+    assert table == following.Rename("public.orders", "sales.orders2", {}, {},
+                                     "public.orders was renamed to sales.orders2 (by `ALTER TABLE ...`)")
+    column = effect(read, {"id": INT, "total": NUM, "note": TEXT})
+    assert column == following.Rename("public.orders", "public.orders", {"amount": "total"}, {"amount": "total"},
+                                      "column amount of public.orders was renamed to total")
+    key = effect(read, {"oid": INT, "amount": NUM, "note": TEXT}, identity=(
+        ("relation", "16384"), ("primary key", "oid"), ("replica identity", "default")))  # the key renamed: no refollow
+    assert isinstance(key, following.Rename) and key.mapping == {"id": "oid"}
+    # A second rename, from the names as last seen (the mapping composes: engine name -> name now).
+    again = following.ddl_effect("public.orders", ORDERS, read, Recheck(
+        "public.orders3", {"id": INT, "sum": NUM, "note": TEXT}, IDENTITY), IDENTITY, None,
+        ["id", "total", "note"], "sales.orders2", {"amount": "total"})
+    assert again == following.Rename("sales.orders2", "public.orders3", {"total": "sum"}, {"amount": "sum"},
+                                     "sales.orders2 was renamed to public.orders3; column total of public.orders3 "
+                                     "was renamed to sum")
+    back = following.ddl_effect("public.orders", ORDERS, read, Recheck(
+        "public.orders", {"id": INT, "amount": NUM, "note": TEXT}, IDENTITY), IDENTITY, None,
+        ["id", "total", "note"], None, {"amount": "total"})
+    assert back is not None and back.mapping == {} and back.columns == {"total": "amount"}
+    # An unread column the engine does not keep renamed, dropped or retyped: nothing to do.
+    kept = ORDERS.projected({"id", "amount"})
+    assert following.ddl_effect("public.orders", kept, read, Recheck(
+        "public.orders", {"id": INT, "amount": NUM, "memo": INT}, IDENTITY), IDENTITY, None,
+        ["id", "amount", "note"]) is None
+    # Renamed at once with a column no view reads but the engine keeps dropped: followed anew, renamed first.
+    both = following.ddl_effect("public.orders", ORDERS, read, Recheck(
+        "public.o2", {"id": INT, "amount": NUM}, IDENTITY), IDENTITY, None, ["id", "amount", "note"])
+    assert isinstance(both, following.Refollow) and both.rename is not None and both.rename.name == "public.o2"
+    # PostgreSQL's attnums tell a rename from a drop even with other changes seen at once.
+    places = Recheck("public.orders", {"oid": INT, "amount": NUM, "extra": INT},
+                     (("relation", "16384"), ("primary key", "oid"), ("replica identity", "default")), places=(1, 2, 4))
+    attnums = following.ddl_effect("public.orders", ORDERS, read, places, IDENTITY, None, ["id", "amount", "note"],
+                                   None, None, [1, 2, 3])
+    assert isinstance(attnums, following.Refollow) and attnums.rename.mapping == {"id": "oid"}  # (note, kept, dropped)
+    assert following.ddl_effect("public.orders", ORDERS.projected({"id", "amount"}), read, places, IDENTITY, None,
+                                ["id", "amount", "note"], None, None, [1, 2, 3]).mapping == {"id": "oid"}
+    # A column dropped and one of another type added at its place is no rename.
+    swapped = effect(read, {"id": INT, "total": INT, "note": TEXT})
+    assert isinstance(swapped, following.Fail) and "column amount of public.orders was dropped" in swapped.error
+    assert swapped.columns == {"amount"}  # only the views reading it fail
+    both = effect(read, {"note": TEXT})
+    assert both.columns == {"id", "amount"} and "column id of" in both.error and "column amount of" in both.error
+    assert effect(read, name=None).columns == frozenset()  # the table gone: every view reading it
+
+
+def test_an_alter_table_explains_a_new_creation_time_a_recreated_table_does_not():
+    made = (("primary key", "id"), ("creation time", "2026-11-29 00:00:01"))
+    remade = (("primary key", "id"), ("creation time", "2026-11-29 00:00:09"))
+    now = Recheck("app.orders", {"id": INT, "amount": NUM, "note": TEXT, "x": INT}, remade)
+    judge = lambda statement: following.ddl_effect("app.orders", ORDERS, {"id"}, now, made, statement)  # noqa: E731
+    assert judge("ALTER TABLE orders ADD COLUMN x int, ALGORITHM=INSTANT") is None
+    assert judge("/* migration */ alter table orders add x int") is None
+    assert isinstance(judge(None), following.Refollow)  # (no statement: the catalog alone cannot tell)
+    assert judge("DROP TABLE orders").reason == ("its creation time changed; app.orders was dropped and created again "
+                                                 "(by `DROP TABLE orders`)")
+    assert isinstance(judge("CREATE TABLE orders (id int primary key)"), following.Refollow)
+
+
+def test_a_dropped_or_unfollowable_table_fails_its_views():
+    gone = effect(set(), name=None, statement="DROP TABLE orders")
+    assert gone.error.startswith("freshview: public.orders no longer exists (dropped, or renamed and the new name "
+                                 "not known) (by `DROP TABLE orders`)")
     lost = effect(set(), refusal="public.orders has no primary key and REPLICA IDENTITY is not FULL ...")
     assert lost.error == ("freshview: public.orders can no longer be followed: public.orders has no primary key and "
                           "REPLICA IDENTITY is not FULL ...")
+
+
+def test_a_transaction_with_ddl_of_a_followed_table_steps_alone():
+    txn = Transaction(Pos(1), 0.0, {"public.x": 1}, ddl={"public.x": None})
+    assert following.alters(txn, {"public.x": Pos(0)}) and not following.alters(txn, {"public.y": Pos(0)})
 
 
 def test_only_definitions_other_than_the_followed_one_are_looked_at():
@@ -122,23 +187,24 @@ def test_a_table_keeps_the_columns_read_and_its_key():
     assert following.kept_columns(wide, {"a", "gone"}).names == ["id", "a"]  # a view of a dropped column fails itself
 
 
-def test_a_rename_is_named_when_the_engine_keeps_only_the_columns_read():
+def test_a_rename_is_told_by_the_tables_places_when_the_engine_keeps_only_the_columns_read():
     # The table (id, amount, note, extra) is kept as (id, note): positions are the table's, not the copy's.
     kept = TableSchema((Column("id", INT, False), Column("note", TEXT)), ("id",))
     table = ["id", "amount", "note", "extra"]
     now = Recheck("public.orders", {"id": INT, "amount": NUM, "memo": TEXT, "extra": INT}, IDENTITY)
     renamed = following.ddl_effect("public.orders", kept, {"note"}, now, IDENTITY, None, table)
-    assert isinstance(renamed, following.Fail) and "column note of public.orders was renamed to memo" in renamed.error
+    assert isinstance(renamed, following.Rename) and renamed.mapping == {"note": "memo"}
     unnamed = following.ddl_effect("public.orders", kept, {"note"}, now, IDENTITY)  # positions of the copy: unknown
-    assert "column note of public.orders was dropped or renamed" in unnamed.error
+    assert isinstance(unnamed, following.Fail) and "column note of public.orders was dropped" in unnamed.error
     unread = Recheck("public.orders", {"id": INT, "note": TEXT, "extra": INT}, IDENTITY)  # amount dropped, unread
     assert following.ddl_effect("public.orders", kept, {"note"}, unread, IDENTITY, None, table) is None
 
 
 def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
-    """MySQL's binlog names the DDL: a failure read off the catalog first waits until the stream has passed
-    the server's position at that read (then the stream's statement names it), at most its patience."""
-    from freshview.service.following import Fail, Refollow, awaits_statement
+    """MySQL's binlog names the DDL: a change read off the catalog first waits until the stream has passed
+    the server's position at that read (then the stream's statement names it, and a rename applies from
+    it on), at most its patience."""
+    from freshview.service.following import Fail, Refollow, Rename, awaits_statement
 
     fail = Fail("freshview: t no longer exists")
     assert awaits_statement(fail, None, settles_at=10, position=5, waited_s=0.0)
@@ -147,7 +213,8 @@ def test_a_failure_the_catalog_shows_waits_for_the_streams_statement():
     assert not awaits_statement(fail, None, settles_at=10, position=5, waited_s=31.0)  # patience spent
     assert not awaits_statement(fail, "RENAME TABLE t TO u", settles_at=10, position=5, waited_s=0.0)
     assert not awaits_statement(fail, None, settles_at=None, position=5, waited_s=0.0)  # PostgreSQL: no statements
-    assert not awaits_statement(Refollow("x"), None, settles_at=10, position=5, waited_s=0.0)
+    assert awaits_statement(Refollow("x"), None, settles_at=10, position=5, waited_s=0.0)
+    assert awaits_statement(Rename("t", "u", {}, {}, "t was renamed"), None, settles_at=10, position=5, waited_s=0.0)
     assert not awaits_statement(None, None, settles_at=10, position=5, waited_s=0.0)
 
 

@@ -441,6 +441,20 @@ def test_mixed_case_and_quoted_names(shop, start_service):
     assert "Customer Totals" not in tables and "view of a view" not in tables and "CamelView" in tables
 
 
+def wait_sql(args: dict, name: str, text: str, timeout: float = 60.0) -> None:
+    """A view's stored SQL once it reads ``text`` (rewritten after a rename)."""
+    deadline = time.monotonic() + timeout
+    with connect(args, autocommit=True) as conn, conn.cursor() as cur:
+        while True:
+            cur.execute("SELECT `sql`, status, error FROM freshview.views WHERE name = %s",
+                        (f"{args['database']}.{name}",))
+            row = cur.fetchone()
+            if row and text in row[0]:
+                return
+            assert time.monotonic() < deadline, f"{name} was not rewritten to read {text}: {row}"
+            time.sleep(0.1)
+
+
 def wait_failed(args: dict, name: str, timeout: float = 60.0) -> str:
     """A view's error once it failed (the test fails if it stays anything else)."""
     deadline = time.monotonic() + timeout
@@ -502,13 +516,16 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
     failing = {  # table -> (DDL, what the error must say)
         "f_drop": ("ALTER TABLE f_drop DROP COLUMN a", "column a of"),
         "f_type": ("ALTER TABLE f_type MODIFY a bigint", "column a of"),
-        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "column b of"),
-        "f_rename": ("RENAME TABLE f_rename TO f_renamed", "`RENAME TABLE f_rename TO f_renamed`"),
-        "f_alter_rename": ("ALTER TABLE f_alter_rename RENAME TO f_other", "`ALTER TABLE f_alter_rename RENAME TO"),
         "f_dropped": ("DROP TABLE f_dropped", "no longer exists"),
     }
+    renamed = {  # table -> (DDL, its name now, what its view's SQL must read now): followed, no snapshot
+        "f_rename_col": ("ALTER TABLE f_rename_col RENAME COLUMN b TO bb", "f_rename_col", "`bb`"),
+        "f_change_col": ("ALTER TABLE f_change_col CHANGE b b2 varchar(20)", "f_change_col", "`b2`"),
+        "f_rename": ("RENAME TABLE f_rename TO f_renamed", "f_renamed", "f_renamed AS f_rename"),
+        "f_alter_rename": ("ALTER TABLE f_alter_rename RENAME TO f_other", "f_other", "f_other AS f_alter_rename"),
+    }
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
-        for table in [*failing, "kept"]:
+        for table in [*failing, *renamed, "kept"]:
             cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, a int, b varchar(20), c int)")
             cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s, %s)", [(g, g % 4, f"b{g}", g) for g in range(1, 13)])
         cur.execute("CREATE TABLE parts (id int, region int, v int, PRIMARY KEY (id, region)) "
@@ -519,7 +536,7 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
                     "WHERE status IN ('open', 'paid')")
     start_service(options=ServiceOptions(poll_s=0.05, catalog_check_s=0.3))
     views = {f"v_{t}": f"SELECT a, COUNT(*) AS n, SUM(LENGTH(b)) AS b, SUM(id) AS ids FROM {t} GROUP BY a"
-             for t in [*failing, "kept"]}
+             for t in [*failing, *renamed, "kept"]}
     views["v_kept_rows"] = "SELECT id, a FROM kept WHERE a > 0"
     views["v_parts"] = "SELECT region, COUNT(*) AS n, SUM(v) AS v FROM parts GROUP BY region"
     views["v_open"] = "SELECT cust, COUNT(*) AS n, SUM(amt) AS total FROM open_orders GROUP BY cust"
@@ -554,3 +571,104 @@ def test_views_partitions_and_every_alter_table(shop, start_service):
             assert message in error and error.startswith("freshview: "), (table, error)
         cur.execute("UPDATE kept SET a = 3 WHERE id < 6")
         wait_until_fresh(shop, kept)
+        for table, (ddl, now, reads) in renamed.items():
+            cur.execute(ddl)
+            column = "bb" if "RENAME COLUMN" in ddl else "b2" if "CHANGE" in ddl else "b"
+            cur.execute(f"INSERT INTO {now} (id, a, {column}) VALUES (99, 1, 'renamed')")
+            cur.execute(f"UPDATE {now} SET {column} = CONCAT({column}, 'x'), a = a + 1 WHERE id < 4")
+            wait_sql(shop, f"v_{table}", reads)
+        wait_until_fresh(shop, [*kept, *(f"v_{t}" for t in renamed)])
+
+
+def test_schema_changes_under_writes_keep_views_running_without_a_snapshot(shop, start_service):
+    """Issue 24 on MariaDB: ADD COLUMN (instant, with a default) and its backfill, columns renamed (RENAME
+    COLUMN, CHANGE), the table renamed, unread columns dropped and retyped: the views keep running with no
+    snapshot while writes go on, their SQL rewritten; a dropped column that one view reads fails it alone."""
+    from freshview.service.service import ServiceOptions
+
+    snapshots: list[str] = []
+
+    def start():
+        return start_service(options=ServiceOptions(poll_s=0.05, catalog_check_s=0.5),
+                             snapshot_progress=lambda t, d, e, f: snapshots.append(t) if f else None)
+
+    service = start()
+    views = {"totals": "SELECT customer, SUM(amount) AS total, COUNT(*) AS n FROM orders GROUP BY customer",
+             "big": "SELECT o.id, o.amount, c.region FROM orders o JOIN customers c ON o.customer = c.id "
+                    "WHERE o.amount > 500",
+             "by_status": "SELECT status, COUNT(*) AS n, MAX(amount) AS top FROM orders GROUP BY status"}
+    create_views(shop, views)
+    followed = list(snapshots)
+    names = {"table": "orders", "amount": "amount"}
+    go, idle, stop = threading.Event(), threading.Event(), threading.Event()
+    go.set()
+
+    def writer() -> None:
+        rng, next_id = random.Random(24), [1000]
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            while not stop.is_set():
+                if not go.is_set():
+                    idle.set()
+                    go.wait(0.1)
+                    continue
+                idle.clear()
+                table, amount = names["table"], names["amount"]
+                try:
+                    if rng.random() < 0.5:
+                        next_id[0] += 1
+                        cur.execute(f"INSERT INTO {table} (id, customer, {amount}, status) VALUES (%s, %s, %s, %s)",
+                                    (next_id[0], rng.randint(1, 34), rng.randint(1, 99_999) / 100,
+                                     rng.choice(STATUSES)))
+                    else:
+                        cur.execute(f"UPDATE {table} SET {amount} = {amount} + %s WHERE id = %s",
+                                    (rng.randint(-300, 300), rng.randint(1, next_id[0])))
+                except pymysql.err.MySQLError:
+                    pass  # renamed meanwhile: the next write uses the new names
+
+    def fresh(names_: list[str]) -> None:
+        go.clear()
+        idle.wait(10)
+        try:
+            wait_until_fresh(shop, names_)
+        finally:
+            go.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute("ALTER TABLE orders ADD COLUMN extra int NOT NULL DEFAULT 7, ALGORITHM=INSTANT")
+            cur.execute("UPDATE orders SET extra = id % 5")  # the backfill
+            fresh(list(views))
+            cur.execute("ALTER TABLE orders RENAME COLUMN amount TO amount_due")
+            names["amount"] = "amount_due"
+            for view in views:
+                wait_sql(shop, view, "`amount_due`")
+            fresh(list(views))
+            cur.execute("ALTER TABLE orders CHANGE status state varchar(10) NOT NULL")
+            wait_sql(shop, "by_status", "`state` AS status")
+            fresh(list(views))
+            cur.execute("RENAME TABLE orders TO orders_v2")
+            names["table"] = "orders_v2"
+            for view in views:
+                wait_sql(shop, view, "orders_v2")
+            fresh(list(views))
+            service.stop()  # a restart keeps following the renamed table (the names kept with the engine's state)
+            cur.execute("UPDATE orders_v2 SET amount_due = amount_due + 2 WHERE id < 20")
+            service = start()
+            cur.execute("ALTER TABLE orders_v2 DROP COLUMN note")
+            cur.execute("ALTER TABLE orders_v2 MODIFY extra bigint NOT NULL")
+            cur.execute("UPDATE orders_v2 SET amount_due = amount_due + 1 WHERE id < 50")
+            fresh(list(views))
+            assert snapshots == followed, "a rename or an unread column's change took a snapshot"
+            cur.execute("TRUNCATE customers")
+            cur.executemany("INSERT INTO customers VALUES (%s, %s)", [(i, "west") for i in range(1, 20)])
+            fresh(list(views))
+            cur.execute("ALTER TABLE orders_v2 DROP COLUMN state")
+            error = wait_failed(shop, "by_status")
+            assert "column state of" in error and "`ALTER TABLE orders_v2 DROP COLUMN state`" in error, error
+            fresh(["totals", "big"])
+    finally:
+        stop.set()
+        go.set()
+        thread.join(10)

@@ -128,6 +128,9 @@ class SourceTable:
     # "relation" (its OID), "primary key", "replica identity", "partitions".  ``Source.recheck`` reports them
     # again; one that changed means the engine's copy may no longer match the table (it is followed anew).
     identity: tuple[tuple[str, str], ...] = ()
+    # Each column's place that a rename keeps (PostgreSQL: its attnum), in the schema's order; () where the
+    # database has none (MySQL: a rename is told by the column's position, ``service.following``).
+    places: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,16 @@ class Recheck:
     # statements (MySQL's binlog): the server's position when the catalog was read.  A view is failed for
     # what the catalog shows only once the stream has passed it, so the failure names the statement.
     settles_at: "Position | None" = None
+    places: tuple[int, ...] = ()  # as ``SourceTable.places``, in ``columns``' order
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A followed table renamed, or columns of it, since it was followed (``Source.rename``): the engine keeps
+    the names it followed it by."""
+
+    name: str  # the table's name now (schema-qualified)
+    columns: Mapping[str, str] = field(default_factory=dict)  # renamed columns: the followed name -> the name now
 
 
 @dataclass(frozen=True)
@@ -211,6 +224,13 @@ class Source(Protocol):
     def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
         """The followed tables (name -> the ``SourceTable.identity`` it was followed with) as the catalog
         describes them now."""
+
+    def rename(self, renamed: Mapping[str, Renamed]) -> None:
+        """The followed tables known to the engine by other names than the database's now (the name they were
+        followed by -> ``Renamed``; replaces what was said before).  From now on the stream hands their
+        changes (``Transaction``, ``deltas``) under the followed table and column names, and ``recheck``,
+        ``prepare``, ``retain`` and ``deltas`` take the followed names.  MySQL: a rename the stream itself
+        carries (``RENAME TABLE``) is followed by the stream at once, in the stream's order."""
 
     def expansion(self, relation: str) -> str | None:
         """SQL that stands for ``relation`` in a view, when it is not followed as itself: a plain view's
@@ -352,6 +372,9 @@ class ControlSchema(Protocol):
         """Every active view goes to status rebuilding, with the reason."""
 
     def mark_failed(self, name: str, error: str) -> None: ...
+
+    def set_sql(self, name: str, sql: str) -> None:
+        """The view's definition is now ``sql`` (rewritten after a table it reads was renamed)."""
 
     def heartbeat(self, status: str) -> None: ...
 

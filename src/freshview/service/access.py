@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from freshview.connectors.base import Connector, ReadRights
+from freshview.connectors.base import Connector, ReadRights, Renamed
 from freshview.errors import CatalogError
 from freshview.plan import nodes as pn
 from freshview.plan.rewrite.prune import columns_read
@@ -120,9 +120,20 @@ def check_tables(connector: Connector, view: str, tables: Iterable[str], request
     check(connector, view, {table: frozenset() for table in tables}, requester, request)
 
 
-def recheck(connector: Connector, plans: Mapping[str, pn.Node], names: Names) -> list[Revoked]:
-    """The running views (qualified name -> plan) whose requester may no longer read what they read:
-    one question to the database per view."""
+def renamed_reads(found: Mapping[str, frozenset[str]], renamed: Mapping[str, Renamed]) -> dict[str, frozenset[str]]:
+    """``reads`` of a running view under the names its tables and columns have now (``base.Renamed``: the
+    engine keeps the names it followed them by)."""
+    out = {}
+    for table, columns in found.items():
+        now = renamed.get(table)
+        out[now.name if now else table] = frozenset(now.columns.get(c, c) for c in columns) if now else columns
+    return out
+
+
+def recheck(connector: Connector, plans: Mapping[str, pn.Node], names: Names,
+            renamed: Mapping[str, Renamed] | None = None) -> list[Revoked]:
+    """The running views (qualified name -> plan) whose requester may no longer read what they read (under
+    the names they have now: ``renamed``): one question to the database per view."""
     grants = connector.grants
     if grants is None:
         return []
@@ -132,7 +143,7 @@ def recheck(connector: Connector, plans: Mapping[str, pn.Node], names: Names) ->
         requester = owners.get(name)
         if requester is None:
             continue
-        needed = reads(plan, names)
+        needed = renamed_reads(reads(plan, names), renamed or {})
         try:
             problem = refusal(name, grants.who(requester), needed, grants.read_rights(requester, needed))
         except CatalogError as exc:

@@ -19,15 +19,20 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
 
 import pyarrow as pa
 
-from freshview.connectors.base import ChangeError, Connector, ResultSpec, Source, SourceTable, Transaction, after
+from freshview.connectors.base import (
+    ChangeError, Connector, Renamed, ResultSpec, Source, SourceTable, Transaction, after,
+)
 from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
 from freshview.service import access, recovery
-from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs, kept_columns
+from freshview.service.following import (
+    Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
+)
 from freshview.service.names import Names
 from freshview.sql import compile_view
+from freshview.sql.rename import renamed as renamed_sql
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -37,8 +42,11 @@ log = logging.getLogger("freshview.service")
 REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
 FOLLOW_FROM_KEY = "follow_from"  # engine meta: followed table -> the position of its snapshot
-# engine meta: followed table -> all its column names when followed (the engine keeps only those read)
+# engine meta: followed table -> all its column names as last seen (the engine keeps only those read)
 COLUMNS_KEY = "follow_columns"
+# engine meta: followed table renamed since followed -> [its name now, {the engine's column: its name now}]
+RENAMES_KEY = "follow_renamed"
+PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' places as last seen (``SourceTable``)
 
 # (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
@@ -65,6 +73,7 @@ class ViewCatalog:
         self._awaiting: dict[str, tuple[Any, float]] = {}
         # table -> columns its next snapshot reads besides what the view being created reads (``widen``)
         self.wanted_columns: dict[str, set[str]] = {}
+        source.rename(self._renames())
 
     # ------------------------------------------------------------------ views
     def result_spec(self, name: str) -> ResultSpec:
@@ -113,7 +122,7 @@ class ViewCatalog:
             control.begin_create(name, view_sql, reader)
         registered = False
         try:
-            probe = TableProbe(flow, self.connector.source, self.names)
+            probe = TableProbe(flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position))
             try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
                 # with the database's views and inheritance parents read through their definitions (sql.expand)
                 plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
@@ -212,6 +221,7 @@ class ViewCatalog:
                 identities[table] = [list(p) for p in described.identity]
                 flow.set_meta(IDENTITY_KEY, identities)
                 flow.set_meta(COLUMNS_KEY, {**(flow.get_meta(COLUMNS_KEY, {}) or {}), table: described.schema.names})
+                flow.set_meta(PLACES_KEY, {**(flow.get_meta(PLACES_KEY, {}) or {}), table: list(described.places)})
                 self._save_follow_from()
                 log.info("following %s from %s", table, snap.position)
 
@@ -238,13 +248,17 @@ class ViewCatalog:
 
     def drop_unused_sources(self) -> None:
         changed = False
+        renames = self._renames()
         for source in list(self.flow.sources):
             if not self.flow.readers(source):
                 self.flow.drop_source(source)
                 self.follow_from.pop(self.names.qualified(source), None)
+                renames.pop(self.names.qualified(source), None)
                 changed = True
         if changed:
             self._save_follow_from()
+            if renames != self._renames():
+                self._save_renames(renames)
             self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
 
     def _columns_read(self, table: str) -> set[str]:
@@ -287,21 +301,128 @@ class ViewCatalog:
             if now is None or table not in self.follow_from:
                 continue
             schema = self.flow.source_schema(self.names.engine(table))
+            renamed = self._renames().get(table)
             log.debug("DDL check of %s: %s (followed with %s)", table, now, identities.get(table))
             effect = ddl_effect(table, schema, self._columns_read(table), now, _pairs(identities.get(table)),
-                                statement, (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table))
+                                statement, (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table),
+                                renamed.name if renamed else None, renamed.columns if renamed else None,
+                                (self.flow.get_meta(PLACES_KEY, {}) or {}).get(table))
             settles_at, first_seen = self._awaiting.setdefault(table, (now.settles_at, time.monotonic()))
             if awaits_statement(effect, statement, settles_at, position, time.monotonic() - first_seen):
-                continue  # the stream's statement is still to come: the failure will name it
+                continue  # the stream's statement is still to come: the change is applied (or named) with it
             self._awaiting.pop(table, None)
             if isinstance(effect, Fail):
-                self.fail_table(table, effect.error)
-            elif isinstance(effect, Refollow):
+                self._fail_readers(table, effect, position)
+                continue
+            if isinstance(effect, Refollow):
+                if effect.rename is not None:
+                    self._rewrite_readers(table, effect.rename)  # (their SQL reads the new names)
                 self._refollow(table, effect.reason, position)
-            elif table not in identities and now.identity:
+                continue
+            if isinstance(effect, Rename):
+                self._follow_rename(table, effect)
+            self._seen(table, list(now.columns), now.places, now.identity if table in identities else ())
+            if table not in identities and now.identity:
                 unknown[table] = [list(p) for p in now.identity]  # followed before identities were kept
         if unknown:
-            self.flow.set_meta(IDENTITY_KEY, {**identities, **unknown})
+            self.flow.set_meta(IDENTITY_KEY, {**(self.flow.get_meta(IDENTITY_KEY, {}) or {}), **unknown})
+
+    def _fail_readers(self, table: str, effect: Fail, position: Any) -> None:
+        """The views reading the columns ``effect`` names fail (all the table's views when it names none);
+        the table is followed anew for the others, which do not read them."""
+        if not effect.columns:
+            self.fail_table(table, effect.error)
+            return
+        source = self.names.engine(table)
+        doomed = [self.names.qualified(v) for v in self.flow.readers(source)
+                  if columns_read(self.flow.view_plan(v)).get(source, set()) & effect.columns]
+        self.fail_views(doomed, effect.error)
+        if not self.flow.readers(source):
+            self.drop_unused_sources()
+            return
+        if effect.rename is not None:
+            self._rewrite_readers(table, effect.rename)
+        self._refollow(table, f"the views reading its columns {', '.join(sorted(effect.columns))} failed", position)
+
+    def _seen(self, table: str, columns: list[str], places: Iterable[int], identity: Iterable[tuple[str, str]]) -> None:
+        """The table's columns (their places, its identity) as now seen: what the next DDL is told from
+        (``ddl_effect``)."""
+        for key, value in ((COLUMNS_KEY, columns), (PLACES_KEY, list(places))):
+            known = self.flow.get_meta(key, {}) or {}
+            if known.get(table) != value:
+                self.flow.set_meta(key, {**known, table: value})
+        identities = self.flow.get_meta(IDENTITY_KEY, {}) or {}
+        pairs = [list(p) for p in identity]
+        if pairs and identities.get(table) != pairs:
+            self.flow.set_meta(IDENTITY_KEY, {**identities, table: pairs})
+
+    # ------------------------------------------------------------------ renamed tables and columns
+    def _renames(self) -> dict[str, Renamed]:
+        """Followed tables known to the engine by other names than the database's now (``RENAMES_KEY``)."""
+        return {t: Renamed(str(v[0]), dict(v[1])) for t, v in (self.flow.get_meta(RENAMES_KEY, {}) or {}).items()}
+
+    def _save_renames(self, renames: Mapping[str, Renamed]) -> None:
+        self.flow.set_meta(RENAMES_KEY, {t: [r.name, dict(r.columns)] for t, r in renames.items()})
+        self.connector.source.rename(renames)
+
+    def _settle_rename(self, table: str, position: Any) -> None:
+        """A new view names ``table``, a renamed followed table's name now or the name it was followed by: the
+        table is followed anew under its name now (its views compiled from their rewritten SQL), so the new
+        view shares it, or reads the table that has the old name now."""
+        for followed, renamed in self._renames().items():
+            if table in (followed, renamed.name):
+                self._refollow(followed, f"a new view reads it as {table} (renamed from {followed} to {renamed.name})",
+                               position, level=logging.INFO)
+                return
+
+    def _follow_rename(self, table: str, rename: Rename) -> None:
+        """``table`` (or columns the engine keeps of it) renamed: its views keep running, their SQL rewritten
+        to the new names (one that cannot be fails, saying why); the engine keeps its names and the connector
+        hands the table's changes under them (``base.Renamed``)."""
+        log.info("%s: %s; its views keep running, their SQL rewritten to the new names", table, rename.what)
+        self._rewrite_readers(table, rename)
+        renames = self._renames()
+        if rename.name == table and not rename.mapping:
+            renames.pop(table, None)  # back to the names it was followed by
+        else:
+            renames[table] = Renamed(rename.name, dict(rename.mapping))
+        self._save_renames(renames)
+        self.drop_unused_sources()  # (a view whose SQL could not be rewritten failed: maybe the table's last)
+
+    def _rewrite_readers(self, table: str, rename: Rename) -> None:
+        """The stored SQL of the views reading ``table`` rewritten to its new names (``sql.rename``)."""
+        control = self.connector.control
+        definitions = {name: sql for name, sql, _ in control.views()}
+        before = self.names.engine(rename.before)
+        schema, new_table = self.names.rules.split(rename.name)
+        schema = schema or self.names.default
+        spelled_schema = self.names.rules.spell(schema, "x")[:-2]  # (each part quoted only when it must be)
+        spelled_table = self.names.rules.spell(schema, new_table)[len(spelled_schema) + 1:]
+        new = None if rename.name == rename.before else \
+            (None if schema == self.names.default else spelled_schema, spelled_table)
+        last = (self.flow.get_meta(COLUMNS_KEY, {}) or {}).get(table)
+        probe = TableProbe(self.flow, self.connector.source, self.names)
+
+        def columns_of(relation: str) -> list[str] | None:
+            if relation == before and last:
+                return list(last)
+            found = probe.relation_columns(relation)
+            return None if found is None else [c for c, _ in found[0]]
+
+        for view in self.flow.readers(self.names.engine(table)):
+            name = self.names.qualified(view)
+            if name not in definitions:
+                continue
+            try:
+                sql = renamed_sql(definitions[name], self.connector.dialect, self.names.default, before, new,
+                                  rename.columns, columns_of)
+            except self.errors as exc:
+                self.fail_views([name], f"freshview: {rename.what}; the view's SQL cannot be rewritten to the new "
+                                        f"names ({exc}): drop and re-create the view with a query for them")
+                continue
+            if sql != definitions[name]:
+                control.set_sql(name, sql)
+                log.info("view %s now reads: %s", name, sql)
 
     def _refollow(self, table: str, reason: str, position: Any, level: int = logging.WARNING,
                   extra: Collection[str] = ()) -> None:
@@ -384,10 +505,16 @@ class ViewCatalog:
                 todo.extend(self.flow.readers(view))
         return doomed
 
-    def recheck_access(self) -> None:
-        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``)."""
-        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views}
-        for found in access.recheck(self.connector, plans, self.names):
+    def recheck_access(self, position: Any = None) -> None:
+        """A view whose requester lost a right it needs fails, and its requester loses its table (``access``).
+        DDL on the followed tables is judged first (``position``: the engine's), so a renamed column is asked
+        about by its name now; a table whose DDL is still to be judged (``_awaiting``) is not asked about."""
+        if position is not None:
+            self.check_catalog(position)
+        pending = {self.names.engine(t) for t in self._awaiting}
+        plans = {self.names.qualified(v): self.flow.view_plan(v) for v in self.flow.views
+                 if not pending & set(columns_read(self.flow.view_plan(v)))}
+        for found in access.recheck(self.connector, plans, self.names, self._renames()):
             self.fail_views([found.name], found.reason)
             self.connector.results.revoke_reader(found.name, found.requester)
 
@@ -400,10 +527,12 @@ class TableProbe:
     """Catalog for a first compile: engine relations, else the database's tables (recorded); the database's
     views and inheritance parents are read through their definitions (``Source.expansion``)."""
 
-    def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names) -> None:
+    def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names,
+                 settle: Callable[[str], None] | None = None) -> None:
         self.flow = flow
         self.source = source
         self.names = names
+        self.settle = settle  # called with each table named, before it is looked up (``ViewCatalog._settle_rename``)
         self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
         self.tables: dict[str, SourceTable] = {}
         self.expansions: dict[str, str | None] = {}
@@ -417,6 +546,8 @@ class TableProbe:
         return self.expansions[qualified]
 
     def relation_columns(self, name: str):
+        if self.settle is not None and name not in self.flow.views:
+            self.settle(self.names.qualified(name))
         # A followed table as the database has it: the engine keeps only the columns its views read.
         found = self.flow.relation_columns(name) if name not in self.flow.sources else None
         if found is not None:

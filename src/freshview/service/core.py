@@ -169,7 +169,7 @@ class Core:
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
             if now >= next_access:
-                self.views.recheck_access()
+                self.views.recheck_access(self.at.engine)  # (DDL judged first: renamed columns by their names now)
                 next_access = now + self.options.access_check_s
             if now >= next_beat:
                 self._heartbeat()
@@ -396,7 +396,8 @@ class Core:
             self.timings["read"] += time.perf_counter() - started - wait
 
     def _process(self, batch: list[Transaction]) -> None:
-        for step in decide.plan_steps(batch, self.at, lambda t: following.truncates(t, self.follow_from)):
+        alone = lambda t: following.truncates(t, self.follow_from) or following.alters(t, self.follow_from)  # noqa: E731
+        for step in decide.plan_steps(batch, self.at, alone):
             self._step(step)
 
     def _step(self, step: decide.Step) -> None:

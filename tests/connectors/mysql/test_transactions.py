@@ -152,3 +152,31 @@ def test_malformed_positions_are_refused():
     for text in ("", "0-1-5", "0-1-5@binlog", "0-1-5@binlog.000001:x"):
         with pytest.raises(ValueError, match="not a binlog position"):
             BinlogPosition.from_text(text)
+
+
+def test_a_renamed_followed_table_is_followed_under_its_new_name_in_the_streams_order():
+    """Rows of a followed table renamed by RENAME TABLE / ALTER TABLE ... RENAME are handed under the name
+    it is followed by, from the statement on; a new table taking the old name is not followed."""
+    v2, v3, new = TableName("app", "orders_v2"), TableName("archive", "orders_v3"), TableName("app", "orders")
+    asm = TransactionAssembler(START, {T})
+    events = [Begin("0-1-10"), Rows(T, ins(1)), Xid(),
+              Begin("0-1-11", standalone=True), Query("RENAME TABLE orders TO orders_v2", "app"),
+              Begin("0-1-12"), Rows(v2, ins(2)), Rows(T, ins(99)), Xid(),  # (a new `orders` is another table)
+              Begin("0-1-13", standalone=True), Query("ALTER TABLE orders_v2 ADD x int, RENAME TO archive.orders_v3",
+                                                      "app"),
+              Begin("0-1-14"), Rows(v3, ins(3)), Rows(v2, ins(98)), Xid()]
+    first, ddl, second, again, third = feed_all(asm, events)
+    assert ids(first.changes[T][0].after) == [1] and ddl.ddl[0].tables == (T,)
+    assert list(second.changes) == [T] and ids(second.changes[T][0].after) == [2]
+    assert again.ddl[0].tables == (T,) and ids(third.changes[T][0].after) == [3] and list(third.changes) == [T]
+    assert asm.followed == {v3} and asm.aliases == {v3: T}
+    asm.rename({T: T})  # the service has not judged the renames yet: they stay
+    assert asm.aliases == {v3: T}
+    asm.rename({v3: T})  # it has
+    asm.rename({})  # then follows the table anew under its name now, and a new `orders` too
+    asm.follow({v3, new})
+    assert asm.followed == {v3, new} and asm.followed_name(v3) == v3 and asm.followed_name(new) == T
+    seeded = TransactionAssembler(START, {T})
+    seeded.rename({v2: T})  # ``Source.rename`` after a restart
+    [txn] = feed_all(seeded, [Begin("0-1-20"), Rows(v2, ins(5)), Xid()])
+    assert list(txn.changes) == [T]

@@ -515,6 +515,11 @@ class MySqlControl:
     def mark_failed(self, name: str, error: str) -> None:
         set_view_status(self.conn, name, "failed", error=error)
 
+    def set_sql(self, name: str, sql: str) -> None:
+        _run(self.conn, "UPDATE freshview.views SET `sql` = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s",
+             (sql, name))
+        self.conn.commit()
+
     def heartbeat(self, status: str) -> None:
         heartbeat(self.conn, self.source, status)
 

@@ -191,8 +191,9 @@ class MySqlSource:
         self.conn = conn  # the connector's autocommit connection (catalog queries)
         self.snapshot_method = snapshot_method
         self.heartbeat_s = heartbeat_s
-        self.described: dict[str, catalog.SourceTable] = {}
+        self.described: dict[str, catalog.SourceTable] = {}  # by the name followed by
         self.followed: set[TableName] = set()
+        self.renamed: dict[str, base.Renamed] = {}  # ``rename``: followed name -> the names now
         self._stream: MySqlStream | None = None
 
     def retained_bytes(self) -> int | None:
@@ -210,8 +211,29 @@ class MySqlSource:
             reader = binlog.BinlogStream(self.connect_args, start, self.followed, heartbeat_s=self.heartbeat_s)
         except pymysql.err.MySQLError as exc:
             raise base.StreamError(f"cannot open the binlog stream: {exc}") from None
+        reader.assembler.rename(self._aliases())
         self._stream = MySqlStream(reader, self.definition)
         return self._stream
+
+    def rename(self, renamed: Mapping[str, base.Renamed]) -> None:
+        for table in set(renamed) | set(self.renamed):
+            if renamed.get(table) != self.renamed.get(table):
+                self.described.pop(table, None)  # described anew, under its names now
+        self.renamed = dict(renamed)
+        if self._stream is not None:
+            self._stream.reader.assembler.rename(self._aliases())
+
+    def _aliases(self) -> dict[TableName, TableName]:
+        return {parse_table_name(r.name): parse_table_name(t) for t, r in self.renamed.items()}
+
+    def _now(self, table: str) -> str:
+        """A followed table's name now: as the stream last renamed it (``RENAME TABLE``), else ``rename``'s."""
+        if self._stream is not None:
+            followed = parse_table_name(table)
+            for now, was in self._stream.reader.assembler.aliases.items():
+                if was == followed:
+                    return str(now)
+        return self.renamed[table].name if table in self.renamed else table
 
     def describe(self, table: str) -> base.SourceTable:
         found = describe_table(self.conn, table)
@@ -250,23 +272,27 @@ class MySqlSource:
         out = {}
         settles_at = current_position(self.conn) if tables else None  # read before the catalog (see Recheck)
         for table in tables:
-            name = parse_table_name(table)
+            now = self._now(table)
+            name = parse_table_name(now)
             try:
                 found = describe_table(self.conn, name)
             except CatalogError as exc:
                 if "does not exist" in str(exc):
                     out[table] = base.Recheck(None, settles_at=settles_at)
                 else:
-                    out[table] = base.Recheck(table, self.definition(table), refusal=str(exc),
-                                              settles_at=settles_at)
+                    out[table] = base.Recheck(now, self.definition(now), refusal=str(exc), settles_at=settles_at)
                 continue
-            self.described[table] = found
-            out[table] = base.Recheck(table, self.definition(table), self._identity(name, found.schema),
+            # The description rows are decoded with, renewed unless a column is gone from it (renamed: the stream
+            # may still hold rows from before the rename, read by the old names until ``rename`` renews it).
+            before = self.described.get(table)
+            if before is None or {c.name.lower() for c in before.columns} <= {c.name.lower() for c in found.columns}:
+                self.described[table] = found
+            out[table] = base.Recheck(now, self.definition(now), self._identity(name, found.schema),
                                       settles_at=settles_at)
         return out
 
     def retain(self, tables: Collection[str]) -> None:
-        self.followed = {parse_table_name(t) for t in tables}
+        self.followed = {parse_table_name(t) for t in tables}  # (the stream takes renamed ones by their names now)
         if self._stream is not None:
             self._stream.follow(set(self.followed))
 
@@ -279,16 +305,18 @@ class MySqlSource:
 
     def mysql_table(self, table: str, schema: TableSchema) -> catalog.SourceTable:
         """The described table restricted to ``schema``'s columns (the engine's, which a later ADD COLUMN
-        does not change); described now if this process has not yet."""
+        does not change, under the names it followed them by: ``rename``); described now if this process
+        has not yet."""
         found = self.described.get(table)
         if found is None:
-            self.describe(table)
-            found = self.described[table]
+            found = self.described[table] = describe_table(self.conn, self._now(table))
         by_name = {c.name.lower(): c for c in found.columns}  # (the engine's column names are folded)
-        missing = [c.name for c in schema.columns if c.name not in by_name]
+        renamed = self.renamed[table].columns if table in self.renamed else {}
+        now = [renamed.get(c.name, c.name).lower() for c in schema.columns]
+        missing = [c for c in now if c not in by_name]
         if missing:
             raise base.ChangeError(f"{table} has no column {missing[0]} any more", table)
-        return dataclasses.replace(found, schema=schema, columns=tuple(by_name[c.name] for c in schema.columns))
+        return dataclasses.replace(found, schema=schema, columns=tuple(by_name[c] for c in now))
 
     def prepare(self, tables: Sequence[str]) -> None:
         """Decode these tables' rows in the stream from now on (the open stream's too)."""

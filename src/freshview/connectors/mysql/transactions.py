@@ -34,7 +34,7 @@ import datetime as dt
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from freshview.connectors.mysql.catalog import TableName
 from freshview.connectors.mysql.rowimages import library_images
@@ -196,11 +196,46 @@ class TransactionAssembler:
 
     def __init__(self, start: BinlogPosition, followed: Iterable[TableName]) -> None:
         self.position = start  # after the last whole transaction seen, followed tables or not
-        self.followed = frozenset(followed)
+        self.aliases: dict[TableName, TableName] = {}  # a renamed followed table's name now -> its followed name
+        self._observed: set[TableName] = set()  # aliases from the stream's statements the service has not judged
+        self._wanted = frozenset(followed)  # the followed tables, by the names they are followed by
+        self.followed = self._now()  # their names now: the tables whose rows are taken
         self._open: _Open | None = None
 
     def follow(self, tables: Iterable[TableName]) -> None:
-        self.followed = frozenset(tables)
+        """The tables followed, by the names they are followed by (renamed ones too: ``aliases``)."""
+        self._wanted = frozenset(tables)
+        self.followed = self._now()
+
+    def rename(self, aliases: Mapping[TableName, TableName]) -> None:
+        """The renamed followed tables as the service knows them (name now -> followed name; ``Source.rename``):
+        they replace what it said before (a table it follows anew under its name now has none), and renames the
+        stream has carried that it has not yet judged are kept."""
+        self._observed -= set(aliases)
+        self.aliases = {**{now: was for now, was in aliases.items() if now != was},
+                        **{now: self.aliases[now] for now in self._observed if now in self.aliases}}
+        self.followed = self._now()
+
+    def followed_name(self, table: TableName) -> TableName:
+        """The name a followed table (``table``: its name now) is followed by."""
+        was = self.aliases.get(table)
+        return was if was is not None and was in self._wanted else table
+
+    def _now(self) -> frozenset[TableName]:
+        renamed = {now: was for now, was in self.aliases.items() if was in self._wanted}
+        return frozenset({t for t in self._wanted if t not in renamed.values()} | set(renamed))
+
+    def _renamed(self, statement: str, database: str) -> None:
+        """A followed table renamed by ``statement``: its rows are taken under its new name from now on."""
+        for old, new in table_renames(statement, database):
+            if old in self.followed:
+                was = self.followed_name(old)
+                self.aliases.pop(old, None)
+                self._observed.discard(old)
+                if new != was:
+                    self.aliases[new] = was
+                    self._observed.add(new)
+                self.followed = self._now()
 
     @property
     def in_transaction(self) -> bool:
@@ -218,7 +253,7 @@ class TransactionAssembler:
         txn = self._open
         if isinstance(event, Rows):
             if event.table in self.followed:
-                parts = txn.changes.setdefault(event.table, [])
+                parts = txn.changes.setdefault(self.followed_name(event.table), [])
                 change = event.changes
                 if parts and parts[-1].kind == change.kind:
                     parts[-1].extend(change)  # consecutive events of one kind: one run
@@ -233,11 +268,14 @@ class TransactionAssembler:
         if verb in ("COMMIT", "ROLLBACK"):
             return self._commit(file, offset, event.timestamp)
         if verb == "TRUNCATE":
-            txn.truncated.extend(t for t in _named_tables(event.statement, event.database) if t in self.followed)
+            txn.truncated.extend(self.followed_name(t) for t in _named_tables(event.statement, event.database)
+                                 if t in self.followed)
         elif verb in _DDL:
-            named = tuple(t for t in _named_tables(event.statement, event.database) if t in self.followed)
+            named = tuple(dict.fromkeys(self.followed_name(t) for t in _named_tables(event.statement, event.database)
+                                        if t in self.followed))
             if named:
                 txn.ddl.append(DdlStatement(event.statement, event.database, named))
+                self._renamed(event.statement, event.database)
         if txn.standalone:
             return self._commit(file, offset, event.timestamp)
         return None
@@ -274,6 +312,33 @@ def _verb(statement: str) -> str:
     text = _COMMENT.sub(" ", statement).lstrip()
     m = re.match(r"[A-Za-z]+", text)
     return m.group(0).upper() if m else ""
+
+
+_NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"
+_RENAME_TABLE = re.compile(rf"^\s*RENAME\s+TABLES?\s+(.*)$", re.I | re.S)
+_RENAME_PAIR = re.compile(rf"\s*({_NAME})\s+TO\s+({_NAME})\s*(?:,|$)", re.I)
+_ALTER_TABLE = re.compile(rf"^\s*ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?({_NAME})(.*)$",
+                          re.I | re.S)
+_ALTER_RENAME = re.compile(rf"(?:^|,)\s*RENAME\s+(?!COLUMN\b|INDEX\b|KEY\b)(?:(?:TO|AS)\s+)?({_NAME})", re.I)
+
+
+def table_renames(statement: str, database: str) -> list[tuple[TableName, TableName]]:
+    """The tables ``statement`` renames, (old, new): ``RENAME TABLE a TO b[, c TO d]``, ``ALTER TABLE a ...
+    RENAME [TO | AS] b``."""
+    text = _STRINGS.sub(" ", _COMMENT.sub(" ", statement)).strip().rstrip(";")
+
+    def name(found: str) -> TableName:
+        return _named_tables(found, database)[0]
+
+    m = _RENAME_TABLE.match(text)
+    if m:
+        return [(name(a), name(b)) for a, b in _RENAME_PAIR.findall(m.group(1))]
+    m = _ALTER_TABLE.match(text)
+    if m:
+        renamed = _ALTER_RENAME.findall(m.group(2))
+        if renamed:
+            return [(name(m.group(1)), name(renamed[-1]))]
+    return []
 
 
 def _named_tables(statement: str, database: str) -> list[TableName]:

@@ -51,7 +51,7 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = {}
 """
 _COLUMNS = """
-SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod)
+SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod), a.attnum
 FROM pg_attribute a
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
@@ -115,6 +115,7 @@ class SourceTable:
     replica_identity: str  # d(efault) f(ull) i(ndex) n(othing)
     identity: tuple[tuple[str, str], ...] = ()  # ``base.SourceTable.identity``
     partitioned: bool = False
+    places: tuple[int, ...] = ()  # ``base.SourceTable.places``: the columns' attnums
 
     @property
     def has_full_old_rows(self) -> bool:
@@ -171,8 +172,9 @@ def _describe(conn: psycopg.Connection, rel: _Relation) -> SourceTable:
     refusal = _refusal(conn, rel)
     if refusal:
         raise CatalogError(refusal)
-    columns = []
-    for col_name, oid, typmod, not_null, type_name in conn.execute(_COLUMNS, (rel.oid,)).fetchall():
+    columns, places = [], []
+    for col_name, oid, typmod, not_null, type_name, place in conn.execute(_COLUMNS, (rel.oid,)).fetchall():
+        places.append(place)
         try:
             columns.append(Column(col_name, column_type(conn, oid, typmod, type_name), not not_null))
         except UnsupportedTypeError:
@@ -180,7 +182,7 @@ def _describe(conn: psycopg.Connection, rel: _Relation) -> SourceTable:
                                "maintain yet") from None
     key = _key(conn, rel)
     return SourceTable(rel.name, TableSchema(tuple(columns), key), rel.replident, _identity(conn, rel, key),
-                       rel.kind == "p")
+                       rel.kind == "p", tuple(places))
 
 
 def _identity(conn: psycopg.Connection, rel: _Relation, key: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -277,9 +279,10 @@ def expansion(conn: psycopg.Connection, name: str) -> str | None:
 
 
 def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str], ...]],
-            seen: dict[str, tuple[str, Recheck]] | None = None) -> dict[str, Recheck]:
+            seen: dict[str, tuple[str, Recheck]] | None = None, names: Mapping[str, str] | None = None
+            ) -> dict[str, Recheck]:
     """Followed tables as the catalog describes them now, found by the OID they were followed with (else by
-    name): ``base.Source.recheck``.  ``seen`` remembers each answer with its relation's digest (``_SIGNATURE``):
+    name: ``names`` has the names now of renamed ones): ``base.Source.recheck``.  ``seen`` remembers each answer with its relation's digest (``_SIGNATURE``):
     a table whose digest did not change is not read again."""
     seen = {} if seen is None else seen
     oids = {t: int(o) for t, identity in tables.items() if (o := dict(identity).get("relation", "")).isdigit()}
@@ -293,13 +296,14 @@ def recheck(conn: psycopg.Connection, tables: Mapping[str, tuple[tuple[str, str]
         oid = dict(identity).get("relation")
         rel = _relation(conn, oid=int(oid)) if oid and oid.isdigit() else None
         if rel is None:
-            rel = _relation(conn, table)
+            rel = _relation(conn, (names or {}).get(table, table))
         if rel is None:
             out[table] = Recheck(None)
             continue
         refusal = _refusal(conn, rel)  # (a column of a type freshview does not maintain: None in columns)
         identity = () if refusal else _identity(conn, rel, _key(conn, rel))
-        out[table] = Recheck(rel.name, _columns(conn, rel.oid), identity, refusal)
+        columns, places = _columns(conn, rel.oid)
+        out[table] = Recheck(rel.name, columns, identity, refusal, places=places)
         if digest is not None and rel.oid == oids.get(table):
             seen[table] = (digest, out[table])
     return out
@@ -328,11 +332,14 @@ def column_type(conn: psycopg.Connection, oid: int, typmod: int, type_name: str,
     raise UnsupportedTypeError(f"column type {type_name} is not supported")
 
 
-def _columns(conn: psycopg.Connection, oid: int) -> dict[str, SqlType | None]:
+def _columns(conn: psycopg.Connection, oid: int) -> tuple[dict[str, SqlType | None], tuple[int, ...]]:
+    """The relation's columns' types (None: not maintained) and their attnums, in order."""
     out: dict[str, SqlType | None] = {}
-    for col_name, type_oid, typmod, _, type_name in conn.execute(_COLUMNS, (oid,)).fetchall():
+    places = []
+    for col_name, type_oid, typmod, _, type_name, place in conn.execute(_COLUMNS, (oid,)).fetchall():
+        places.append(place)
         try:
             out[col_name] = column_type(conn, type_oid, typmod, type_name)
         except UnsupportedTypeError:
             out[col_name] = None
-    return out
+    return out, tuple(places)

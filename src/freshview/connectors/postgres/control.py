@@ -333,6 +333,9 @@ class PostgresControl:
         self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, updated_at = now() "
                           "WHERE name = %s", (error, name))
 
+    def set_sql(self, name: str, sql: str) -> None:
+        self.conn.execute("UPDATE freshview.views SET sql = %s, updated_at = now() WHERE name = %s", (sql, name))
+
     def heartbeat(self, status: str) -> None:
         self.conn.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",
                           (status, self.slot))

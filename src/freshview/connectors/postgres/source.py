@@ -23,10 +23,10 @@ import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
-    Attached, LookupOld, PositionLost, Recheck, SourceTable, StreamError, TableChange, Transaction,
+    Attached, LookupOld, PositionLost, Recheck, Renamed, SourceTable, StreamError, TableChange, Transaction,
 )
 from freshview.connectors.edge import guarded
-from freshview.connectors.postgres import catalog, faults, named, protocol as p
+from freshview.connectors.postgres import catalog, faults, named, protocol as p, renames
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_changes
@@ -56,12 +56,14 @@ def lost_position(message: str) -> bool:
 class PostgresStream:
     """``base.Stream``: whole transactions from the slot (pgoutput decoded and assembled)."""
 
-    def __init__(self, repl: ReplicationConnection, followed: Mapping[int, str] | None = None) -> None:
+    def __init__(self, repl: ReplicationConnection, followed: Mapping[int, str] | None = None,
+                 renamed: Mapping[str, Renamed] | None = None) -> None:
         self.repl = repl
         self.decoder = p.Decoder()
         self.assembler = TransactionAssembler()
         self._definitions: dict[p.Relation, Mapping[str, SqlType | None]] = {}
         self.followed = followed if followed is not None else {}  # OID -> the name a followed table has
+        self.renamed = renamed if renamed is not None else {}  # ``Source.rename``'s (the source's own dict)
         self._seen: dict[int, p.Relation] = {}  # followed relations as last described by the stream
 
     @property
@@ -85,22 +87,25 @@ class PostgresStream:
         return None, got > 0
 
     def _neutral(self, txn: SourceTransaction) -> Transaction:
+        txn = renames.as_followed(txn, self.followed)  # (keyed by the names the engine follows them by)
         return Transaction(Lsn(txn.end_lsn), txn.commit_time / 1e6 + PG_EPOCH,
                            {t: len(c) for t, c in txn.changes.items()}, frozenset(txn.truncated),
-                           {t: self._columns(rel) for t, rel in txn.relations.items()}, txn,
+                           {t: renames.followed_definition(self._columns(rel), self.renamed.get(t))
+                            for t, rel in txn.relations.items()}, txn,
                            self._altered(txn.relations.values()))
 
     def _altered(self, relations) -> dict[str, None]:
         """Followed tables whose relation is not as the stream last described it (DDL: renamed, key or replica
-        identity changed ...) or named otherwise than followed (renamed): the core rechecks them before a
-        change of them is taken for another table's or applied with the old key."""
+        identity changed ...) or named otherwise than known (renamed): the core rechecks them before a
+        change of them is applied with the old key or names."""
         out: dict[str, None] = {}
         for rel in relations:
             name = self.followed.get(rel.oid)
             if name is None:
                 continue
             before = self._seen.get(rel.oid)
-            if (before is not None and before != rel) or rel.qualified_name != name:
+            known = self.renamed[name].name if name in self.renamed else name
+            if (before is not None and before != rel) or rel.qualified_name != known:
                 out[name] = None
             self._seen[rel.oid] = rel
         return out
@@ -135,11 +140,12 @@ def _type_or_none(column: p.Column) -> SqlType | None:
 
 
 def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchema],
-           lookup_old: LookupOld) -> dict[str, TableChange]:
-    """``to_changes`` over the tables each transaction is restricted to (``Transaction.restricted``)."""
+           lookup_old: LookupOld, renamed: Mapping[str, Renamed] | None = None) -> dict[str, TableChange]:
+    """``to_changes`` over the tables each transaction is restricted to (``Transaction.restricted``), renamed
+    columns under the engine's names (``renamed``)."""
     raw = []
     for txn in transactions:
-        pg: SourceTransaction = txn.payload
+        pg: SourceTransaction = renames.followed_columns(txn.payload, renamed or {})
         raw.append(SourceTransaction(pg.xid, pg.commit_lsn, pg.end_lsn, pg.commit_time,
                                      {t: c for t, c in pg.changes.items() if t in txn.rows},
                                      [t for t in pg.truncated if t in txn.truncated], pg.relations))
@@ -183,8 +189,6 @@ class PostgresSnapshot:
 class PostgresSource:
     """``base.Source`` over one database: the service's connection ``conn`` and its slot."""
 
-    deltas = staticmethod(deltas)
-
     def __init__(self, dsn: str, conn: psycopg.Connection, slot: str, publication: str) -> None:
         self.dsn = dsn
         self.conn = conn
@@ -192,6 +196,7 @@ class PostgresSource:
         self.label = slot
         self.publication = publication
         self.followed_oids: dict[int, str] = {}  # the relations prepared (OID -> the name they are followed by)
+        self.renamed: dict[str, Renamed] = {}  # ``rename``: followed name -> the names now
         self._rechecked: dict[str, tuple[str, Recheck]] = {}  # catalog.recheck's answers, by their digests
 
     def _replication(self, name: str = "freshview") -> ReplicationConnection:
@@ -228,17 +233,29 @@ class PostgresSource:
         except ReplicationError as exc:
             repl.close()
             raise (PositionLost if lost_position(str(exc)) else StreamError)(str(exc)) from None
-        return PostgresStream(repl, self.followed_oids)
+        return PostgresStream(repl, self.followed_oids, self.renamed)
 
     def describe(self, table: str) -> SourceTable:
         found = describe_table(self.conn, table)
-        return SourceTable(found.name, found.schema, found.identity)
+        return SourceTable(found.name, found.schema, found.identity, found.places)
 
     def expansion(self, relation: str) -> str | None:
         return catalog.expansion(self.conn, relation)
 
     def recheck(self, tables: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, Recheck]:
-        return catalog.recheck(self.conn, tables, self._rechecked)
+        return catalog.recheck(self.conn, tables, self._rechecked, {t: r.name for t, r in self.renamed.items()})
+
+    def rename(self, renamed: Mapping[str, Renamed]) -> None:
+        self.renamed.clear()  # (the open stream's dict too)
+        self.renamed.update(renamed)
+
+    def deltas(self, transactions: Sequence[Transaction], schemas: Mapping[str, TableSchema],
+               lookup_old: LookupOld) -> dict[str, TableChange]:
+        return deltas(transactions, schemas, lookup_old, self.renamed)
+
+    def _now(self, table: str) -> str:
+        """A followed table's name now (``rename``)."""
+        return self.renamed[table].name if table in self.renamed else table
 
     def _members(self) -> dict[int, str]:
         """The publication's own tables (OID -> name), as added (not the partitions it publishes through them)."""
@@ -254,8 +271,8 @@ class PostgresSource:
         one published through its root."""
         members = self._members()
         for table in tables:
-            oid, name, partitioned = catalog.publishable(self.conn, table)  # else UPDATE/DELETE would fail
-            self.followed_oids[oid] = name
+            oid, name, partitioned = catalog.publishable(self.conn, self._now(table))  # else UPDATE/DELETE would fail
+            self.followed_oids[oid] = table if table in self.renamed else name
             if oid in members:
                 continue
             if partitioned:
@@ -279,7 +296,7 @@ class PostgresSource:
     def retain(self, tables: Collection[str]) -> None:
         """Every other table leaves the publication (found by OID: a renamed table too), so it no longer
         constrains the application's writes; one the service may not remove is left, with a warning."""
-        wanted = set(tables)
+        wanted = {self._now(t) for t in tables}
         for oid, name in self._members().items():
             if name in wanted:
                 continue
