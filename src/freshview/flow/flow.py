@@ -46,6 +46,7 @@ from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
 from freshview.runtime.holds import flush_due
 from freshview.runtime.operators.source import ChangeRefused, SourceChange, checks as source_checks
 from freshview.runtime.state.adopt import copy_arrangements
+from freshview.runtime.state.pin import Pinned, pin
 from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
@@ -673,6 +674,13 @@ class IncrementalFlow:
         """
         with self._lock:
             return self.engine.rows(name, weighted)
+
+    def pin_source(self, name: str) -> Pinned:
+        """A source's copy as committed now, readable from another thread while steps go on (``runtime.state.pin``)."""
+        with self._lock:
+            self._check_open()
+            self.source_schema(name)  # (an unknown source: its error)
+            return pin(self.store, arrangements.source(name))
 
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).
