@@ -14,8 +14,10 @@ One thread does everything, in this order, forever:
    position acknowledged to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
-   (``requests``), beat the heartbeat, and now and then check that each
-   view's requester may still read what it reads (``access``).
+   (``requests``; a view is populated beside the loop by a worker of its own,
+   ``population``, which the loop offers every step's transactions, shows the
+   progress of and joins once caught up), beat the heartbeat, and now and then
+   check that each view's requester may still read what it reads (``access``).
 
 A transient fault anywhere (a connection lost, the database restarting, the
 state disk full) ends the pass: ``outage`` decides what to close, what to

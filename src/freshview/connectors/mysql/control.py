@@ -34,7 +34,7 @@ DEFINER (the administrator who ran ``freshview setup``): it alone may write
 the queue, and it checks that the account named matches the session's login
 (``USER()``: same user name, the login host matches the account's host
 pattern), so a caller reaching it directly can name no one else.  Callers need
-EXECUTE on the five procedures of ``USER_PROCEDURES`` and no other right on
+EXECUTE on the six procedures of ``USER_PROCEDURES`` and no other right on
 ``freshview``.  ``requested_by`` (views made before: the login) is the view's
 ``owner``.
 
