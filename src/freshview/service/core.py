@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
 
 log = logging.getLogger("freshview.service")
+POPULATING = "populating"  # under the state directory: the populations' scratch engines (``population``)
 FILE_ONLY = {"file_only": True}  # a log record the CLI writes to its log file, not to the terminal (cli/logs.py)
 
 
@@ -238,6 +240,7 @@ class Core:
                 control.requeue_request(request.id)
         else:
             requests.recover(control)
+            shutil.rmtree(self.state_dir / POPULATING, ignore_errors=True)  # a dead process's populations
         self._attached = True
         self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
@@ -417,7 +420,8 @@ class Core:
         plan = requests.serve(self.views, self.at.engine, self.stopping)
         if plan is None:
             return
-        directory = self.state_dir / "populating" / plan.view.replace("/", "_")
+        # A directory of its own (a cancelled population's worker may still be finishing in its old one)
+        directory = self.state_dir / POPULATING / f"{plan.view.replace('/', '_')}-{time.time_ns()}"
         self.population = Population(plan, self.connect, self._scratch_flow, directory,
                                      self.options.snapshot_chunk_rows)
         self.population.start()

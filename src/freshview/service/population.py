@@ -50,6 +50,7 @@ from freshview.service.populating import Phase, Progress
 log = logging.getLogger("freshview.service")
 
 CATCH_UP_ROWS = 100_000  # row changes per catch-up step (whole transactions)
+CANCEL_WAIT_S = 5.0  # how long a cancelled population's worker is waited for
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,10 @@ class Population:
         """Stop the worker (it stops between two of its chunks or steps) and drop everything it made."""
         self._cancelled.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(60)
+            self._thread.join(CANCEL_WAIT_S)  # a first computation cannot be interrupted: it is left to end
+        if self._thread.is_alive():
+            log.info("the population of %s is left to end in the background", self.plan.name)
+            return  # (its engine and directory are its own; the next population of the view has another)
         self.close()
 
     def close(self) -> None:
@@ -181,6 +185,8 @@ class Population:
                 self.error = exc
                 log.info("population of %s failed", self.plan.name, exc_info=True)
             self._set_phase(Phase.FAILED)
+        if self._cancelled.is_set():  # nobody will join it: what it made goes
+            self.close()
 
     def _populate(self) -> None:
         plan = self.plan

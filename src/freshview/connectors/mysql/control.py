@@ -110,7 +110,7 @@ TABLES_SQL = (
 
 _REQUEST_PROC = r"""
 CREATE OR REPLACE PROCEDURE freshview._request(p_action varchar(8), p_name varchar(255), p_sql longtext,
-                                               p_timeout double, p_account varchar(400), p_blocking bool)
+                                               p_timeout double, p_account varchar(400))
     MODIFIES SQL DATA SQL SECURITY DEFINER
     COMMENT 'freshview: enqueue a request and wait for the service to answer it'
 body: BEGIN
@@ -122,6 +122,8 @@ body: BEGIN
     DECLARE login varchar(400) DEFAULT USER();
     DECLARE login_host varchar(400) DEFAULT SUBSTRING_INDEX(login, '@', -1);
     DECLARE account_host varchar(400) DEFAULT SUBSTRING_INDEX(p_account, '@', -1);
+    -- create_view_async sets @freshview_blocking = FALSE around its call (no optional arguments in MariaDB)
+    DECLARE p_blocking bool DEFAULT p_action <> 'create' OR @freshview_blocking IS NULL OR @freshview_blocking;
     IF p_account IS NULL OR LOCATE('@', p_account) = 0
        OR BINARY LEFT(p_account, CHAR_LENGTH(p_account) - CHAR_LENGTH(account_host) - 1)
           <> BINARY LEFT(login, CHAR_LENGTH(login) - CHAR_LENGTH(login_host) - 1)
@@ -218,13 +220,14 @@ BEGIN
         SET denied = LEFT(CONCAT('freshview: permission denied for view ', view_name, ': ', denied), 512);
         SIGNAL SQLSTATE '42000' SET MESSAGE_TEXT = denied, MYSQL_ERRNO = code;
     END IF;
-    CALL freshview._request('create', view_name, query, timeout_s, CURRENT_USER(), @freshview_blocking IS NULL);
+    CALL freshview._request('create', view_name, query, timeout_s, CURRENT_USER());
 END
 """
 
 
-# Epsio's non-blocking form: the same probe (create_view_timeout), then the request queued without waiting.  The
-# probe procedure is told through a session variable (MariaDB procedures take no optional arguments).
+# Epsio's non-blocking form: the same probe (create_view_timeout), then the request queued without waiting.
+# ``_request`` is told through a session variable (MariaDB procedures take no optional arguments, and
+# ``_request``'s arguments stay as they were: callers reach it directly too).
 _ASYNC_PROC = r"""
 CREATE OR REPLACE PROCEDURE freshview.create_view_async(view_name varchar(255), query longtext)
     MODIFIES SQL DATA SQL SECURITY INVOKER
@@ -257,7 +260,7 @@ PROCEDURES_SQL = (
     _wrapper("drop_view", "view_name varchar(255)", f"drop_view_timeout(view_name, {DROP_TIMEOUT_S})",
              f"freshview: drop a view and its table (waits up to {DROP_TIMEOUT_S} s)"),
     _wrapper("drop_view_timeout", "view_name varchar(255), timeout_s double",
-             "_request('drop', view_name, NULL, timeout_s, CURRENT_USER(), TRUE)",
+             "_request('drop', view_name, NULL, timeout_s, CURRENT_USER())",
              "freshview: drop a view and its table, waiting up to timeout_s seconds"),
     _ASYNC_PROC,
 )
