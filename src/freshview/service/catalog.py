@@ -1,8 +1,10 @@
 """``ViewCatalog``: the views of one database and the base tables they follow, kept in the engine.
 
 What the service's views are is decided here, between the engine (``TwoPhaseFlow``) and the database
-(the connector): views are created (``create``: compiled, their new tables followed from a snapshot,
-computed, their result tables written) and dropped (``drop``); at every attach the engine's views are
+(the connector): views are created (a user's request: ``populate`` checks and plans it, a
+``population`` computes it beside the loop and ``join`` adds it; a rebuild or a re-creation: ``create``,
+at once: compiled, their new tables followed from a snapshot, computed, their result tables written)
+and dropped (``drop``); at every attach the engine's views are
 made to agree with the database's (``reconcile``); DDL on a followed table keeps its views right or
 fails them (``check_ddl``, ``check_catalog``: decisions in ``following``); a view that cannot go on
 fails, and so do the views reading it (``fail_views``, ``fail_table``, ``fail_step``).  The followed
@@ -35,15 +37,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshview.service")
 
+_DONE: Any = object()  # ``_admit``: the view is there already, the request answered
 REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
 FOLLOW_FROM_KEY = "follow_from"  # engine meta: followed table -> the position of its snapshot
 # engine meta: followed table -> all its column names when followed (the engine keeps only those read)
 COLUMNS_KEY = "follow_columns"
 
-# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
-_DONE: Any = object()  # ``_admit``: the view is there already, the request answered
-
+# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted (from a
+# population's worker thread when a view is populated beside the stream: ``population``)
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 

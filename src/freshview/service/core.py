@@ -423,7 +423,7 @@ class Core:
         # A directory of its own (a cancelled population's worker may still be finishing in its old one)
         directory = self.state_dir / POPULATING / f"{plan.view.replace('/', '_')}-{time.time_ns()}"
         self.population = Population(plan, self.connect, self._scratch_flow, directory,
-                                     self.options.snapshot_chunk_rows)
+                                     self.options.snapshot_chunk_rows, self.snapshot_progress)
         self.population.start()
         self._next_progress = 0.0
         log.info("populating %s beside the stream (request %s)", plan.name, plan.request)

@@ -100,8 +100,10 @@ class Population:
     loop's, called between its steps."""
 
     def __init__(self, plan: Plan, connect: Callable[[], Connector], scratch_flow: Callable[[Path], IncrementalFlow],
-                 directory: Path, chunk_rows: int) -> None:
+                 directory: Path, chunk_rows: int,
+                 snapshot_progress: Callable[[str, int, int | None, bool], None] | None = None) -> None:
         self.plan = plan
+        self.snapshot_progress = snapshot_progress  # (table, rows done, estimate, finished): the service's hook
         self.connect = connect
         self.scratch_flow = scratch_flow
         self.directory = directory
@@ -223,11 +225,17 @@ class Population:
                         self._total = (self._total or 0) + estimate
                 flow.register_source(new.engine, new.kept)
 
-                def progress(done: int, finished: bool = False) -> None:
+                def progress(done: int, table: str = table, estimate: int | None = estimate,
+                             finished: bool = False) -> None:
                     self._reading = done
+                    if self.snapshot_progress is not None:
+                        self.snapshot_progress(table, done, estimate, finished)
 
+                progress(0)
                 chunks = snap.read(new.described, self.chunk_rows, progress, new.kept.names)
-                self._loaded(loading.load(flow, new.engine, self._checked(chunks)))
+                loaded = loading.load(flow, new.engine, self._checked(chunks))
+                progress(loaded, finished=True)
+                self._loaded(loaded)
             with self._lock:
                 self.pins.update(dict.fromkeys(self.plan.new, snap.position))
         log.info("view %s: new tables read from the snapshot at %s", self.plan.name, snap.position)
