@@ -116,6 +116,9 @@ def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, 
         assert status == "failed" and "boom in the first computation" in error
         assert conn.execute("SELECT state FROM freshview.requests WHERE name = 'public.big_orders'").fetchone() == \
             ("failed",)
+        conn.execute("CALL freshview.create_view_async('public.bad', 'SELECT nope FROM orders')")  # refused at once
+        status, error = wait_for_status(conn, "public.bad", "failed")
+        assert status == "failed" and "nope" in error, error
         # A CALL that waits gets the message and leaves no trace; the service goes on.
         with pytest.raises(psycopg.errors.RaiseException, match="boom in the first computation"):
             conn.execute("CALL freshview.create_view(%s, %s)", ("public.big_orders2", VIEWS["public.big_orders"]))

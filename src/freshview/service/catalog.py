@@ -26,7 +26,7 @@ from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
-from freshview.service import access, loading, populating, recovery
+from freshview.service import access, loading, populating, recovery, requests
 from freshview.service.following import Fail, Refollow, awaits_statement, ddl_effect, differs, kept_columns
 from freshview.service.names import Names
 from freshview.service.population import Followed, New, Plan
@@ -143,7 +143,8 @@ class ViewCatalog:
         return plan, engine_sql, probe
 
     def _create_now(self, name: str, view_sql: str, position: Any, replace: bool, request: int | None,
-                    reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe") -> None:
+                    reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe",
+                    abandon: bool = True) -> None:
         flow, results = self.flow, self.connector.results
         view = self.names.engine(name)
         registered = False
@@ -166,18 +167,21 @@ class ViewCatalog:
             results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
                            request=request)
         except BaseException:
-            self._undo_create(view, name, registered, abandon=request is not None and not replace)
+            self._undo_create(view, name, registered, abandon=abandon and request is not None and not replace)
             raise
         log.info("view %s created (%d rows)", name, initial.num_rows)
 
     # ------------------------------------------------------------------ populations (beside the loop)
-    def populate(self, name: str, view_sql: str, processed: Any, *, request: int | None = None,
-                 reader: str | None = None, blocking: bool = True) -> Plan | None:
+    def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
+                 reader: str | None = None, blocking: bool = True, processed: Any = None) -> Plan | None:
         """A user's ``create_view``: checked and compiled here, then (the plan returned) populated beside the
         loop (``population``); ``processed``: the last position the loop processed (the pinned copies hold
-        it).  None when nothing is left to do: the view was there, or it was created at once (a view that
-        reads another freshview view, or columns a followed table's copy lacks: ``create``'s path)."""
+        it; default ``position``, the engine's).  None when nothing is left to do: the view was there, or it
+        was created at once, from ``position`` (a view that reads another freshview view, or columns a
+        followed table's copy lacks: ``create``'s path).  A failure of a request nobody waits for
+        (``blocking`` False) leaves the view ``failed`` with its message; else no trace."""
         name = self.names.qualify(name)
+        processed = position if processed is None else processed
         reader = self._admit(name, view_sql, False, request, reader)
         if reader is _DONE:
             return None
@@ -186,7 +190,8 @@ class ViewCatalog:
             reads = columns_read(plan)
             wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
             if self._lacking(wanted) or any(r in self.flow.views for r in reads):
-                self._create_now(name, view_sql, processed, False, request, reader, plan, engine_sql, probe)
+                self._create_now(name, view_sql, position, False, request, reader, plan, engine_sql, probe,
+                                 abandon=blocking)
                 return None
             followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
                                     self.flow.pin_source(self.names.engine(q)),
@@ -195,6 +200,11 @@ class ViewCatalog:
             new = {q: New(self.names.engine(q), t, kept_columns(t.schema, set(wanted[q])))
                    for q, t in probe.tables.items() if q not in self.follow_from}
             self.connector.source.prepare(list(new))  # their changes are streamed from now on
+        except Exception as exc:
+            self._undo_create(self.names.engine(name), name, False, abandon=blocking and request is not None)
+            if not blocking and not isinstance(exc, Fault):
+                self.connector.control.mark_failed(name, requests.failure_text("create", name, exc, self.errors))
+            raise
         except BaseException:
             self._undo_create(self.names.engine(name), name, False, abandon=request is not None)
             raise

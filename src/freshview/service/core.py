@@ -415,9 +415,10 @@ class Core:
     def _serve_requests(self) -> None:
         """Answer pending requests; a ``create_view`` that needs populating starts a population beside the
         loop (one at a time: the next requests wait for it)."""
-        if self._pending_position is not None:  # the pinned copies hold exactly the engine's position
-            self._record_position()
-        plan = requests.serve(self.views, self.at.engine, self.stopping)
+        # (transactions the loop processed after the engine's position touched no followed table: the
+        # engine's copies, pinned now, hold them too)
+        processed = self._pending_position if self._pending_position is not None else self.at.engine
+        plan = requests.serve(self.views, self.at.engine, self.stopping, processed)
         if plan is None:
             return
         # A directory of its own (a cancelled population's worker may still be finishing in its old one)

@@ -71,10 +71,11 @@ def failure_text(action: str, name: str, exc: BaseException, expected: tuple[typ
             f"{': ' + detail if detail else ''}); the service's log has the details")
 
 
-def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool]) -> "Plan | None":
+def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None) -> "Plan | None":
     """Answer every pending request (a view created starts at ``position``, the engine's) until
     ``stopping()``, or until a ``create`` is to be populated beside the loop: its plan is returned, its
-    request still running (``ViewCatalog.populate``); a failed one gets its error (``freshview: ...``)."""
+    request still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed,
+    default ``position``); a failed one gets its error (``freshview: ...``)."""
     control = views.connector.control
     expected = views.errors
     while not stopping():
@@ -85,7 +86,8 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool]) -> 
         try:
             if request.action == "create":
                 plan = views.populate(request.name, request.sql or "", position, request=request.id,
-                                      reader=request.requested_by, blocking=request.blocking)
+                                      reader=request.requested_by, blocking=request.blocking,
+                                      processed=position if processed is None else processed)
                 if plan is not None:
                     return plan
             else:
