@@ -76,7 +76,7 @@ def test_a_view_populates_beside_the_stream(shop, start_service, gate):
         # A CALL that times out says how far the population got (and the population goes on).
         with pytest.raises(psycopg.errors.RaiseException,
                            match=r"still working on request \d+ after 10 s \(public.customer_totals is populating: "
-                                 r"computing, 640 rows read, [\d.]+ s\)"):
+                                 r"computing, 640 rows read( of ~\d+)?, [\d.]+ s\)"):  # (an estimate once analyzed)
             conn.execute("CALL freshview.create_view(%s, %s, 10)", (HELD, VIEWS[HELD]))
         assert gate.reached.wait(60)
         row = _poll(lambda: (r := _view_row(conn, HELD)) and r[1] == "computing" and r)
