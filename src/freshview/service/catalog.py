@@ -252,6 +252,8 @@ class ViewCatalog:
             else:
                 control.finish_request(plan.request, error)
         self.drop_unused_sources()
+        if set(plan.new) - set(self.follow_from):  # streamed for the population only: no longer
+            self.connector.source.retain([*self.follow_from, *self.populating])
 
     def _undo_create(self, view: str, name: str, registered: bool, abandon: bool) -> None:
         """Leave no trace of a failed create: the engine's view and the sources nothing else reads, the
