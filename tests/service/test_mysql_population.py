@@ -50,7 +50,7 @@ def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypa
             cur.execute("SELECT heartbeat_at FROM freshview.progress WHERE source = %s", (database,))
             beat = cur.fetchone()[0]
         run_transactions(shop, rng, 40, next_id)
-        wait_until_fresh(shop, [PROBE])  # the other view keeps being stepped meanwhile
+        wait_until_fresh(shop, [PROBE], timeout=180)  # the other view keeps being stepped meanwhile
         with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
             cur.execute("SELECT heartbeat_at FROM freshview.progress WHERE source = %s", (database,))
             assert cur.fetchone()[0] > beat
@@ -59,4 +59,4 @@ def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypa
     finally:
         gate.set()
     run_transactions(shop, rng, 20, next_id)
-    wait_until_fresh(shop, [PROBE, HELD])
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)

@@ -88,7 +88,7 @@ def test_a_view_populates_beside_the_stream(shop, start_service, gate):
         before_beat = conn.execute("SELECT heartbeat_at FROM freshview.progress").fetchone()[0]
         for _ in range(40):  # its own tables change too: caught up once it goes on
             random_transaction(conn, rng, next_id)
-        wait_until_fresh(shop, [PROBE])  # the other view keeps being stepped
+        wait_until_fresh(shop, [PROBE], timeout=180)  # the other view keeps being stepped
         assert _poll(lambda: conn.execute(slot_lsn).fetchone()[0] > before_lsn), "the stream was not acknowledged"
         assert _poll(lambda: conn.execute("SELECT heartbeat_at FROM freshview.progress").fetchone()[0] > before_beat)
         later = _poll(lambda: (r := _view_row(conn, HELD)) and r[3] > row[3] and r, timeout=5)
@@ -96,7 +96,7 @@ def test_a_view_populates_beside_the_stream(shop, start_service, gate):
         gate.set()
         for _ in range(20):
             random_transaction(conn, rng, next_id)
-    wait_until_fresh(shop, [PROBE, HELD])
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)
 
 
 def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, start_service, monkeypatch):
@@ -112,7 +112,7 @@ def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, 
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("CALL freshview.create_view(%s, %s, block_until_running => false)",
                      ("public.big_orders", VIEWS["public.big_orders"]))
-        status, error = wait_for_status(conn, "public.big_orders", "failed")
+        status, error = wait_for_status(conn, "public.big_orders", "failed", timeout=180)
         assert status == "failed" and "boom in the first computation" in error
         assert conn.execute("SELECT state FROM freshview.requests WHERE name = 'public.big_orders'").fetchone() == \
             ("failed",)
@@ -125,7 +125,7 @@ def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, 
         assert _view_row(conn, "public.big_orders2") is None
         conn.execute("CALL freshview.create_view(%s, %s, 60, false)", (PROBE, VIEWS[PROBE]))
         conn.execute("INSERT INTO events VALUES ('buy', 7)")
-    wait_until_fresh(shop, [PROBE])
+    wait_until_fresh(shop, [PROBE], timeout=180)  # (a first computation on Spark: slow on a loaded machine)
 
 
 _HELD_SERVICE = """
