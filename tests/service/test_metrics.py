@@ -94,3 +94,19 @@ def test_connection_and_disk_health_and_fault_counters():
     assert value(m, "freshview_reconnects_total") == 1
     assert value(m, "freshview_faults_total", kind="connection") == 1
     assert value(m, "freshview_faults_total", kind="disk_full") == 1
+
+
+def test_a_population_shows_its_phase_and_progress_until_it_is_forgotten():
+    from freshview.service.populating import Phase, Progress
+
+    m = ServiceMetrics()
+    m.record_population("public.v", Progress(Phase.READING, 1000, 5000, 1.5))
+    m.record_population("public.v", Progress(Phase.COMPUTING, 5000, 5000, 3.0))
+    assert value(m, "freshview_population_rows_read", view="public.v") == 5000
+    assert value(m, "freshview_population_rows_estimated", view="public.v") == 5000
+    assert value(m, "freshview_population_seconds", view="public.v") == 3.0
+    assert value(m, "freshview_population_phase", view="public.v", phase="computing") == 1
+    assert value(m, "freshview_population_phase", view="public.v", phase="reading") == 0
+    m.forget_population("public.v")
+    assert value(m, "freshview_population_rows_read", view="public.v") is None
+    assert value(m, "freshview_population_phase", view="public.v", phase="computing") is None

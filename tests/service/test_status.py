@@ -29,3 +29,12 @@ def test_a_stale_heartbeat_is_a_service_gone_or_cut_off():
 def test_stopped_and_never_started_are_said_as_they_are():
     assert describe({"status": "stopped", "heartbeat_age_s": 900}) == "stopped"
     assert describe({"status": "never started"}) == "never started"
+
+
+def test_a_populating_view_shows_its_phase_and_progress():
+    from freshview.service.status import view_status
+
+    row = {"status": "populating", "phase": "reading", "rows_read": 1200, "rows_total": 5000, "elapsed_s": 3.4}
+    assert view_status(row) == "populating: reading, 1200 rows read of ~5000, 3 s"
+    assert view_status({**row, "rows_total": None, "phase": "computing"}) == "populating: computing, 1200 rows read, 3 s"
+    assert view_status({"status": "active", "phase": None}) == "active"

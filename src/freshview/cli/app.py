@@ -208,7 +208,7 @@ def status(
     import json
 
     from freshview.errors import FreshviewError
-    from freshview.service.status import format_bytes, read_status
+    from freshview.service.status import format_bytes, read_status, view_status
 
     dsn = _require_dsn(dsn)
     if _is_mysql(dsn):
@@ -241,7 +241,7 @@ def status(
     for col in ("name", "status", "rows", "lag", "last LSN", "error"):
         table.add_column(col)
     for v in st.views:
-        table.add_row(v["name"], v["status"], str(v["rows"] if v["rows"] is not None else "-"), _ms(v["lag_ms"]),
+        table.add_row(v["name"], view_status(v), str(v["rows"] if v["rows"] is not None else "-"), _ms(v["lag_ms"]),
                       v["last_lsn"] or "-", (v["error"] or "")[:120])
     out.print(table)
 

@@ -80,7 +80,7 @@ def setup(dsn: str, user: str, host: str) -> None:
 def status(dsn: str, as_json: bool) -> None:
     from freshview.connectors.mysql import control
     from freshview.connectors.mysql.dsn import parse_dsn
-    from freshview.service.status import describe
+    from freshview.service.status import describe, view_status
 
     conn = connect(dsn)
     try:
@@ -103,7 +103,7 @@ def status(dsn: str, as_json: bool) -> None:
     for col in ("name", "status", "rows", "lag", "position", "error"):
         table.add_column(col)
     for v in views:
-        table.add_row(v["name"], v["status"], "-" if v["rows"] is None else str(v["rows"]),
+        table.add_row(v["name"], view_status(v), "-" if v["rows"] is None else str(v["rows"]),
                       "-" if v["lag_ms"] is None else f"{v['lag_ms']:.0f} ms", v["position"] or "-",
                       (v["error"] or "")[:120])
     out.print(table)

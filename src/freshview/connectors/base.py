@@ -325,6 +325,7 @@ class Request:
     sql: str | None
     requested_by: str | None = None
     attempts: int = 1  # how many times a service has started working on it (this time included)
+    blocking: bool = True  # a CALL waits for it (create_view); False: create_view_async, block_until_running => false
 
 
 class ControlSchema(Protocol):
@@ -354,7 +355,7 @@ class ControlSchema(Protocol):
     def relation_exists(self, name: str) -> bool: ...
 
     def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
-        """Record a view as being created (status creating) by ``owner`` (the requesting user)."""
+        """Record a view as being created (status populating) by ``owner`` (the requesting user)."""
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         """Why ``requester`` may not drop view ``name`` (only its creator or an administrator may), or None."""
@@ -375,6 +376,10 @@ class ControlSchema(Protocol):
 
     def set_sql(self, name: str, sql: str) -> None:
         """The view's definition is now ``sql`` (rewritten after a table it reads was renamed)."""
+
+    def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
+                        elapsed_s: float) -> None:
+        """A populating view's progress (``freshview.views``: phase, rows read of the estimated total, elapsed)."""
 
     def heartbeat(self, status: str) -> None: ...
 

@@ -9,6 +9,9 @@ adapts what arrives (``tick``'s deltas, Debezium messages: ``flow.debezium``; de
 ``flow.seen_set``) and what leaves (watches: ``flow.watches``; vector sinks: ``flow.vector_sinks``;
 checkpoints: ``flow.checkpoint``).  ``prepare`` is the two-phase step (``flow.step``); ``tick`` is
 ``prepare`` then ``commit``.
+
+(Over 800 lines: it is the public API's one class, and its methods are thin wrappers over the modules
+named above; ``adopt_view``/``pin_source`` serve the service's populations, ``service.population``.)
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from freshview.runtime.cost import MODES
 from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
 from freshview.runtime.holds import flush_due
 from freshview.runtime.operators.source import ChangeRefused, SourceChange, checks as source_checks
+from freshview.runtime.state.adopt import copy_arrangements
+from freshview.runtime.state.pin import Pinned, pin
 from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
 from freshview.sql import build_plan
@@ -398,6 +403,40 @@ class IncrementalFlow:
             with self._transaction(undo=undo):
                 self.engine.add_views(new, current)
 
+    def adopt_view(self, scratch: "IncrementalFlow", name: str, sources: Sequence[str] = ()) -> None:
+        """Take view ``name`` as ``scratch`` (another flow over the same sources) computed it: its catalog
+        entry (so the same plan), its state, and the new ``sources`` it reads (their copies too), in one
+        transaction (``runtime.state.adopt``).  Every other source it reads must be this flow's already,
+        with the same columns.  How a population beside the service's stream joins it (``service.population``)."""
+        with self._lock:
+            self._check_open()
+            if self.engine.holds is not None or self.state_ttl is not None:
+                raise CatalogError("a view can be adopted only by a flow without flush_interval or state_ttl")
+            if name in self.engine.views or name in self.engine.sources:
+                raise CatalogError(f"{name!r} already exists")
+            theirs = scratch._view(name)
+            for source in theirs.circuit.sources:
+                mine = self.engine.sources.get(source) if source not in sources else None
+                if source not in sources and (mine is None or mine.schema != scratch.source_schema(source)):
+                    raise CatalogError(f"view {name!r} reads {source!r}, which this flow does not hold as it was read")
+            entry = scratch._entries[name]
+
+            def undo() -> None:
+                for source in sources:
+                    self.engine.sources.pop(source, None)
+                self.engine.views.pop(name, None)
+                self._entries.pop(name, None)
+            with self._transaction(undo=undo):
+                for source in sources:
+                    self.engine.add_source(source, scratch.source_schema(source))
+                view = self._compile(entry)  # the statistics it was planned with: the same plan
+                if view.plan != theirs.plan:
+                    raise StateError(f"view {name!r} compiles to another plan here; it cannot be adopted")
+                self.engine.open_view(view)
+                names = [arrangements.source(s) for s in sources]
+                copy_arrangements(scratch.store, self.store,
+                                  [*names, *scratch.store.list_arrangements(arrangements.view_prefix(name))])
+
     def _current_contents(self, relation: str) -> pa.Table | None:
         return self.engine.contents(relation)
 
@@ -680,6 +719,13 @@ class IncrementalFlow:
         """
         with self._lock:
             return self.engine.rows(name, weighted)
+
+    def pin_source(self, name: str) -> Pinned:
+        """A source's copy as committed now, readable from another thread while steps go on (``runtime.state.pin``)."""
+        with self._lock:
+            self._check_open()
+            self.source_schema(name)  # (an unknown source: its error)
+            return pin(self.store, arrangements.source(name))
 
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).

@@ -1,8 +1,10 @@
 """``ViewCatalog``: the views of one database and the base tables they follow, kept in the engine.
 
 What the service's views are is decided here, between the engine (``TwoPhaseFlow``) and the database
-(the connector): views are created (``create``: compiled, their new tables followed from a snapshot,
-computed, their result tables written) and dropped (``drop``); at every attach the engine's views are
+(the connector): views are created (a user's request: ``populate`` checks and plans it, a
+``population`` computes it beside the loop and ``join`` adds it; a rebuild or a re-creation: ``create``,
+at once: compiled, their new tables followed from a snapshot, computed, their result tables written)
+and dropped (``drop``); at every attach the engine's views are
 made to agree with the database's (``reconcile``); DDL on a followed table keeps its views right or
 fails them (``check_ddl``, ``check_catalog``: decisions in ``following``); a view that cannot go on
 fails, and so do the views reading it (``fail_views``, ``fail_table``, ``fail_step``).  The followed
@@ -26,11 +28,12 @@ from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
-from freshview.service import access, recovery
+from freshview.service import access, loading, populating, recovery, requests
 from freshview.service.following import (
     Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
 )
 from freshview.service.names import Names
+from freshview.service.population import Followed, New, Plan
 from freshview.sql import compile_view
 from freshview.sql.rename import renamed as renamed_sql
 
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshview.service")
 
+_DONE: Any = object()  # ``_admit``: the view is there already, the request answered
 REFOLLOW_ATTEMPTS = 3  # a view's re-creation when its table is followed anew (the table may change meanwhile)
 IDENTITY_KEY = "follow_identity"  # engine meta: followed table -> its ``SourceTable.identity`` when followed
 FOLLOW_FROM_KEY = "follow_from"  # engine meta: followed table -> the position of its snapshot
@@ -48,7 +52,8 @@ COLUMNS_KEY = "follow_columns"
 RENAMES_KEY = "follow_renamed"
 PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' places as last seen (``SourceTable``)
 
-# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted
+# (table, rows done, estimated total rows or None, finished) while a base table is snapshotted (from a
+# population's worker thread when a view is populated beside the stream: ``population``)
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
@@ -73,6 +78,7 @@ class ViewCatalog:
         self._awaiting: dict[str, tuple[Any, float]] = {}
         # table -> columns its next snapshot reads besides what the view being created reads (``widen``)
         self.wanted_columns: dict[str, set[str]] = {}
+        self.populating: set[str] = set()  # tables followed anew by a population (``populate``), not joined yet
         source.rename(self._renames())
 
     # ------------------------------------------------------------------ views
@@ -101,35 +107,58 @@ class ViewCatalog:
     def create(self, name: str, view_sql: str, position: Any, *, replace: bool = False, request: int | None = None,
                reader: str | None = None) -> None:
         """Compile, follow the new base tables (snapshots), compute, write the result table (one transaction,
-        starting at ``position``, the engine's).  On any failure the engine and the database are left as
-        before (the view is not half there)."""
-        flow, control, results = self.flow, self.connector.control, self.connector.results
+        starting at ``position``, the engine's), all at once, inside the loop (a rebuild, a table followed
+        anew; a user's request goes beside the loop: ``populate``).  On any failure the engine and the
+        database are left as before (the view is not half there)."""
         name = self.names.qualify(name)
-        view = self.names.engine(name)
+        reader = self._admit(name, view_sql, replace, request, reader)
+        if reader is _DONE:
+            return
+        self._create_now(name, view_sql, position, replace, request, reader, *self._compile(name, view_sql, reader,
+                                                                                        request, replace, position))
+
+    def _admit(self, name: str, view_sql: str, replace: bool, request: int | None, reader: str | None) -> Any:
+        """Whether ``name`` may be created (a rebuild: yes; the same view active: ``_DONE``, the request
+        answered); its ``populating`` row is inserted.  The reader it runs as."""
+        control = self.connector.control
         if replace and reader is None:  # a rebuild runs with the rights of the view's requester (access)
-            reader = control.owners().get(name)
-        if not replace:
-            existing = control.view(name)
-            if existing is not None:
-                if existing[0] == view_sql and existing[1] == "active":
-                    if request is not None:
-                        control.finish_request(request)
-                    return
-                raise CatalogError(f"freshview: view {name} already exists (status {existing[1]}); "
-                                   f"drop it first with CALL freshview.drop_view('{name}')")
-            if control.relation_exists(name):
-                raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
-            control.begin_create(name, view_sql, reader)
+            return control.owners().get(name)
+        if replace:
+            return reader
+        existing = control.view(name)
+        if existing is not None:
+            if existing[0] == view_sql and existing[1] == "active":
+                if request is not None:
+                    control.finish_request(request)
+                return _DONE
+            raise CatalogError(f"freshview: view {name} already exists (status {existing[1]}); "
+                               f"drop it first with CALL freshview.drop_view('{name}')")
+        if control.relation_exists(name):
+            raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
+        control.begin_create(name, view_sql, reader)
+        return reader
+
+    def _compile(self, name: str, view_sql: str, reader: str | None, request: int | None,
+                 replace: bool, position: Any) -> tuple[Any, str, "TableProbe"]:
+        """The view's plan and engine SQL, its reader's rights checked (``access``); the tables it reads (a
+        renamed followed table it names is settled first, from ``position``: ``_settle_rename``)."""
+        probe = TableProbe(self.flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position))
+        try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
+            # with the database's views and inheritance parents read through their definitions (sql.expand)
+            plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
+        except FreshviewError:
+            access.check_tables(self.connector, name, probe.tables, reader, request)
+            raise
+        access.check(self.connector, name, access.reads(plan, self.names), reader, request, existing=replace)
+        return plan, engine_sql, probe
+
+    def _create_now(self, name: str, view_sql: str, position: Any, replace: bool, request: int | None,
+                    reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe",
+                    abandon: bool = True) -> None:
+        flow, results = self.flow, self.connector.results
+        view = self.names.engine(name)
         registered = False
         try:
-            probe = TableProbe(flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position))
-            try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
-                # with the database's views and inheritance parents read through their definitions (sql.expand)
-                plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
-            except FreshviewError:
-                access.check_tables(self.connector, name, probe.tables, reader, request)
-                raise
-            access.check(self.connector, name, access.reads(plan, self.names), reader, request, existing=replace)
             if view in flow.views:
                 flow.drop_view(view)
             started = time.perf_counter()
@@ -140,7 +169,7 @@ class ViewCatalog:
             self.widen(wanted, position)
             self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
             read = time.perf_counter()
-            flow.register_view(view, engine_sql)
+            loading.compute_first(flow, view, engine_sql)
             registered = True
             log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
                      time.perf_counter() - read)
@@ -148,9 +177,93 @@ class ViewCatalog:
             results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
                            request=request)
         except BaseException:
-            self._undo_create(view, name, registered, abandon=request is not None and not replace)
+            self._undo_create(view, name, registered, abandon=abandon and request is not None and not replace)
             raise
         log.info("view %s created (%d rows)", name, initial.num_rows)
+
+    # ------------------------------------------------------------------ populations (beside the loop)
+    def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
+                 reader: str | None = None, blocking: bool = True, processed: Any = None) -> Plan | None:
+        """A user's ``create_view``: checked and compiled here, then (the plan returned) populated beside the
+        loop (``population``); ``processed``: the last position the loop processed (the pinned copies hold
+        it; default ``position``, the engine's).  None when nothing is left to do: the view was there, or it
+        was created at once, from ``position`` (a view that reads another freshview view, or columns a
+        followed table's copy lacks: ``create``'s path).  A failure of a request nobody waits for
+        (``blocking`` False) leaves the view ``failed`` with its message; else no trace."""
+        name = self.names.qualify(name)
+        processed = position if processed is None else processed
+        reader = self._admit(name, view_sql, False, request, reader)
+        if reader is _DONE:
+            return None
+        try:
+            plan, engine_sql, probe = self._compile(name, view_sql, reader, request, False, position)
+            reads = columns_read(plan)
+            wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
+            if self._lacking(wanted) or any(r in self.flow.views for r in reads):
+                self._create_now(name, view_sql, position, False, request, reader, plan, engine_sql, probe,
+                                 abandon=blocking)
+                return None
+            followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
+                                    self.flow.pin_source(self.names.engine(q)),
+                                    populating.followed_pin(processed, self.follow_from[q]))
+                        for q in probe.tables if q in self.follow_from}
+            new = {q: New(self.names.engine(q), t, kept_columns(t.schema, set(wanted[q])))
+                   for q, t in probe.tables.items() if q not in self.follow_from}
+            self.connector.source.prepare(list(new))  # their changes are streamed from now on
+        except Exception as exc:
+            self._undo_create(self.names.engine(name), name, False, abandon=blocking and request is not None)
+            if not blocking and not isinstance(exc, Fault):
+                self.connector.control.mark_failed(name, requests.failure_text("create", name, exc, self.errors))
+            raise
+        except BaseException:
+            self._undo_create(self.names.engine(name), name, False, abandon=request is not None)
+            raise
+        self.populating |= set(new)
+        return Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new)
+
+    def join(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
+        """A population caught up to ``position`` (the loop's, the engine's) joins: the engine adopts its view
+        and new tables (``IncrementalFlow.adopt_view``), then the result table is created, filled and made
+        active at ``position`` in one database transaction.  On failure nothing of it stays."""
+        flow = self.flow
+        new = [t for t in plan.new if t not in self.follow_from]
+        registered = False
+        before = dict(self.follow_from)
+        try:
+            flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
+            registered = True
+            for table in new:
+                self._remember(table, plan.new[table].described, pins[table])
+            initial: pa.Table = flow.snapshot(plan.view, weighted=True)
+            self.connector.results.create(self.result_spec(plan.name), plan.view_sql, initial, position,
+                                          replace=False, reader=plan.reader, request=plan.request)
+        except BaseException:
+            self.follow_from = before
+            self._save_follow_from()
+            self.populating -= set(plan.new)
+            self._undo_create(plan.view, plan.name, registered, abandon=False)
+            raise
+        self.populating -= set(plan.new)
+        log.info("view %s created beside the stream (%d rows)", plan.name, initial.num_rows)
+
+    def abandon(self, plan: Plan, error: str | None) -> None:
+        """A population that will not join: its tables are no longer wanted; its request is answered with
+        ``error`` (None: it goes back to the queue, the service stopping); a CALL waiting for it leaves no
+        trace, one that did not wait finds the view ``failed`` with the error."""
+        self.populating -= set(plan.new)
+        control = self.connector.control
+        if error is not None and not plan.blocking:
+            control.mark_failed(plan.name, error)
+        else:
+            control.abandon_create(plan.name)
+        if plan.request is not None:
+            if error is None:
+                control.requeue_request(plan.request)
+            else:
+                control.finish_request(plan.request, error)
+        self.drop_unused_sources()
+        if set(plan.new) - set(self.follow_from):  # streamed for the population only: no longer
+            self.connector.source.retain([*self.follow_from, *self.populating])
 
     def _undo_create(self, view: str, name: str, registered: bool, abandon: bool) -> None:
         """Leave no trace of a failed create: the engine's view and the sources nothing else reads, the
@@ -214,16 +327,21 @@ class ViewCatalog:
                         self.snapshot_progress(table, done, estimate, finished)
 
                 progress(0)
-                loaded = flow.load_source(name, snap.read(described, self.chunk_rows, progress, kept.names))
+                loaded = loading.load(flow, name, snap.read(described, self.chunk_rows, progress, kept.names))
                 progress(loaded, finished=True)
-                self.follow_from[table] = snap.position
-                identities = dict(flow.get_meta(IDENTITY_KEY, {}) or {})
-                identities[table] = [list(p) for p in described.identity]
-                flow.set_meta(IDENTITY_KEY, identities)
-                flow.set_meta(COLUMNS_KEY, {**(flow.get_meta(COLUMNS_KEY, {}) or {}), table: described.schema.names})
-                flow.set_meta(PLACES_KEY, {**(flow.get_meta(PLACES_KEY, {}) or {}), table: list(described.places)})
-                self._save_follow_from()
-                log.info("following %s from %s", table, snap.position)
+                self._remember(table, described, snap.position)
+
+    def _remember(self, table: str, described: SourceTable, position: Any) -> None:
+        """``table`` is followed from ``position`` (its snapshot's), as ``described`` (kept with the engine's state)."""
+        flow = self.flow
+        self.follow_from[table] = position
+        identities = dict(flow.get_meta(IDENTITY_KEY, {}) or {})
+        identities[table] = [list(p) for p in described.identity]
+        flow.set_meta(IDENTITY_KEY, identities)
+        flow.set_meta(COLUMNS_KEY, {**(flow.get_meta(COLUMNS_KEY, {}) or {}), table: described.schema.names})
+        flow.set_meta(PLACES_KEY, {**(flow.get_meta(PLACES_KEY, {}) or {}), table: list(described.places)})
+        self._save_follow_from()
+        log.info("following %s from %s", table, position)
 
     def widen(self, read: Mapping[str, Collection[str]], position: Any) -> None:
         """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are
@@ -259,7 +377,8 @@ class ViewCatalog:
             self._save_follow_from()
             if renames != self._renames():
                 self._save_renames(renames)
-            self.connector.source.retain(list(self.follow_from))  # e.g. leaves the publication
+            # (e.g. leaves the publication; a table a population reads stays)
+            self.connector.source.retain([*self.follow_from, *self.populating])
 
     def _columns_read(self, table: str) -> set[str]:
         """The columns of followed ``table`` its views read."""

@@ -14,8 +14,10 @@ One thread does everything, in this order, forever:
    position acknowledged to the source; ``decide`` explains why a crash
    at any point then loses nothing and applies nothing twice;
 4. between batches, serve ``create_view``/``drop_view`` requests
-   (``requests``), beat the heartbeat, and now and then check that each
-   view's requester may still read what it reads (``access``).
+   (``requests``; a view is populated beside the loop by a worker of its own,
+   ``population``, which the loop offers every step's transactions, shows the
+   progress of and joins once caught up), beat the heartbeat, and now and then
+   check that each view's requester may still read what it reads (``access``).
 
 A transient fault anywhere (a connection lost, the database restarting, the
 state disk full) ends the pass: ``outage`` decides what to close, what to
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -41,19 +44,22 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, StepStats, Stream, StreamError, TableChange, Transaction,
+    Attached, ChangeError, Connector, StepStats, Stream, StreamError, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
-from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow, source_checks
+from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow
 from freshview.runtime.state.files import probe_space
 from freshview.service import batching, decide, following, outage, recovery, requests
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
+from freshview.service.changes import engine_changes
 from freshview.service.names import Names
+from freshview.service.population import Population
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
 
 log = logging.getLogger("freshview.service")
+POPULATING = "populating"  # under the state directory: the populations' scratch engines (``population``)
 FILE_ONLY = {"file_only": True}  # a log record the CLI writes to its log file, not to the terminal (cli/logs.py)
 
 
@@ -76,6 +82,7 @@ class ServiceOptions:
     catchup_pause_s: float = 0.02  # ... and a pause in the stream shorter than this does not end it
     poll_s: float = 0.1  # how often requests are looked for while the stream is quiet
     heartbeat_s: float = 1.0
+    population_progress_s: float = 0.5  # how often a population's progress is written to freshview.views
     snapshot_chunk_rows: int = 100_000
     progress_every_s: float = 1.0  # position writes when only unrelated tables change
     catalog_check_s: float = 2.0  # how often the followed tables are looked up in the catalog (DDL on idle tables)
@@ -124,6 +131,8 @@ class Core:
         # commit of the result transaction holding their effects; both clocks are the server's).
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=100_000)
         self.steps = 0
+        self.population: Population | None = None  # a view being created beside the loop (``population``)
+        self._next_progress = 0.0
         # Where the service's time goes, in seconds since start: reading and decoding the stream
         # (``wait``: blocked on the server meanwhile), building deltas (``lookup``: of that, asking the
         # engine for old rows), the engine step without the result write, the result write.
@@ -162,8 +171,10 @@ class Core:
         while not self._stop.is_set():
             self._follow_stream()
             now = time.monotonic()
-            if now >= next_poll:
-                requests.serve(self.views, self.at.engine, self.stopping)
+            if self.population is not None:
+                self._tend_population(now)
+            elif now >= next_poll:
+                self._serve_requests()
                 next_poll = now + self.options.poll_s
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
                 self.views.check_catalog(self.at.engine)
@@ -221,6 +232,7 @@ class Core:
         connection died under them) go back to the queue; at start, those a dead service was
         working on are retried once, then failed (``requests.recover``).
         """
+        self._drop_population(requeue=False)
         source, control = self.connector.source, self.connector.control
         control.start()
         if self._attached:
@@ -228,6 +240,7 @@ class Core:
                 control.requeue_request(request.id)
         else:
             requests.recover(control)
+            shutil.rmtree(self.state_dir / POPULATING, ignore_errors=True)  # a dead process's populations
         self._attached = True
         self._pending_position = None
         self.at = decide.Positions(self._meta_position("position", "lsn"),
@@ -301,6 +314,7 @@ class Core:
         """At the end of ``run``: status ``stopped``, everything closed.  Failures are logged, never raised
         (over the error that ended ``run``, if one did; the state's log keeps what was committed)."""
         self._close_stream()
+        self._drop_population(requeue=self.connector is not None)
         if self.connector is not None:
             _quietly("the status", lambda: self._set_status("stopped"))
         self._disconnect()
@@ -399,6 +413,85 @@ class Core:
         alone = lambda t: following.truncates(t, self.follow_from) or following.alters(t, self.follow_from)  # noqa: E731
         for step in decide.plan_steps(batch, self.at, alone):
             self._step(step)
+            if self.population is not None:
+                self.population.offer(step.transactions)
+
+    # ------------------------------------------------------------------ requests and populations
+    def _serve_requests(self) -> None:
+        """Answer pending requests; a ``create_view`` that needs populating starts a population beside the
+        loop (one at a time: the next requests wait for it)."""
+        # (transactions the loop processed after the engine's position touched no followed table: the
+        # engine's copies, pinned now, hold them too)
+        processed = self._pending_position if self._pending_position is not None else self.at.engine
+        plan = requests.serve(self.views, self.at.engine, self.stopping, processed)
+        if plan is None:
+            return
+        # A directory of its own (a cancelled population's worker may still be finishing in its old one)
+        directory = self.state_dir / POPULATING / f"{plan.view.replace('/', '_')}-{time.time_ns()}"
+        self.population = Population(plan, self.connect, self._scratch_flow, directory,
+                                     self.options.snapshot_chunk_rows, self.snapshot_progress)
+        self.population.start()
+        self._next_progress = 0.0
+        log.info("populating %s beside the stream (request %s)", plan.name, plan.request)
+
+    def _scratch_flow(self, directory: Path) -> IncrementalFlow:
+        """A population's own engine: the service's dialect, steps in-process (first computation as the
+        service's)."""
+        kwargs: dict[str, Any] = {}
+        if self.connector is not None:
+            kwargs.update(dialect=self.connector.dialect, default_schema=self.connector.default_schema)
+        return IncrementalFlow(self.spark, directory, execution="local",
+                               first_computation=self.flow.first_computation, **kwargs)
+
+    def _tend_population(self, now: float) -> None:
+        """Between two steps: show the population's progress; join it once caught up; end a failed one."""
+        population = self.population
+        assert population is not None
+        plan = population.plan
+        if now >= self._next_progress:
+            progress = population.progress()
+            self.connector.control.show_population(plan.name, progress.phase.value, progress.rows_read,
+                                                   progress.rows_total, progress.elapsed_s)
+            if self.metrics is not None:  # metrics hook
+                self.metrics.record_population(plan.name, progress)
+            self._next_progress = now + self.options.population_progress_s
+        if population.error is not None:
+            self.population = None
+            population.close()
+            exc = population.error
+            if isinstance(exc, Fault):  # the database or the disk: the request is tried again
+                log.warning("population of %s interrupted: %s; it starts again", plan.name, outage.reason(exc))
+                self.views.abandon(plan, None)
+            else:
+                self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
+            return
+        if not population.may_join():
+            return
+        self.population = None
+        if self._pending_position is not None:  # the join's position: every transaction offered
+            self._record_position()
+        try:
+            scratch = population.finish()
+            self.views.join(plan, scratch, population.pins, self.at.engine)
+        except Fault:
+            raise  # ridden out by ``run``; the request is retried once the service is back
+        except Exception as exc:  # noqa: BLE001 - a view's failure must not stop the service
+            log.error("view %s could not join", plan.name, exc_info=True)
+            self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
+        finally:
+            population.close()
+        if self.metrics is not None:  # metrics hook
+            self.metrics.forget_population(plan.name)
+
+    def _drop_population(self, requeue: bool) -> None:
+        """Abandon the population (a fault, a stop); its request goes back to the queue when ``requeue``
+        (else ``_attach`` requeues it with the other interrupted ones)."""
+        population, self.population = self.population, None
+        if population is None:
+            return
+        population.cancel()
+        if requeue and self.views is not None:
+            _quietly("the population's request", lambda: self.views.abandon(population.plan, None))
 
     def _step(self, step: decide.Step) -> None:
         """One engine step, straight down: the transactions' changes, the engine's step prepared, every
@@ -483,26 +576,17 @@ class Core:
             return
 
     def _changes(self, group: list[Transaction]) -> dict[str, SourceChange]:
-        """The connector's changes as the engine's (engine names; a TRUNCATE: everything the engine
-        holds of the table goes first).  Old rows are the engine's to look up, by key, in its step."""
-        truncated = {t for txn in group for t in txn.truncated}
+        """The connector's changes as the engine's (``changes.engine_changes``)."""
         schemas = {q: self.flow.source_schema(self.names.engine(q)) for q in self.follow_from}
 
-        def lookup_old(table: str, keys: pa.Table) -> pa.Table:
-            """Only for a change the engine cannot take by key (PostgreSQL: unchanged TOAST values)."""
-            if table in truncated:  # the rows it had are gone; later changes see only new rows
-                return schemas[table].arrow().empty_table()
+        def source_rows(table: str, keys: pa.Table) -> pa.Table:
             started = time.perf_counter()
             try:
                 return self.flow.source_rows(self.names.engine(table), keys)
             finally:
                 self.timings["lookup"] += time.perf_counter() - started
 
-        changes = self.connector.source.deltas(group, schemas, lookup_old)
-        out = {self.names.engine(t): _source_change(c, t in truncated) for t, c in changes.items()}
-        for table in truncated - changes.keys():
-            out[self.names.engine(table)] = SourceChange(truncate=True)
-        return out
+        return engine_changes(self.connector.source.deltas, group, schemas, self.names.engine, source_rows)
 
     def _write(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
         """Results + position into the database, in one transaction (nothing when replaying what the
@@ -560,14 +644,6 @@ class Core:
     def _set_status(self, status: str) -> None:
         self.status = status
         self._heartbeat()
-
-
-def _source_change(change: TableChange, truncate: bool) -> SourceChange:
-    """A connector's ``TableChange`` as the engine's ``SourceChange`` (``present``: a check that each key
-    is held before the step)."""
-    present = change.present
-    return SourceChange(rows=change.rows, upserts=change.upserts, deletes=change.deletes, truncate=truncate,
-                        checks=None if present is None or not present.num_rows else source_checks(present, 1))
 
 
 def _quietly(what: str, close: Callable[[], Any], level: int = logging.DEBUG) -> None:

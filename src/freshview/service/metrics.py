@@ -27,7 +27,11 @@ Metrics (``view`` labels are the result tables' names, ``executor`` is
   directory is full;
 * ``freshview_reconnects_total``: reconnections after a lost connection;
 * ``freshview_faults_total{kind}``: faults ridden out, by kind (``connection``,
-  ``disk_full``, ``position_lost``).
+  ``disk_full``, ``position_lost``);
+* ``freshview_population_rows_read{view}``, ``freshview_population_rows_estimated{view}``,
+  ``freshview_population_seconds{view}``, ``freshview_population_phase{view,phase}`` (1 for the
+  current phase): a view being populated beside the stream (``service.population``); gone once it
+  joins or fails.
 """
 
 from __future__ import annotations
@@ -83,6 +87,15 @@ class ServiceMetrics:
                                "1 while stepping is paused because the state directory is full", registry=r)
         self.reconnects = Counter("freshview_reconnects", "Reconnections after a lost connection", registry=r)
         self.faults = Counter("freshview_faults", "Faults ridden out, by kind", ["kind"], registry=r)
+        self.population_rows = Gauge("freshview_population_rows_read", "Rows a populating view has read",
+                                     ["view"], registry=r)
+        self.population_total = Gauge("freshview_population_rows_estimated",
+                                      "Estimated rows a populating view reads", ["view"], registry=r)
+        self.population_seconds = Gauge("freshview_population_seconds", "Seconds since the population started",
+                                        ["view"], registry=r)
+        self.population_phase = Gauge("freshview_population_phase", "1 for the phase a populating view is in",
+                                      ["view", "phase"], registry=r)
+        self._phases: dict[str, str] = {}
 
     def record_step(self, summary: StepLike, lag_s: float | None = None) -> None:
         """One engine step: counters for every view that ran, the lag for those whose result changed."""
@@ -115,6 +128,29 @@ class ServiceMetrics:
 
     def record_fault(self, kind: str) -> None:
         self.faults.labels(kind).inc()
+
+    def record_population(self, view: str, progress: Any) -> None:
+        """A populating view's progress (``populating.Progress``; ``view`` is the database name)."""
+        self.population_rows.labels(view).set(progress.rows_read)
+        if progress.rows_total is not None:
+            self.population_total.labels(view).set(progress.rows_total)
+        self.population_seconds.labels(view).set(progress.elapsed_s)
+        phase = progress.phase.value
+        before = self._phases.get(view)
+        if before is not None and before != phase:
+            self.population_phase.labels(view, before).set(0)
+        self.population_phase.labels(view, phase).set(1)
+        self._phases[view] = phase
+
+    def forget_population(self, view: str) -> None:
+        for metric in (self.population_rows, self.population_total, self.population_seconds):
+            try:
+                metric.remove(view)
+            except KeyError:
+                pass
+        phase = self._phases.pop(view, None)
+        if phase is not None:
+            self.population_phase.remove(view, phase)
 
     def forget_view(self, view: str) -> None:
         """A dropped view's series go away (``view`` is the database name)."""

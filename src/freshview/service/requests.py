@@ -26,6 +26,7 @@ from freshview.errors import Fault
 
 if TYPE_CHECKING:
     from freshview.service.catalog import ViewCatalog
+    from freshview.service.population import Plan
 
 log = logging.getLogger("freshview.service")
 
@@ -53,21 +54,28 @@ def recover(control: ControlSchema) -> None:
             control.finish_request(request.id, error)
 
 
-def failure(request: Request, exc: Exception, expected: tuple[type[BaseException], ...]) -> str:
+def failure(request: Request, exc: BaseException, expected: tuple[type[BaseException], ...]) -> str:
     """The answer to a request that failed with ``exc``: a refusal's own message, or one line naming
     what failed for anything else (an internal error: its traceback is logged, not sent)."""
+    return failure_text(request.action, request.name, exc, expected)
+
+
+def failure_text(action: str, name: str, exc: BaseException, expected: tuple[type[BaseException], ...]) -> str:
+    """``failure`` for a ``create`` or ``drop`` of view ``name``."""
     if isinstance(exc, expected):
         text = str(exc)
         return text if text.startswith("freshview") else f"freshview: {text}"
-    what = f"creating view {request.name}" if request.action == "create" else f"dropping view {request.name}"
+    what = f"creating view {name}" if action == "create" else f"dropping view {name}"
     detail = (str(exc).strip().splitlines() or [""])[0][:300]
     return (f"freshview: {what} failed with an internal error ({type(exc).__name__}"
             f"{': ' + detail if detail else ''}); the service's log has the details")
 
 
-def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool]) -> None:
+def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None) -> "Plan | None":
     """Answer every pending request (a view created starts at ``position``, the engine's) until
-    ``stopping()``; a failed one gets its error (``freshview: ...``)."""
+    ``stopping()``, or until a ``create`` is to be populated beside the loop: its plan is returned, its
+    request still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed,
+    default ``position``); a failed one gets its error (``freshview: ...``)."""
     control = views.connector.control
     expected = views.errors
     while not stopping():
@@ -77,8 +85,11 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool]) -> 
         log.info("request %s: %s %s", request.id, request.action, request.name)
         try:
             if request.action == "create":
-                views.create(request.name, request.sql or "", position, request=request.id,
-                             reader=request.requested_by)
+                plan = views.populate(request.name, request.sql or "", position, request=request.id,
+                                      reader=request.requested_by, blocking=request.blocking,
+                                      processed=position if processed is None else processed)
+                if plan is not None:
+                    return plan
             else:
                 views.drop(request.name, request=request.id, requested_by=request.requested_by)
         except Fault:  # the database or the disk, not the request: served again once the service is back

@@ -48,8 +48,8 @@ def read_status(conn: psycopg.Connection, dsn: str) -> Status:
     cur = conn.execute(_SLOT, (slot,))
     slot_row = cur.fetchone()
     slot_info = dict(zip([d.name for d in cur.description], slot_row)) if slot_row else None
-    cur = conn.execute("SELECT name, status, rows, lag_ms, last_lsn::text, error, updated_at "
-                       "FROM freshview.views ORDER BY name")
+    cur = conn.execute("SELECT name, status, phase, rows_read, rows_total, elapsed_s, rows, lag_ms, "
+                       "changes_applied, last_lsn::text, error, created_at, updated_at FROM freshview.views ORDER BY name")
     names = [d.name for d in cur.description]
     return Status(service, slot_info, [dict(zip(names, r)) for r in cur.fetchall()])
 
@@ -72,6 +72,18 @@ def describe(service: dict[str, Any]) -> str:
         when = f" since {last:%Y-%m-%d %H:%M:%S}" if isinstance(last, dt.datetime) else ""
         return f"paused: its state directory is full (no step committed{when}); it resumes when there is room"
     return status
+
+
+def view_status(view: dict[str, Any]) -> str:
+    """A view's status as ``freshview status`` shows it: a populating one with its phase and progress."""
+    status = str(view.get("status") or "-")
+    if status != "populating" or not view.get("phase"):
+        return status
+    read = view.get("rows_read") or 0
+    total = view.get("rows_total")
+    elapsed = view.get("elapsed_s")
+    return (f"populating: {view['phase']}, {read} rows read" + (f" of ~{total}" if total else "")
+            + (f", {float(elapsed):.0f} s" if elapsed is not None else ""))
 
 
 def retained_wal_bytes(conn: psycopg.Connection, slot: str) -> int | None:

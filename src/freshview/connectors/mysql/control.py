@@ -34,7 +34,7 @@ DEFINER (the administrator who ran ``freshview setup``): it alone may write
 the queue, and it checks that the account named matches the session's login
 (``USER()``: same user name, the login host matches the account's host
 pattern), so a caller reaching it directly can name no one else.  Callers need
-EXECUTE on the five procedures of ``USER_PROCEDURES`` and no other right on
+EXECUTE on the six procedures of ``USER_PROCEDURES`` and no other right on
 ``freshview``.  ``requested_by`` (views made before: the login) is the view's
 ``owner``.
 
@@ -62,7 +62,7 @@ TABLES_SQL = (
     """CREATE TABLE IF NOT EXISTS freshview.views (
         name        varchar(255) NOT NULL PRIMARY KEY,   -- the result table, database-qualified
         `sql`       longtext NOT NULL,
-        status      varchar(16) NOT NULL,                -- creating | active | failed | rebuilding
+        status      varchar(16) NOT NULL,                -- populating | active | failed | rebuilding
         error       text,
         `rows`      bigint,
         lag_ms      double,                              -- source commit to result commit, last change
@@ -73,6 +73,13 @@ TABLES_SQL = (
     # the account that created the view (its requester): it may drop it (``drop_refusal``), the view runs with
     # its rights (``service.access``) and its result table is granted to it (views made before: USER())
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS owner varchar(400)",
+    # while populating (service.population): reading | computing | catching up | ready, rows read of the
+    # estimated total, seconds since it started; result row changes written since the view was created
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS phase varchar(16)",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS rows_read bigint",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS rows_total bigint",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS elapsed_s double",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS changes_applied bigint NOT NULL DEFAULT 0",
     """CREATE TABLE IF NOT EXISTS freshview.requests (
         id           bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,
         action       varchar(8) NOT NULL CHECK (action IN ('create', 'drop')),
@@ -87,6 +94,8 @@ TABLES_SQL = (
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
     # how many times a service started working on the request (service.requests.after_crash)
     "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts int NOT NULL DEFAULT 0",
+    # false: nobody waits for the answer (create_view_async); a failure then shows in freshview.views
+    "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS blocking bool NOT NULL DEFAULT TRUE",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -104,7 +113,7 @@ CREATE OR REPLACE PROCEDURE freshview._request(p_action varchar(8), p_name varch
                                                p_timeout double, p_account varchar(400))
     MODIFIES SQL DATA SQL SECURITY DEFINER
     COMMENT 'freshview: enqueue a request and wait for the service to answer it'
-BEGIN
+body: BEGIN
     DECLARE req bigint;
     DECLARE st varchar(16);
     DECLARE err text;
@@ -113,6 +122,8 @@ BEGIN
     DECLARE login varchar(400) DEFAULT USER();
     DECLARE login_host varchar(400) DEFAULT SUBSTRING_INDEX(login, '@', -1);
     DECLARE account_host varchar(400) DEFAULT SUBSTRING_INDEX(p_account, '@', -1);
+    -- create_view_async sets @freshview_blocking = FALSE around its call (no optional arguments in MariaDB)
+    DECLARE p_blocking bool DEFAULT p_action <> 'create' OR @freshview_blocking IS NULL OR @freshview_blocking;
     IF p_account IS NULL OR LOCATE('@', p_account) = 0
        OR BINARY LEFT(p_account, CHAR_LENGTH(p_account) - CHAR_LENGTH(account_host) - 1)
           <> BINARY LEFT(login, CHAR_LENGTH(login) - CHAR_LENGTH(login_host) - 1)
@@ -124,9 +135,13 @@ BEGIN
     IF p_timeout IS NULL OR p_timeout <= 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'freshview: timeout_s must be a positive number of seconds';
     END IF;
-    INSERT INTO freshview.requests (action, name, `sql`, requested_by) VALUES (p_action, p_name, p_sql, p_account);
+    INSERT INTO freshview.requests (action, name, `sql`, requested_by, blocking)
+        VALUES (p_action, p_name, p_sql, p_account, p_blocking);
     SET req = LAST_INSERT_ID();
     COMMIT;  -- the service must see the request
+    IF NOT p_blocking THEN  -- create_view_async: the population goes on; freshview.views shows it
+        LEAVE body;
+    END IF;
     SET deadline = SYSDATE(6) + INTERVAL ROUND(p_timeout * 1000000) MICROSECOND;
     poll: LOOP
         SELECT state, error INTO st, err FROM freshview.requests WHERE id = req;
@@ -144,8 +159,13 @@ BEGIN
                                  ' cancelled)');
             ELSE
                 COMMIT;
-                SET msg = CONCAT('freshview: the service is still working on request ', req, ' after ', p_timeout,
-                                 ' s; see freshview.views and freshview.requests');
+                SET msg = LEFT(CONCAT('freshview: the service is still working on request ', req, ' after ',
+                                      p_timeout, ' s', COALESCE((SELECT CONCAT(' (', name, ' is populating: ', phase,
+                                      ', ', COALESCE(rows_read, 0), ' rows read',
+                                      COALESCE(CONCAT(' of ~', rows_total), ''), ', ', ROUND(elapsed_s, 1), ' s)')
+                                      FROM freshview.views WHERE status = 'populating' AND
+                                      name = IF(LOCATE('.', p_name) > 0, p_name, CONCAT(DATABASE(), '.', p_name))
+                                      LIMIT 1), ''), '; see freshview.views and freshview.requests'), 512);
             END IF;
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
         END IF;
@@ -205,6 +225,26 @@ END
 """
 
 
+# Epsio's non-blocking form: the same probe (create_view_timeout), then the request queued without waiting.
+# ``_request`` is told through a session variable (MariaDB procedures take no optional arguments, and
+# ``_request``'s arguments stay as they were: callers reach it directly too).
+_ASYNC_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview.create_view_async(view_name varchar(255), query longtext)
+    MODIFIES SQL DATA SQL SECURITY INVOKER
+    COMMENT 'freshview: create a view without waiting: freshview.views shows its population, then its status'
+BEGIN
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        SET @freshview_blocking = NULL;
+        RESIGNAL;
+    END;
+    SET @freshview_blocking = FALSE;
+    CALL freshview.create_view_timeout(view_name, query, 1);
+    SET @freshview_blocking = NULL;
+END
+"""
+
+
 def _wrapper(name: str, params: str, call: str, comment: str) -> str:
     """A procedure the user calls, running as the user (the account it names is ``CURRENT_USER()``)."""
     return (f"CREATE OR REPLACE PROCEDURE freshview.{name}({params}) MODIFIES SQL DATA SQL SECURITY INVOKER "
@@ -222,10 +262,12 @@ PROCEDURES_SQL = (
     _wrapper("drop_view_timeout", "view_name varchar(255), timeout_s double",
              "_request('drop', view_name, NULL, timeout_s, CURRENT_USER())",
              "freshview: drop a view and its table, waiting up to timeout_s seconds"),
+    _ASYNC_PROC,
 )
 
 #: The procedures a user needs EXECUTE on to manage views from SQL.
-USER_PROCEDURES = ("create_view", "create_view_timeout", "drop_view", "drop_view_timeout", "_request")
+USER_PROCEDURES = ("create_view", "create_view_timeout", "create_view_async", "drop_view", "drop_view_timeout",
+                   "_request")
 
 
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
@@ -276,7 +318,7 @@ def is_installed(conn: Any) -> bool:
     tables = _run(conn, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'freshview' "
                         "AND table_name IN ('views', 'requests', 'progress')")
     current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
-                         "AND table_name = 'requests' AND column_name = 'attempts'")  # else: setup upgrades it
+                         "AND table_name = 'requests' AND column_name = 'blocking'")  # else: setup upgrades it
     conn.commit()
     return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1
 
@@ -286,7 +328,7 @@ def next_request(conn: Any, source: str | None = None) -> Request | None:
     conn.begin()
     try:
         mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
-        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts + 1 FROM freshview.requests "
+        rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts + 1, blocking <> 0 FROM freshview.requests "
                           f"WHERE state = 'pending'{mine} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
                     _request_owner(source) if source is not None else None)
         if rows:
@@ -309,7 +351,7 @@ def finish_request(conn: Any, request_id: int, error: str | None = None) -> None
 def interrupted_requests(conn: Any, source: str | None = None) -> list[Request]:
     """Requests a killed service was working on (of ``source``'s views, if given), oldest first."""
     mine = f" AND {_OWNED_REQUEST}" if source is not None else ""
-    rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts FROM freshview.requests "
+    rows = _run(conn, "SELECT id, action, name, `sql`, requested_by, attempts, blocking <> 0 FROM freshview.requests "
                       f"WHERE state = 'running'{mine} ORDER BY id",
                 _request_owner(source) if source is not None else None)
     conn.commit()
@@ -334,7 +376,7 @@ def requeue_running(conn: Any, source: str | None = None) -> None:
 def set_view_status(conn: Any, name: str, status: str, *, sql: str | None = None, error: str | None = None) -> None:
     """Create or update a view's row in ``freshview.views``; commits."""
     _run(conn, "INSERT INTO freshview.views (name, `sql`, status, error) VALUES (%s, COALESCE(%s, ''), %s, %s) "
-               "ON DUPLICATE KEY UPDATE `sql` = COALESCE(%s, `sql`), status = VALUES(status), "
+               "ON DUPLICATE KEY UPDATE `sql` = COALESCE(%s, `sql`), status = VALUES(status), phase = NULL, "
                "error = VALUES(error), updated_at = CURRENT_TIMESTAMP(6)", (name, sql, status, error, sql))
     conn.commit()
 
@@ -373,18 +415,21 @@ def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int
 
 
 def step_statements(source: str, position: str, *, added: Mapping[str, int] | None = None, changes: int = 0,
-                    lag_ms: float | None = None) -> list[tuple[str, list]]:
+                    lag_ms: float | None = None, written: Mapping[str, int] | None = None) -> list[tuple[str, list]]:
     """The statements (SQL, parameters) that record a step: the position reached by ``source`` (also on
-    every active view), rows added per changed view, and the lag of those views."""
+    every active view), rows added and result row changes written per changed view, and the lag of those views."""
     out: list[tuple[str, list]] = []
     added = dict(added or {})
     if added:
         names = list(added)
+        done = {n: (written or {}).get(n, 0) for n in names}
         marks = ", ".join(["%s"] * len(names))
         cases = " ".join(["WHEN %s THEN %s"] * len(names))
         out.append((f"UPDATE freshview.views SET `rows` = COALESCE(`rows`, 0) + CASE name {cases} ELSE 0 END, "
+                    f"changes_applied = changes_applied + CASE name {cases} ELSE 0 END, "
                     f"lag_ms = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name IN ({marks})",
-                    [v for n in names for v in (n, added[n])] + [lag_ms] + names))
+                    [v for n in names for v in (n, added[n])] + [v for n in names for v in (n, done[n])]
+                    + [lag_ms] + names))
     out.append((f"UPDATE freshview.views SET position = %s WHERE status = 'active' AND {_OWNED}",
                 [position, spell(source)]))
     out.append(("INSERT INTO freshview.progress (source, position, steps, changes, lag_ms, status, heartbeat_at) "
@@ -399,7 +444,7 @@ def activate_view(conn: Any, name: str, sql: str, rows: int, position: str | Non
     """A view's table is filled: it is active, holds ``rows`` rows at ``position``.  IN THE CALLER'S
     TRANSACTION (no commit)."""
     _run(conn, "INSERT INTO freshview.views (name, `sql`, status, `rows`, position) VALUES (%s, %s, 'active', %s, %s) "
-               "ON DUPLICATE KEY UPDATE `sql` = VALUES(`sql`), status = 'active', error = NULL, "
+               "ON DUPLICATE KEY UPDATE `sql` = VALUES(`sql`), status = 'active', error = NULL, phase = NULL, "
                "`rows` = VALUES(`rows`), position = VALUES(position), updated_at = CURRENT_TIMESTAMP(6)",
          (name, sql, rows, position))
 
@@ -433,7 +478,8 @@ def read_status(conn: Any, source: str) -> tuple[dict[str, Any], list[dict[str, 
                  "TIMESTAMPDIFF(MICROSECOND, heartbeat_at, CURRENT_TIMESTAMP(6)) / 1e6 AS heartbeat_age_s, "
                  "updated_at FROM freshview.progress WHERE source = %s", (source,))
     service = found[0] if found else {"status": "never started"}
-    views = rows(f"SELECT name, status, `rows`, lag_ms, position, error, updated_at FROM freshview.views "
+    views = rows(f"SELECT name, status, phase, rows_read, rows_total, elapsed_s, `rows`, lag_ms, changes_applied, "
+                 f"position, error, created_at, updated_at FROM freshview.views "
                  f"WHERE {_OWNED} ORDER BY name", (spell(source),))
     conn.commit()
     return service, views
@@ -454,7 +500,8 @@ class MySqlControl:
         """A view left ``creating`` is forgotten, with its table if one was made (MySQL's CREATE TABLE
         commits on its own); its request, still running, is retried or failed (service.requests.recover)."""
         heartbeat(self.conn, self.source, "starting")
-        for (name,) in _run(self.conn, f"SELECT name FROM freshview.views WHERE status = 'creating' AND {_OWNED}",
+        for (name,) in _run(self.conn, "SELECT name FROM freshview.views WHERE status IN ('creating', 'populating') "
+                                       f"AND {_OWNED}",
                             (spell(self.source),)):
             _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
@@ -485,8 +532,8 @@ class MySqlControl:
                                     "TABLE_NAME = %s", (database, table)))
 
     def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
-        _run(self.conn, "INSERT IGNORE INTO freshview.views (name, `sql`, status, owner) VALUES (%s, %s, 'creating', "
-                        "%s)", (name, sql, owner))
+        _run(self.conn, "INSERT IGNORE INTO freshview.views (name, `sql`, status, owner, phase) VALUES (%s, %s, "
+                        "'populating', %s, 'reading')", (name, sql, owner))
         self.conn.commit()
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
@@ -503,7 +550,8 @@ class MySqlControl:
         return None  # create_view's probe fails the CALL itself, with MariaDB's message naming the column
 
     def abandon_create(self, name: str) -> None:
-        _run(self.conn, "DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
+        _run(self.conn, "DELETE FROM freshview.views WHERE name = %s AND status IN ('creating', 'populating')",
+             (name,))
         self.conn.commit()
 
     def mark_rebuilding(self, reason: str) -> None:
@@ -518,6 +566,13 @@ class MySqlControl:
     def set_sql(self, name: str, sql: str) -> None:
         _run(self.conn, "UPDATE freshview.views SET `sql` = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s",
              (sql, name))
+        self.conn.commit()
+
+    def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
+                        elapsed_s: float) -> None:
+        _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
+                        "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s AND status = 'populating'",
+             (phase, rows_read, rows_total, elapsed_s, name))
         self.conn.commit()
 
     def heartbeat(self, status: str) -> None:

@@ -387,14 +387,16 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
     """
     prepare_session(conn)
     with conn.cursor() as cur:
-        texts, sent, added = ["START TRANSACTION"], 0, {}
+        texts, sent, added, written = ["START TRANSACTION"], 0, {}, {}
         for table, delta in writes:
             more, rows = table.texts(delta, conn.escape, cur.mogrify)
             texts += more
             sent += rows
             grown = pc.sum(delta.column(WEIGHT)).as_py() or 0
             added[table.qualified_name] = added.get(table.qualified_name, 0) + grown
-        steps = control.step_statements(source, position, added=added, changes=changes, lag_ms=lag_ms)
+            written[table.qualified_name] = written.get(table.qualified_name, 0) + delta.num_rows
+        steps = control.step_statements(source, position, added=added, changes=changes, lag_ms=lag_ms,
+                                        written=written)
         texts += [cur.mogrify(sql, params) for sql, params in steps] + ["COMMIT", SERVER_CLOCK]
         try:
             for packet in statement_packets(texts, multi=multi_statements(conn)):

@@ -47,7 +47,7 @@ CREATE SCHEMA IF NOT EXISTS freshview;
 CREATE TABLE IF NOT EXISTS freshview.views (
     name        text PRIMARY KEY,          -- the result table, schema-qualified
     sql         text NOT NULL,
-    status      text NOT NULL,             -- creating | active | failed | rebuilding
+    status      text NOT NULL,             -- populating | active | failed | rebuilding
     error       text,
     rows        bigint,
     lag_ms      double precision,          -- source commit to result commit, last change
@@ -57,6 +57,14 @@ CREATE TABLE IF NOT EXISTS freshview.views (
 );
 -- the role that created the view (requests.requested_by): it may drop it (see control.drop_refusal)
 ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS owner text;
+-- while populating (service.population): reading | computing | catching up | ready, rows read of the
+-- estimated total, seconds since the population started; updated about every 0.5 s
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS phase text;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS rows_read bigint;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS rows_total bigint;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS elapsed_s double precision;
+-- result row changes written to the view's table by steps since it was created
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS changes_applied bigint NOT NULL DEFAULT 0;
 
 CREATE TABLE IF NOT EXISTS freshview.requests (
     id           bigserial PRIMARY KEY,
@@ -73,6 +81,9 @@ CREATE TABLE IF NOT EXISTS freshview.requests (
 ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0;
 -- the database's refusal when create_view planned the query as the caller (see create_view)
 ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS denied text;
+-- false: nobody waits for the answer (create_view_async, create_view(..., block_until_running => false));
+-- a failure then shows in freshview.views
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS blocking boolean NOT NULL DEFAULT true;
 
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
@@ -90,11 +101,13 @@ CREATE TABLE IF NOT EXISTS freshview.progress (
 -- The procedures themselves cannot be SECURITY DEFINER: such procedures may not COMMIT, and they must,
 -- or the service would never see the request.
 DROP FUNCTION IF EXISTS freshview._submit(text, text, text);  -- before requests carried the probe's refusal
-CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text, denied text)
+DROP FUNCTION IF EXISTS freshview._submit(text, text, text, text);  -- before non-blocking requests
+CREATE OR REPLACE FUNCTION freshview._submit(action text, view_name text, query text, denied text,
+                                             blocking boolean DEFAULT true)
 RETURNS bigint
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-    INSERT INTO freshview.requests (action, name, sql, requested_by, denied)
-    VALUES (action, view_name, query, session_user, denied) RETURNING id
+    INSERT INTO freshview.requests (action, name, sql, requested_by, denied, blocking)
+    VALUES (action, view_name, query, session_user, denied, blocking) RETURNING id
 $fn$;
 
 CREATE OR REPLACE FUNCTION freshview._poll(req bigint, OUT state text, OUT error text)
@@ -135,7 +148,12 @@ BEGIN
             IF st = 'cancelled' THEN
                 RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
             END IF;
-            RAISE EXCEPTION 'freshview: the service is still working on request % after % s; see freshview.views and freshview.requests', req, timeout_s;
+            RAISE EXCEPTION 'freshview: the service is still working on request % after % s%; see freshview.views and freshview.requests', req, timeout_s,
+                COALESCE((SELECT format(' (%s is populating: %s, %s rows read%s, %s s)', v.name, v.phase,
+                                        COALESCE(v.rows_read, 0),
+                                        COALESCE(' of ~' || v.rows_total, ''), round(v.elapsed_s::numeric, 1))
+                          FROM freshview.views v WHERE v.name = freshview._qualified(view_name)
+                          AND v.status = 'populating'), '');
         END IF;
         PERFORM pg_sleep(0.02);
     END LOOP;
@@ -152,21 +170,58 @@ $proc$;
 -- of constants).  A cursor takes exactly one query, and wrapped in SELECT * FROM (...) it can only be a
 -- SELECT (a data-modifying WITH must be at the top).
 -- Other errors (bad SQL) are left to the service, whose messages give line and column.
-CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120)
-LANGUAGE plpgsql AS $proc$
+-- A view's name as the service qualifies it (a bare name is the caller's current schema's, as the service's
+-- default schema is public): what freshview.views is keyed by, for the timeout's progress message.
+CREATE OR REPLACE FUNCTION freshview._qualified(view_name text) RETURNS text
+LANGUAGE sql STABLE AS $fn$
+    SELECT CASE WHEN position('.' IN view_name) > 0 THEN view_name ELSE 'public.' || view_name END
+$fn$;
+
+CREATE OR REPLACE FUNCTION freshview._probe(query text) RETURNS text
+LANGUAGE plpgsql AS $fn$
 DECLARE
     probe refcursor;
+BEGIN
+    OPEN probe FOR EXECUTE format(E'SELECT * FROM (%s\n) AS freshview_probe LIMIT 0',
+                                  regexp_replace(query, '[\s;]+$', ''));
+    CLOSE probe;
+    RETURN NULL;
+EXCEPTION
+    WHEN insufficient_privilege THEN RETURN SQLERRM;
+    WHEN OTHERS THEN RETURN NULL;
+END
+$fn$;
+
+-- block_until_running => false (Epsio's name): return once the request is queued, the population going on;
+-- its progress, then its status (active, or failed with the error) are in freshview.views.
+DROP PROCEDURE IF EXISTS freshview.create_view(text, text, double precision);  -- before block_until_running
+CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120,
+                                                  block_until_running boolean DEFAULT true)
+LANGUAGE plpgsql AS $proc$
+DECLARE
     denied text;
 BEGIN
-    BEGIN
-        OPEN probe FOR EXECUTE format(E'SELECT * FROM (%s\n) AS freshview_probe LIMIT 0',
-                                      regexp_replace(query, '[\s;]+$', ''));
-        CLOSE probe;
-    EXCEPTION
-        WHEN insufficient_privilege THEN denied := SQLERRM;
-        WHEN OTHERS THEN NULL;
-    END;
+    denied := freshview._probe(query);
+    IF NOT block_until_running THEN
+        CALL freshview.create_view_async(view_name, query);
+        RETURN;
+    END IF;
     CALL freshview._request('create', view_name, query, timeout_s, denied);
+END
+$proc$;
+
+CREATE OR REPLACE PROCEDURE freshview.create_view_async(view_name text, query text)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+    denied text;
+BEGIN
+    denied := freshview._probe(query);
+    IF denied IS NOT NULL THEN  -- (a blocking CALL says so once no service answers: here, at once)
+        RAISE EXCEPTION 'freshview: permission denied for view %: %', view_name, denied
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM freshview._submit('create', view_name, query, denied, false);
+    COMMIT;  -- the service must see the request
 END
 $proc$;
 
@@ -237,7 +292,8 @@ def install(conn: psycopg.Connection) -> None:
 def is_installed(conn: psycopg.Connection) -> bool:
     """The schema is there, at this version (an older one is upgraded by ``freshview setup``)."""
     return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.requests') "
-                        "AND attname = 'attempts')").fetchone()[0]
+                        "AND attname = 'blocking') AND EXISTS (SELECT 1 FROM pg_attribute WHERE "
+                        "attrelid = to_regclass('freshview.views') AND attname = 'phase')").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
@@ -246,7 +302,7 @@ def next_request(conn: psycopg.Connection) -> Request | None:
         row = conn.execute(
             "UPDATE freshview.requests SET state = 'running', attempts = attempts + 1 WHERE id = ("
             " SELECT id FROM freshview.requests WHERE state = 'pending' ORDER BY id LIMIT 1"
-            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by, attempts").fetchone()
+            " FOR UPDATE SKIP LOCKED) RETURNING id, action, name, sql, requested_by, attempts, blocking").fetchone()
     return Request(*row) if row else None
 
 
@@ -258,7 +314,7 @@ def finish_request(conn: psycopg.Connection, request_id: int, error: str | None 
 def interrupted_requests(conn: psycopg.Connection) -> list[Request]:
     """Requests a killed service was working on (``running``), oldest first."""
     return [Request(*row) for row in conn.execute(
-        "SELECT id, action, name, sql, requested_by, attempts FROM freshview.requests WHERE state = 'running' "
+        "SELECT id, action, name, sql, requested_by, attempts, blocking FROM freshview.requests WHERE state = 'running' "
         "ORDER BY id").fetchall()]
 
 
@@ -281,7 +337,7 @@ class PostgresControl:
     def start(self) -> None:
         self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
         # their requests are still running: retried or failed (service.requests.recover)
-        self.conn.execute("DELETE FROM freshview.views WHERE status = 'creating'")
+        self.conn.execute("DELETE FROM freshview.views WHERE status IN ('creating', 'populating')")
 
     def interrupted_requests(self) -> list[Request]:
         return interrupted_requests(self.conn)
@@ -307,8 +363,8 @@ class PostgresControl:
 
     def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
         with self.conn.transaction():
-            self.conn.execute("INSERT INTO freshview.views (name, sql, status, owner) VALUES (%s, %s, 'creating', "
-                              "%s) ON CONFLICT (name) DO NOTHING", (name, sql, owner))
+            self.conn.execute("INSERT INTO freshview.views (name, sql, status, owner, phase) VALUES (%s, %s, "
+                              "'populating', %s, 'reading') ON CONFLICT (name) DO NOTHING", (name, sql, owner))
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
@@ -322,7 +378,8 @@ class PostgresControl:
         return row[0] if row else None
 
     def abandon_create(self, name: str) -> None:
-        self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status = 'creating'", (name,))
+        self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status IN ('creating', 'populating')",
+                          (name,))
 
     def mark_rebuilding(self, reason: str) -> None:
         with self.conn.transaction():
@@ -330,11 +387,17 @@ class PostgresControl:
                               "WHERE status = 'active'", (reason,))
 
     def mark_failed(self, name: str, error: str) -> None:
-        self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, updated_at = now() "
+        self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, phase = NULL, updated_at = now() "
                           "WHERE name = %s", (error, name))
 
     def set_sql(self, name: str, sql: str) -> None:
         self.conn.execute("UPDATE freshview.views SET sql = %s, updated_at = now() WHERE name = %s", (sql, name))
+
+    def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
+                        elapsed_s: float) -> None:
+        self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
+                          "updated_at = now() WHERE name = %s AND status = 'populating'",
+                          (phase, rows_read, rows_total, elapsed_s, name))
 
     def heartbeat(self, status: str) -> None:
         self.conn.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",

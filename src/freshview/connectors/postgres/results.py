@@ -32,6 +32,8 @@ log = logging.getLogger("freshview.service")
 _AFTER_STEP = (
     "WITH views AS (UPDATE freshview.views SET last_lsn = CASE WHEN status = 'active' THEN %(lsn)s::pg_lsn "
     "ELSE last_lsn END, rows = rows + COALESCE((%(added)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
+    "changes_applied = changes_applied + "
+    "COALESCE((%(written)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
     "lag_ms = CASE WHEN name = ANY(%(names)s::text[]) THEN %(lag)s ELSE lag_ms END, "
     "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END "
     "WHERE status = 'active' OR name = ANY(%(names)s::text[])) "
@@ -97,7 +99,7 @@ class PostgresResults:
                 conn.execute(
                     "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
                     "VALUES (%s, %s, 'active', %s, %s, %s) "
-                    "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, "
+                    "ON CONFLICT (name) DO UPDATE SET sql = EXCLUDED.sql, status = 'active', error = NULL, phase = NULL, "
                     "rows = EXCLUDED.rows, last_lsn = EXCLUDED.last_lsn, updated_at = now(), "
                     "owner = COALESCE(EXCLUDED.owner, freshview.views.owner)",
                     (spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
@@ -133,6 +135,7 @@ class PostgresResults:
         updates ``freshview.views`` and ``freshview.progress`` and reads the server's clock."""
         changed: list[str] = []
         added: list[int] = []
+        written: list[int] = []
         with self.conn.transaction():
             for name, delta in outputs.items():
                 table = self.tables.get(name)
@@ -141,8 +144,9 @@ class PostgresResults:
                 table.apply(self.conn, delta)
                 changed.append(name)
                 added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
+                written.append(delta.num_rows)
             row = self.conn.execute(_AFTER_STEP, {
-                "lsn": position.to_text(), "names": changed, "added": added, "lag": stats.lag_ms,
+                "lsn": position.to_text(), "names": changed, "added": added, "written": written, "lag": stats.lag_ms,
                 "changes": stats.changes, "rate": stats.rate, "slot": self.slot}).fetchone()
         # The server's clock, like the source commit times (read just before COMMIT).
         return float(row[0]) if row else time.time()

@@ -445,6 +445,11 @@ class SpineStateStore:
         return bulk.repeated(spine.runs, spine.layout)
 
     # ------------------------------------------------------------------ reads
+    def committed_runs(self, name: str) -> tuple[Layout, tuple[Run, ...]]:
+        """An arrangement's layout and committed runs now (immutable: ``pin``)."""
+        spine = self._get(name)
+        return spine.layout, spine.runs[:spine.committed]
+
     def lookup(self, name: str, keys: pa.Table) -> pa.Table:
         spine = self._get(name)
         layout = spine.layout

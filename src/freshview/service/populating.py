@@ -1,0 +1,107 @@
+"""What a population (``population``) may do next, and which changes it must catch up on.  No I/O.
+
+A population computes a new view beside the service's loop over *pinned* inputs: each table it reads
+has a pin, the position whose transactions its copy holds (a table the engine follows already: its
+copy in the engine's state when the population started, i.e. the last transaction the loop had
+processed; a table followed anew: the snapshot it is read from).  The loop offers the population every
+transaction it processes; the population applies, of each, the changes to its tables committed after
+that table's pin (``to_apply``), so when it joins at the loop's position its state is exactly the
+state the engine would have computed there.  The loop may re-offer transactions after a fault (the
+stream resends from the engine's position): ``offered`` drops those already taken.
+
+Phases (``freshview.views.phase``): ``reading`` (the pinned copies and the snapshot), ``computing``
+(the first result), ``catching up`` (the changes committed since the pins); then ``ready``: caught up
+but for a few changes, waiting for the loop, which applies the rest itself between two steps and
+joins the view (``may_join``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping, Sequence
+
+from freshview.connectors.base import Transaction, after
+from freshview.service.following import relevant
+
+
+class Phase(str, Enum):
+    READING = "reading"
+    COMPUTING = "computing"
+    CATCHING_UP = "catching up"
+    READY = "ready"  # caught up (a few changes may remain): the loop joins it between two steps
+    FAILED = "failed"
+
+
+JOIN_ROWS = 10_000  # the loop joins a population with at most this many row changes left to apply
+
+
+def followed_pin(processed: Any, snapshot: Any) -> Any:
+    """The pin of a table the engine follows: its copy holds its snapshot and every transaction the loop
+    has processed (``processed``, None: none yet)."""
+    return processed if processed is not None and after(processed, snapshot) else snapshot
+
+
+def offered(transactions: Sequence[Transaction], tables: frozenset[str], seen: Any) -> tuple[list[Transaction], Any]:
+    """Of transactions the loop processed, in order: those not offered before (after ``seen``, the
+    last position offered), restricted to the population's ``tables``; and the new ``seen``."""
+    taken = []
+    for txn in transactions:
+        if seen is not None and not after(txn.position, seen):
+            continue
+        seen = txn.position
+        mine = txn.restricted({t for t in (*txn.rows, *txn.truncated) if t in tables})
+        if mine.rows or mine.truncated:
+            taken.append(mine)
+    return taken, seen
+
+
+def to_apply(transactions: Sequence[Transaction], pins: Mapping[str, Any]) -> list[Transaction]:
+    """The changes the population must apply: of each transaction, those to a table committed after
+    its pin (a table not pinned yet, whose snapshot is not taken, is not applied: see ``pending``)."""
+    out = []
+    for txn in transactions:
+        mine = relevant(txn, pins)
+        if mine.rows or mine.truncated:
+            out.append(mine)
+    return out
+
+
+def truncating(txn: Transaction) -> bool:
+    """A TRUNCATE is applied in a step of its own (its delta is 'everything goes': ``decide.plan_steps``)."""
+    return bool(txn.truncated)
+
+
+def batches(transactions: Sequence[Transaction], max_rows: int) -> list[list[Transaction]]:
+    """Catch-up steps: whole transactions, up to about ``max_rows`` row changes each, a TRUNCATE alone."""
+    out: list[list[Transaction]] = []
+    rows = 0
+    for txn in transactions:
+        if not out or truncating(txn) or truncating(out[-1][-1]) or rows >= max_rows:
+            out.append([])
+            rows = 0
+        out[-1].append(txn)
+        rows += txn.size
+    return out
+
+
+def may_join(phase: Phase, queued_rows: int, join_rows: int = JOIN_ROWS) -> bool:
+    """Whether the loop joins the population now (it applies the ``queued_rows`` left itself)."""
+    return phase is Phase.READY and queued_rows <= join_rows
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a population got: what ``freshview.views``, ``freshview status`` and the metrics show."""
+
+    phase: Phase
+    rows_read: int = 0
+    rows_total: int | None = None  # the tables' estimated rows (None: no estimate)
+    elapsed_s: float = 0.0
+    behind: int = 0  # row changes committed since the pins, not applied yet
+
+    def text(self) -> str:
+        """One line, e.g. for a CALL that timed out or a log line."""
+        of = f" of ~{self.rows_total}" if self.rows_total else ""
+        extra = f", {self.behind} changes to catch up" if self.phase is Phase.CATCHING_UP and self.behind else ""
+        return f"{self.phase.value}: {self.rows_read} rows read{of}, {self.elapsed_s:.1f} s{extra}"

@@ -1,0 +1,62 @@
+"""End to end on MariaDB: a view populated beside the binlog stream (``service.population``), as on
+PostgreSQL (``test_population.py``): held in its first computation while another view keeps being
+stepped, its progress in ``freshview.views``, then caught up and equal to MariaDB's answer."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+from freshview.service import loading
+from tests.service.test_mysql_service import (  # noqa: F401 - fixtures
+    VIEWS, connect, run_transactions, shop, start_service, wait_until_fresh,
+)
+
+HELD, PROBE = "order_regions", "event_totals"
+
+
+def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypatch):
+    gate, reached = threading.Event(), threading.Event()
+    original = loading.compute_first
+
+    def held(flow, view, sql):
+        if view.endswith(HELD):
+            reached.set()
+            assert gate.wait(120)
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", held)
+    start_service()
+    database = shop["database"]
+    rng = random.Random(4)
+    next_id = [300]
+    try:
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute("CALL freshview.create_view(%s, %s)", (f"{database}.{PROBE}", VIEWS[PROBE]))
+            started = time.monotonic()
+            cur.execute("CALL freshview.create_view_async(%s, %s)", (f"{database}.{HELD}", VIEWS[HELD]))
+            assert time.monotonic() - started < 5, "create_view_async waited for the population"
+            assert reached.wait(60)
+            deadline = time.monotonic() + 30
+            while True:
+                cur.execute("SELECT status, phase, rows_read FROM freshview.views WHERE name = %s",
+                            (f"{database}.{HELD}",))
+                row = cur.fetchone()
+                if (row and row[1] == "computing") or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert row == ("populating", "computing", 330), row  # 300 orders + 30 customers read
+            cur.execute("SELECT heartbeat_at FROM freshview.progress WHERE source = %s", (database,))
+            beat = cur.fetchone()[0]
+        run_transactions(shop, rng, 40, next_id)
+        wait_until_fresh(shop, [PROBE], timeout=180)  # the other view keeps being stepped meanwhile
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute("SELECT heartbeat_at FROM freshview.progress WHERE source = %s", (database,))
+            assert cur.fetchone()[0] > beat
+            cur.execute("SELECT status FROM freshview.views WHERE name = %s", (f"{database}.{HELD}",))
+            assert cur.fetchone() == ("populating",)
+    finally:
+        gate.set()
+    run_transactions(shop, rng, 20, next_id)
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)

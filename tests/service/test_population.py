@@ -1,0 +1,171 @@
+"""End to end on PostgreSQL: a view is populated beside the stream (``service.population``).
+
+The population is held in its first computation (``loading.compute_first`` made to wait, in the
+service's own process) so the tests can look at the service while it populates: the other views keep
+changing, the stream keeps being acknowledged, ``freshview.views`` shows the phase and the rows read;
+then it is let go, catches up on what was written meanwhile and ends equal to the view's SQL.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from freshview.errors import FreshviewError
+from freshview.service import loading
+from tests.service.test_service import SCHEMA, VIEWS, random_transaction
+from tests.support.service import ROOT, wait_for_status, wait_until_fresh
+
+HELD = "public.customer_totals"  # reads orders and customers, both followed anew by its population
+PROBE = "public.event_totals"  # reads events: the view that must keep its lag meanwhile
+
+
+@pytest.fixture
+def shop(database: str) -> str:
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    return database
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """``gate.set()`` lets the held view's first computation go; ``gate.reached`` is set once it waits."""
+    gate = threading.Event()
+    gate.reached = threading.Event()  # type: ignore[attr-defined]
+    original = loading.compute_first
+
+    def held(flow, view, sql):
+        if view == HELD.split(".", 1)[1] or view == HELD:
+            gate.reached.set()  # type: ignore[attr-defined]
+            assert gate.wait(120), "the test never let the population go"
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", held)
+    yield gate
+    gate.set()
+
+
+def _view_row(conn: psycopg.Connection, name: str) -> tuple | None:
+    return conn.execute("SELECT status, phase, rows_read, elapsed_s, error FROM freshview.views WHERE name = %s",
+                        (name,)).fetchone()
+
+
+def _poll(what, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        found = what()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_view_populates_beside_the_stream(shop, start_service, gate):
+    start_service()
+    rng = random.Random(3)
+    next_id = [600]
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view(%s, %s)", (PROBE, VIEWS[PROBE]))
+        # A CALL that times out says how far the population got (and the population goes on).
+        with pytest.raises(psycopg.errors.RaiseException,
+                           match=r"still working on request \d+ after 10 s \(public.customer_totals is populating: "
+                                 r"computing, 640 rows read( of ~\d+)?, [\d.]+ s\)"):  # (an estimate once analyzed)
+            conn.execute("CALL freshview.create_view(%s, %s, 10)", (HELD, VIEWS[HELD]))
+        assert gate.reached.wait(60)
+        row = _poll(lambda: (r := _view_row(conn, HELD)) and r[1] == "computing" and r)
+        assert row and row[0] == "populating" and row[2] == 640, row  # 600 orders + 40 customers read
+        assert conn.execute("SELECT to_regclass(%s)", (HELD,)).fetchone()[0] is None  # never visible half filled
+        slot_lsn = "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name LIKE 'freshview_%%' " \
+                   "AND NOT temporary"
+        before_lsn = conn.execute(slot_lsn).fetchone()[0]
+        before_beat = conn.execute("SELECT heartbeat_at FROM freshview.progress").fetchone()[0]
+        for _ in range(40):  # its own tables change too: caught up once it goes on
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(shop, [PROBE], timeout=180)  # the other view keeps being stepped
+        assert _poll(lambda: conn.execute(slot_lsn).fetchone()[0] > before_lsn), "the stream was not acknowledged"
+        assert _poll(lambda: conn.execute("SELECT heartbeat_at FROM freshview.progress").fetchone()[0] > before_beat)
+        later = _poll(lambda: (r := _view_row(conn, HELD)) and r[3] > row[3] and r, timeout=5)
+        assert later and later[0] == "populating", "its elapsed time is not updated"
+        gate.set()
+        for _ in range(20):
+            random_transaction(conn, rng, next_id)
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)
+
+
+def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, start_service, monkeypatch):
+    original = loading.compute_first
+
+    def broken(flow, view, sql):
+        if "big_orders" in view:
+            raise FreshviewError("boom in the first computation")
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", broken)
+    start_service()
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view(%s, %s, block_until_running => false)",
+                     ("public.big_orders", VIEWS["public.big_orders"]))
+        status, error = wait_for_status(conn, "public.big_orders", "failed", timeout=180)
+        assert status == "failed" and "boom in the first computation" in error
+        assert conn.execute("SELECT state FROM freshview.requests WHERE name = 'public.big_orders'").fetchone() == \
+            ("failed",)
+        conn.execute("CALL freshview.create_view_async('public.bad', 'SELECT nope FROM orders')")  # refused at once
+        status, error = wait_for_status(conn, "public.bad", "failed")
+        assert status == "failed" and "nope" in error, error
+        # A CALL that waits gets the message and leaves no trace; the service goes on.
+        with pytest.raises(psycopg.errors.RaiseException, match="boom in the first computation"):
+            conn.execute("CALL freshview.create_view(%s, %s)", ("public.big_orders2", VIEWS["public.big_orders"]))
+        assert _view_row(conn, "public.big_orders2") is None
+        conn.execute("CALL freshview.create_view(%s, %s, 60, false)", (PROBE, VIEWS[PROBE]))
+        conn.execute("INSERT INTO events VALUES ('buy', 7)")
+    wait_until_fresh(shop, [PROBE], timeout=180)  # (a first computation on Spark: slow on a loaded machine)
+
+
+_HELD_SERVICE = """
+import sys, time
+from freshview.service import loading
+original = loading.compute_first
+def held(flow, view, sql):
+    if view.endswith("customer_totals"):
+        time.sleep(3600)  # killed here
+    return original(flow, view, sql)
+loading.compute_first = held
+from freshview.cli.app import main
+sys.argv = ["freshview", "run", "--state-dir", sys.argv[1], "--quiet"]
+main()
+"""
+
+
+def test_a_service_killed_mid_population_populates_the_view_again(shop, start_service, tmp_path):
+    state = tmp_path / "state"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               FRESHVIEW_DSN=shop)
+    with open(tmp_path / "service.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-c", _HELD_SERVICE, str(state)], stdout=log,
+                                stderr=subprocess.STDOUT, env=env)
+    rng = random.Random(5)
+    next_id = [600]
+    try:
+        with psycopg.connect(shop, autocommit=True) as conn:
+            conn.execute("CALL freshview.create_view_async(%s, %s)", (HELD, VIEWS[HELD]))
+            row = _poll(lambda: proc.poll() is None and (r := _view_row(conn, HELD)) and r[1] == "computing" and r,
+                        timeout=180)
+            assert row, f"the population did not reach its computation:\n{(tmp_path / 'service.log').read_text()}"
+            for _ in range(20):
+                random_transaction(conn, rng, next_id)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    start_service(state)
+    with psycopg.connect(shop, autocommit=True) as conn:
+        for _ in range(20):
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(shop, [HELD], timeout=120)
+        assert conn.execute("SELECT state, attempts FROM freshview.requests").fetchall() == [("done", 2)]
