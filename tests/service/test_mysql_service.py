@@ -488,7 +488,7 @@ def test_malformed_requests_answered_and_interrupted_ones_retried_once(shop, sta
         "SELECT id FROM orders WHERE EXISTS (WITH w AS (SELECT id FROM customers) SELECT 1 FROM w "
         "WHERE w.id = orders.customer AND w.nope)": "unknown column 'w.nope'",
         "SELECT id, RAND() AS r FROM orders": "random() is not supported",
-        "SELECT id, NOW() AS t FROM orders": "is not supported",
+        "SELECT id, NOW() AS t FROM orders": "now() in the SELECT list cannot be scheduled",
         "SELECT id FROM random_view": "random_view is read through its definition, where random()",
         "SELECT next_not_cached_value FROM numbers": "is a sequence, not a base table",
         "SELECT boom FROM orders": "failed with an internal error (IndexError: injected)",

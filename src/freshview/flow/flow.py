@@ -10,8 +10,8 @@ adapts what arrives (``tick``'s deltas, Debezium messages: ``flow.debezium``; de
 checkpoints: ``flow.checkpoint``).  ``prepare`` is the two-phase step (``flow.step``); ``tick`` is
 ``prepare`` then ``commit``.
 
-(Over 800 lines: it is the public API's one class, and its methods are thin wrappers over the modules
-named above; ``adopt_view``/``pin_source`` serve the service's populations, ``service.population``.)
+(Longer than 800 lines because it is the public API's one class, its methods thin wrappers over the
+modules named above; ``adopt_view``/``pin_source`` serve the service's populations, ``service.population``.)
 """
 
 from __future__ import annotations
