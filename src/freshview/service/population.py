@@ -41,6 +41,7 @@ import pyarrow as pa
 from freshview.connectors.base import Connector, SourceTable, Transaction
 from freshview.flow import IncrementalFlow
 from freshview.runtime.relation import col_name
+from freshview.runtime.state import adopt
 from freshview.runtime.state.pin import Pinned
 from freshview.schema import WEIGHT, TableSchema
 from freshview.service import loading, populating
@@ -116,6 +117,8 @@ class Population:
         # table -> the position after which its changes are applied (new tables: once the snapshot is taken)
         self.pins: dict[str, Any] = {t: f.pin for t, f in plan.followed.items()}
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # offers, the loop's join, a cancel: the waiting worker
+        self._joining = False  # the loop takes the scratch engine (``finish``): the worker ends
         self._queue: list[Transaction] = []  # offered, not applied yet
         self._queued_rows = 0
         self._seen: Any = None  # the last position offered
@@ -136,6 +139,7 @@ class Population:
             with self._lock:
                 self._queue.extend(taken)
                 self._queued_rows += sum(t.size for t in taken)
+                self._changed.notify_all()
 
     def progress(self) -> Progress:
         with self._lock:
@@ -145,11 +149,17 @@ class Population:
     def may_join(self) -> bool:
         return populating.may_join(self.phase, self._queued_rows)
 
-    def finish(self) -> IncrementalFlow:
-        """(Once ready, between two steps of the loop.)  Apply what is left; the scratch engine, caught up to
-        the loop's position."""
+    def finish(self) -> IncrementalFlow | None:
+        """(Between two steps of the loop, ``may_join`` true.)  Take the scratch engine from the waiting
+        worker, apply what is left, and return it caught up to the loop's position; None if the worker went
+        back to catching up meanwhile (more changes arrived)."""
+        with self._lock:
+            if not self.may_join():
+                return None
+            self._joining = True
+            self._changed.notify_all()
         self._thread.join()
-        assert self.flow is not None and self.phase is Phase.READY
+        assert self.flow is not None
         with self._lock:
             left, self._queue, self._queued_rows = self._queue, [], 0
         self._apply(left)
@@ -158,6 +168,8 @@ class Population:
     def cancel(self) -> None:
         """Stop the worker (it stops between two of its chunks or steps) and drop everything it made."""
         self._cancelled.set()
+        with self._lock:
+            self._changed.notify_all()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(CANCEL_WAIT_S)  # a first computation cannot be interrupted: it is left to end
         if self._thread.is_alive():
@@ -207,13 +219,22 @@ class Population:
         loading.compute_first(flow, plan.view, plan.engine_sql)
         log.info("view %s: first computation %.1f s (beside the stream)", plan.name, time.perf_counter() - started)
         self._set_phase(Phase.CATCHING_UP)
+        settled = False
         while not self._cancelled.is_set():
+            if not settled and self._queued_rows <= populating.JOIN_ROWS:
+                adopt.settle(flow.store)  # its runs in files: the join links them (``runtime.state.adopt``)
+                settled = True
             with self._lock:
-                if self._queued_rows <= populating.JOIN_ROWS:
-                    self.phase = Phase.READY  # the loop applies the rest and joins it
-                    return
+                if settled and self._queued_rows <= populating.JOIN_ROWS:
+                    self.phase = Phase.READY  # the loop applies the rest and joins it ...
+                    self._changed.wait_for(lambda: self._joining or self._cancelled.is_set() or
+                                           self._queued_rows > populating.JOIN_ROWS)
+                    if self._joining or self._cancelled.is_set():
+                        return
+                    self.phase = Phase.CATCHING_UP  # ... unless more changes came first
                 batch, self._queue, self._queued_rows = self._queue, [], 0
             self._apply(batch)
+            settled = settled and not batch
 
     def _read_new(self, flow: IncrementalFlow) -> None:
         assert self.connector is not None

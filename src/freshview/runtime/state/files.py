@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -153,6 +154,27 @@ class StateFiles:
         path = log.write_run_file(self.directory, run.table)
         run.attach(log.map_run(self.directory, path), path)
 
+    def link_run(self, path: Path) -> Run:
+        """Another state directory's run file ``path`` (immutable) under a new name in this one, mapped: a
+        hard link (no byte copied), or a copy where the file systems differ.  Named by no manifest or log
+        record until a commit's record names it: a crash before that leaves a stray file, which the next
+        open (``recover``) or checkpoint deletes."""
+        relative = log.new_run_path()
+        target = self.directory / relative
+        target.parent.mkdir(exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            try:
+                shutil.copyfile(path, target)
+                _fsync(target)
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
+        return Run(log.map_run(self.directory, relative), relative)
+
     def checkpoint(self, meta: dict[str, str], arrangements: dict[str, tuple[Layout, list[Run]]],
                    keep: set[str]) -> None:
         """Write in-memory runs to files, a manifest naming all runs, and start an empty log.
@@ -202,6 +224,14 @@ class StateFiles:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _lock(directory: Path) -> int:
