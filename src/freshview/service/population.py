@@ -14,13 +14,17 @@ loop hands the work to a ``Population`` (``ViewCatalog.populate`` plans it) and 
 3. **catching up**: the loop offers the population every transaction it processes (``offer``); the
    worker applies, in steps of its own, the changes to its tables committed after their pins
    (``populating.to_apply``), again and again while they are many.
-4. **ready**: with only a few changes left, the worker stops; between two of its steps the loop
-   applies what is left itself (``finish``) and joins the view (``ViewCatalog.join``): the engine
-   adopts the scratch engine's state for it (``IncrementalFlow.adopt_view``, one transaction), then
+4. **ready**: with only a few changes left, the worker settles its store (every run in a file) and
+   waits (back to catching up if many more come); between two of its steps the loop takes the
+   scratch engine, applies what is left itself (``finish``) and joins the view (``ViewCatalog.join``):
+   the engine adopts the scratch engine's state for it (``IncrementalFlow.adopt_view``, one
+   transaction, the run files linked: O(files)), then
    its result table is created, filled and made ``active`` at the loop's position in one database
    transaction, so no step is split and no reader sees it half filled.
 
-Progress (``progress``) is read by the loop, which shows it in ``freshview.views`` and the metrics.  A
+Several populations run at once (the loop's ``Core.populations``; ``populating.must_wait`` says which
+wait), rebuilds after a lost slot or lost state among them (``Plan.rebuild``).  Progress (``progress``)
+is read by the loop, which shows it in ``freshview.views`` and the metrics.  A
 failure ends the population with the error (``error``); a fault of the service (a lost connection, a
 restart, a kill) abandons it (``cancel``) and the request is retried from the start (``requests``).
 Which changes the population takes and when it may join are ``populating``'s pure decisions.
@@ -86,6 +90,7 @@ class Plan:
     blocking: bool  # a CALL waits for it (a failure leaves no trace); else a failure shows in freshview.views
     followed: Mapping[str, Followed] = field(default_factory=dict)  # qualified table -> ...
     new: Mapping[str, New] = field(default_factory=dict)
+    rebuild: bool = False  # a view of freshview.views rebuilt (status ``rebuilding``), not a user's request
 
     @property
     def tables(self) -> frozenset[str]:
@@ -165,21 +170,23 @@ class Population:
         self._apply(left)
         return self.flow
 
-    def cancel(self) -> None:
-        """Stop the worker (it stops between two of its chunks or steps) and drop everything it made."""
+    def cancel(self, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Stop the worker (it stops between two of its chunks or steps) and drop everything it made; the
+        worker is waited for up to ``wait_s`` (a drop of the view waits for nothing)."""
         self._cancelled.set()
         with self._lock:
             self._changed.notify_all()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(CANCEL_WAIT_S)  # a first computation cannot be interrupted: it is left to end
+            self._thread.join(wait_s)  # a first computation cannot be interrupted: it is left to end
         if self._thread.is_alive():
             log.info("the population of %s is left to end in the background", self.plan.name)
             return  # (its engine and directory are its own; the next population of the view has another)
         self.close()
 
     def close(self) -> None:
-        flow, self.flow = self.flow, None
-        connector, self.connector = self.connector, None
+        with self._lock:  # (the loop's cancel and the worker's end may both close it)
+            flow, self.flow = self.flow, None
+            connector, self.connector = self.connector, None
         for what, close in (("the population's engine", flow and flow.close),
                             ("the population's source", connector and connector.source.close),
                             ("the population's connection", connector and connector.control.close)):

@@ -169,7 +169,7 @@ class StateFiles:
                 raise
             try:
                 shutil.copyfile(path, target)
-                _fsync(target)
+                log.fsync_directory(target)  # (a file's bytes)
             except BaseException:
                 target.unlink(missing_ok=True)
                 raise
@@ -224,14 +224,6 @@ class StateFiles:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _lock(directory: Path) -> int:
