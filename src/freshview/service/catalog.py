@@ -136,8 +136,10 @@ class ViewCatalog:
             probe = TableProbe(self.flow, self.connector.source, self.names)
             try:
                 plan, _ = compile_view(view_sql, probe, self.connector.dialect)
-            except self.errors:
-                continue  # (its populate says why)
+            except Fault:
+                raise
+            except Exception:  # noqa: BLE001 - its populate says why
+                continue
             reads = columns_read(plan)
             for table in probe.tables:
                 self.wanted_columns.setdefault(table, set()).update(reads.get(self.names.engine(table), ()))
