@@ -502,8 +502,9 @@ class Core:
             self._retry = True
             log.error("view %s could not join", plan.name, exc_info=True)
             self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
-        if plan.name not in self.populations:
-            population.close()
+        if plan.name not in self.populations:  # (its engine closed, its directory deleted, off the loop)
+            threading.Thread(target=population.close, name=f"freshview population {plan.name} cleanup",
+                             daemon=True).start()
             if self.metrics is not None:  # metrics hook
                 self.metrics.forget_population(plan.name)
 
