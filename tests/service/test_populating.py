@@ -96,3 +96,19 @@ def test_populations_over_disjoint_new_tables_run_at_once_and_an_in_loop_create_
     assert populating.must_wait(["public.orders"], True, {}) is None  # (nothing running: created at once)
     assert populating.must_wait([], False, {}, ["public.v", "public.t"], ["public.v"]) == \
         "it reads public.v, not created yet"  # (a view being rebuilt: not a table)
+
+
+def test_the_gil_is_handed_over_more_often_while_populations_run():
+    import sys
+
+    from freshview.service.population import Responsive
+    before = sys.getswitchinterval()
+    responsive = Responsive()
+    try:
+        responsive.update(True)
+        assert sys.getswitchinterval() == pytest.approx(Responsive.SWITCH_S)
+        responsive.update(True)
+        responsive.update(False)
+        assert sys.getswitchinterval() == pytest.approx(before)
+    finally:
+        sys.setswitchinterval(before)

@@ -54,7 +54,7 @@ from freshview.service import batching, decide, following, outage, populating, r
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.changes import engine_changes
 from freshview.service.names import Names
-from freshview.service.population import Plan, Population
+from freshview.service.population import Plan, Population, Responsive
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -135,6 +135,7 @@ class Core:
         self.populations: dict[str, Population] = {}  # views being created beside the loop (``population``)
         self._held: list[Request] = []  # creates waiting for a running population (``requests.serve``)
         self._retry = True  # a population ended (or the service attached): waiting creates and rebuilds may start
+        self._responsive = Responsive()  # the GIL handed over more often while populations run
         self._next_progress = 0.0
         # Where the service's time goes, in seconds since start: reading and decoding the stream
         # (``wait``: blocked on the server meanwhile), building deltas (``lookup``: of that, asking the
@@ -179,6 +180,7 @@ class Core:
             if now >= next_poll:
                 self._serve_requests()
                 next_poll = now + self.options.poll_s
+            self._responsive.update(bool(self.populations))
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
@@ -319,6 +321,7 @@ class Core:
         (over the error that ended ``run``, if one did; the state's log keeps what was committed)."""
         self._close_stream()
         self._drop_populations(requeue=self.connector is not None)
+        self._responsive.update(False)
         if self.connector is not None:
             _quietly("the status", lambda: self._set_status("stopped"))
         self._disconnect()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -295,6 +296,28 @@ class Population:
                                      lambda table, keys: flow.source_rows(plan.engine_name(table), keys))
             if changes:
                 flow.tick(changes)
+
+
+class Responsive:
+    """While populations run, the interpreter hands the GIL over every ``SWITCH_S`` instead of every 5 ms
+    (``sys.setswitchinterval``).  A worker computing in Python holds the GIL; each time the loop comes
+    back from a blocking call (a read of the stream, a statement) it waits up to the switch interval to
+    get it again, so a step of a few dozen such calls took ~0.4 s instead of ~15 ms beside a busy thread,
+    and ~80 ms with 0.5 ms (``benchmarks/population_lag.py`` measures the probe's lag).  ``update`` says
+    whether populations run; the interval is put back once none does."""
+
+    SWITCH_S = 0.0005
+
+    def __init__(self) -> None:
+        self._saved: float | None = None
+
+    def update(self, busy: bool) -> None:
+        if busy and self._saved is None:
+            self._saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._saved, self.SWITCH_S))
+        elif not busy and self._saved is not None:
+            sys.setswitchinterval(self._saved)
+            self._saved = None
 
 
 def _named(rows: pa.Table, schema: TableSchema) -> pa.Table:
