@@ -54,7 +54,7 @@ from freshview.service import batching, decide, following, outage, populating, r
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.changes import engine_changes
 from freshview.service.names import Names
-from freshview.service.population import Plan, Population, Responsive
+from freshview.service.population import CANCEL_WAIT_S, Plan, Population, Responsive
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -527,8 +527,11 @@ class Core:
         """Abandon the populations (a fault, a stop); their requests go back to the queue when ``requeue``
         (else ``_attach`` requeues them with the other interrupted ones, the held creates too)."""
         populations, self.populations = list(self.populations.values()), {}
+        deadline = time.monotonic() + CANCEL_WAIT_S  # (all of them stopped at once, waited for together)
         for population in populations:
-            population.cancel()
+            population.cancel(wait_s=0.0)
+        for population in populations:
+            population.cancel(wait_s=max(0.0, deadline - time.monotonic()))
             if requeue and self.views is not None:
                 _quietly("the population's request", lambda: self.views.abandon(population.plan, None))
         if requeue and self.connector is not None:
