@@ -112,3 +112,10 @@ def test_the_gil_is_handed_over_more_often_while_populations_run():
         assert sys.getswitchinterval() == pytest.approx(before)
     finally:
         sys.setswitchinterval(before)
+
+
+def test_a_population_whose_pinned_table_was_followed_anew_starts_again():
+    since = {"public.t": Pos(5), "public.u": Pos(7)}
+    assert populating.stale(since, {"public.t": Pos(5), "public.u": Pos(7)}) == []
+    assert populating.stale(since, {"public.t": Pos(9), "public.u": Pos(7)}) == ["public.t"]  # a new snapshot
+    assert populating.stale(since, {"public.u": Pos(7)}) == ["public.t"]  # no longer followed

@@ -255,7 +255,7 @@ class ViewCatalog:
             if waits is None:
                 followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
                                         self.flow.pin_source(self.names.engine(q)),
-                                        populating.followed_pin(processed, self.follow_from[q]))
+                                        populating.followed_pin(processed, self.follow_from[q]), self.follow_from[q])
                             for q in probe.tables if q in self.follow_from}
                 new = {q: New(self.names.engine(q), t,
                               kept_columns(t.schema, set(wanted[q]) | self.wanted_columns.get(q, set())))
@@ -336,7 +336,7 @@ class ViewCatalog:
                 control.requeue_request(plan.request)
             else:
                 control.finish_request(plan.request, error)
-        self.drop_unused_sources()
+        self.drop_unused_sources(pinned=True)
         if set(plan.new) - set(self.follow_from):  # streamed for the population only: no longer
             self.connector.source.retain([*self.follow_from, *self.populating])
 
@@ -372,7 +372,7 @@ class ViewCatalog:
                                    f"read {name}; drop them first")
             flow.drop_view(view)
         self.connector.results.drop(name, request)
-        self.drop_unused_sources()
+        self.drop_unused_sources(pinned=True)
         if self.metrics is not None:  # metrics hook
             self.metrics.forget_view(name)
         log.info("view %s dropped", name)
@@ -439,12 +439,15 @@ class ViewCatalog:
     def _save_follow_from(self) -> None:
         self.flow.set_meta(FOLLOW_FROM_KEY, {t: p.to_text() for t, p in self.follow_from.items()})
 
-    def drop_unused_sources(self) -> None:
+    def drop_unused_sources(self, pinned: bool = False) -> None:
+        """Sources no view reads leave the engine (and the stream); with ``pinned`` (a view dropped, a
+        population abandoned), one a running population reads pinned stays: it joins reading it.  (Else the
+        population starts again: ``populating.stale``.)"""
         changed = False
         renames = self._renames()
-        pinned = {f.engine for plan in self.running.values() for f in plan.followed.values()}
+        kept = {f.engine for plan in self.running.values() for f in plan.followed.values()} if pinned else set()
         for source in list(self.flow.sources):
-            if not self.flow.readers(source) and source not in pinned:  # (a population joins reading it)
+            if not self.flow.readers(source) and source not in kept:
                 self.flow.drop_source(source)
                 self.follow_from.pop(self.names.qualified(source), None)
                 renames.pop(self.names.qualified(source), None)
@@ -639,7 +642,7 @@ class ViewCatalog:
                 ", ".join(self.names.qualified(v) for v in ordered))
         for view in reversed(ordered):
             self.flow.drop_view(view)
-        self.drop_unused_sources()
+        self.drop_unused_sources()  # (followed anew, whoever reads it pinned: ``populating.stale``)
         for view in ordered:
             name = self.names.qualified(view)
             if name not in definitions:

@@ -468,6 +468,15 @@ class Core:
 
     def _tend(self, population: Population, show: bool) -> None:
         plan = population.plan
+        changed = populating.stale({t: f.since for t, f in plan.followed.items()}, self.follow_from)
+        if changed:  # (its pinned copies are not the engine's any more: it starts again)
+            log.info("%s followed anew while %s was populated; its population starts again", ", ".join(changed),
+                     plan.name)
+            self.populations.pop(plan.name, None)
+            self._retry = True
+            population.cancel(wait_s=0.0)
+            self.views.abandon(plan, None)
+            return
         if show:
             progress = population.progress()
             self.connector.control.show_population(plan.name, progress.phase.value, progress.rows_read,

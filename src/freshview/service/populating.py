@@ -114,6 +114,14 @@ def must_wait(new: Collection[str], in_loop: bool, running: Mapping[str, Collect
     return None
 
 
+def stale(since: Mapping[str, Any], follow_from: Mapping[str, Any]) -> list[str]:
+    """Of the tables a population reads pinned (table -> the snapshot the engine's copy was loaded from
+    when it started), those the engine no longer follows from that snapshot: followed anew meanwhile
+    (DDL, a widening), so the population's copy may not be what the engine now holds.  Such a population
+    starts again."""
+    return sorted(t for t, s in since.items() if follow_from.get(t) != s)
+
+
 def may_join(phase: Phase, queued_rows: int, join_rows: int = JOIN_ROWS) -> bool:
     """Whether the loop joins the population now (it applies the ``queued_rows`` left itself)."""
     return phase is Phase.READY and queued_rows <= join_rows

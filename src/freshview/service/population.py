@@ -67,6 +67,7 @@ class Followed:
     schema: TableSchema
     pinned: Pinned
     pin: Any  # Position | None: the copy holds the transactions up to here
+    since: Any = None  # the snapshot the engine's copy was loaded from then (``populating.stale``)
 
 
 @dataclass(frozen=True)
