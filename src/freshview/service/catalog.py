@@ -179,10 +179,12 @@ class ViewCatalog:
         return reader
 
     def _compile(self, name: str, view_sql: str, reader: str | None, request: int | None,
-                 replace: bool, position: Any) -> tuple[Any, str, "TableProbe"]:
+                 replace: bool, position: Any, unfinished: Collection[str] = ()) -> tuple[Any, str, "TableProbe"]:
         """The view's plan and engine SQL, its reader's rights checked (``access``); the tables it reads (a
-        renamed followed table it names is settled first, from ``position``: ``_settle_rename``)."""
-        probe = TableProbe(self.flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position))
+        renamed followed table it names is settled first, from ``position``: ``_settle_rename``).  Naming a
+        view of ``unfinished`` (being populated or rebuilt) raises ``populating.MustWait``."""
+        probe = TableProbe(self.flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position),
+                           unfinished)
         try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
             # with the database's views and inheritance parents read through their definitions (sql.expand)
             plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
@@ -241,13 +243,14 @@ class ViewCatalog:
                 return None
         abandon = blocking and request is not None and not rebuild
         try:
-            plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position)
+            unfinished = {*self.running, *self.rebuilds} - {name}
+            plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position, unfinished)
             reads = columns_read(plan)
             wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
             in_loop = bool(self._lacking(wanted)) or any(r in self.flow.views for r in reads)
             waits = populating.must_wait([q for q in probe.tables if q not in self.follow_from], in_loop,
                                          {n: list(p.new) for n, p in self.running.items()},
-                                         list(probe.tables), {*self.running, *self.rebuilds} - {name})
+                                         list(probe.tables), unfinished)
             if waits is None and in_loop:
                 self._create_now(name, view_sql, position, rebuild, request, reader, plan, engine_sql, probe,
                                  abandon=blocking)
@@ -261,6 +264,8 @@ class ViewCatalog:
                               kept_columns(t.schema, set(wanted[q]) | self.wanted_columns.get(q, set())))
                        for q, t in probe.tables.items() if q not in self.follow_from}
                 self.connector.source.prepare(list(new))  # their changes are streamed from now on
+        except populating.MustWait as wait:  # (it names a view not created yet)
+            waits = str(wait)
         except Exception as exc:
             self._undo_create(self.names.engine(name), name, False, abandon=abandon)
             if rebuild and not isinstance(exc, Fault):
@@ -726,7 +731,7 @@ class TableProbe:
     views and inheritance parents are read through their definitions (``Source.expansion``)."""
 
     def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names,
-                 settle: Callable[[str], None] | None = None) -> None:
+                 settle: Callable[[str], None] | None = None, unfinished: Collection[str] = ()) -> None:
         self.flow = flow
         self.source = source
         self.names = names
@@ -734,16 +739,25 @@ class TableProbe:
         self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
         self.tables: dict[str, SourceTable] = {}
         self.expansions: dict[str, str | None] = {}
+        self.unfinished = unfinished  # views being populated or rebuilt: naming one waits (``MustWait``)
+
+    def _check_finished(self, name: str) -> None:
+        qualified = self.names.qualified(name)
+        if qualified in self.unfinished:
+            raise populating.MustWait(f"it reads {qualified}, not created yet")
 
     def relation_expansion(self, name: str) -> str | None:
         if name in self.flow.views:  # a freshview view: its result table is a table
             return None
+        self._check_finished(name)
         qualified = self.names.qualified(name)
         if qualified not in self.expansions:
             self.expansions[qualified] = self.source.expansion(qualified)
         return self.expansions[qualified]
 
     def relation_columns(self, name: str):
+        if name not in self.flow.views:
+            self._check_finished(name)
         if self.settle is not None and name not in self.flow.views:
             self.settle(self.names.qualified(name))
         # A followed table as the database has it: the engine keeps only the columns its views read.
