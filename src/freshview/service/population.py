@@ -304,7 +304,8 @@ class Responsive:
     (``sys.setswitchinterval``).  A worker computing in Python holds the GIL; each time the loop comes
     back from a blocking call (a read of the stream, a statement) it waits up to the switch interval to
     get it again, so a step of a few dozen such calls took ~0.4 s instead of ~15 ms beside a busy thread,
-    and ~80 ms with 0.5 ms (``benchmarks/population_lag.py`` measures the probe's lag).  ``update`` says
+    and ~45-80 ms with 0.5 ms (``benchmarks/gil_switch.py``; ``population_lag.py`` measures a probe view's
+    lag).  ``update`` says
     whether populations run; the interval is put back once none does."""
 
     SWITCH_S = 0.0005
