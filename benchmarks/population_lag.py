@@ -5,7 +5,8 @@ a ``Service`` in a thread of this process (its own local Spark) keeps ``public.p
 ts FROM probe``).  A prober writes the wall clock into ``probe`` every 0.2 s and polls the result table
 until it shows it: that wait is the probe's lag.  Measured for 5 s before, during one ``CALL
 freshview.create_view`` of a join + aggregate over ``big_a`` and ``big_b``, and for 5 s after; printed:
-p50 / p99 / max lag per period and the CALL's time.  Which freshview runs is whatever ``PYTHONPATH`` puts
+p50 / p99 / max lag per period and the CALL's time (and the service's log lines on the population's
+computation and join).  Which freshview runs is whatever ``PYTHONPATH`` puts
 first, so the same script times two checkouts:
 
     PYTHONPATH=src:. python3 -m benchmarks.population_lag [N]
@@ -13,6 +14,7 @@ first, so the same script times two checkouts:
 """
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import sys
@@ -41,9 +43,20 @@ def _quantiles(lags: list[float]) -> str:
             f"max {ordered[-1] * 1000:.0f} ms ({len(ordered)} probes)")
 
 
+class _Said(logging.Handler):
+    """The service's log lines about the population (its computation, its join), printed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "big_v" in text and ("first computation" in text or "created" in text):
+            print("  service:", text, flush=True)
+
+
 def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     print("freshview from", freshview.__file__, flush=True)
+    logging.getLogger("freshview.service").addHandler(_Said())
+    logging.getLogger("freshview.service").setLevel(logging.INFO)
     server = PostgresServer(settings={"shared_buffers": "1GB"})
     work = Path(tempfile.mkdtemp(prefix="fv-population-lag-"))
     try:

@@ -84,3 +84,38 @@ def test_progress_text_says_how_far_it_got():
     assert Progress(Phase.READING, 1200, 5000, 3.25).text() == "reading: 1200 rows read of ~5000, 3.2 s"
     assert Progress(Phase.CATCHING_UP, 10, None, 1.0, behind=7).text() == \
         "catching up: 10 rows read, 1.0 s, 7 changes to catch up"
+
+
+def test_populations_over_disjoint_new_tables_run_at_once_and_an_in_loop_create_waits_for_all():
+    running = {"public.a": ["public.orders", "public.customers"], "public.b": []}
+    assert populating.must_wait(["public.events"], False, running) is None
+    assert populating.must_wait([], False, running) is None  # (only tables followed already: pinned copies)
+    assert populating.must_wait(["public.orders"], False, running) == \
+        "the population of public.a is following public.orders anew"
+    assert "after the populations of public.a, public.b" in populating.must_wait([], True, running)
+    assert populating.must_wait(["public.orders"], True, {}) is None  # (nothing running: created at once)
+    assert populating.must_wait([], False, {}, ["public.v", "public.t"], ["public.v"]) == \
+        "it reads public.v, not created yet"  # (a view being rebuilt: not a table)
+
+
+def test_the_gil_is_handed_over_more_often_while_populations_run():
+    import sys
+
+    from freshview.service.population import Responsive
+    before = sys.getswitchinterval()
+    responsive = Responsive()
+    try:
+        responsive.update(True)
+        assert sys.getswitchinterval() == pytest.approx(Responsive.SWITCH_S)
+        responsive.update(True)
+        responsive.update(False)
+        assert sys.getswitchinterval() == pytest.approx(before)
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_a_population_whose_pinned_table_was_followed_anew_starts_again():
+    since = {"public.t": Pos(5), "public.u": Pos(7)}
+    assert populating.stale(since, {"public.t": Pos(5), "public.u": Pos(7)}) == []
+    assert populating.stale(since, {"public.t": Pos(9), "public.u": Pos(7)}) == ["public.t"]  # a new snapshot
+    assert populating.stale(since, {"public.u": Pos(7)}) == ["public.t"]  # no longer followed

@@ -169,3 +169,67 @@ def test_a_service_killed_mid_population_populates_the_view_again(shop, start_se
             random_transaction(conn, rng, next_id)
         wait_until_fresh(shop, [HELD], timeout=120)
         assert conn.execute("SELECT state, attempts FROM freshview.requests").fetchall() == [("done", 2)]
+
+
+def test_requests_are_served_while_a_view_populates_and_a_drop_ends_its_population(shop, start_service, gate):
+    """Several populations: a create over other tables populates and returns while one is held; one over a
+    table the held population follows anew waits (phase ``waiting``); dropping the held view ends its
+    population (its CALL is answered) and the waiting one goes on."""
+    start_service()
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view_async(%s, %s)", (HELD, VIEWS[HELD]))
+        assert gate.reached.wait(120)
+        conn.execute("CALL freshview.create_view(%s, %s, 120)", (PROBE, VIEWS[PROBE]))  # returns meanwhile
+        conn.execute("CALL freshview.create_view_async(%s, %s)", ("public.regions", VIEWS["public.regions"]))
+        assert _poll(lambda: (r := _view_row(conn, "public.regions")) and r[1] == "waiting"), \
+            _view_row(conn, "public.regions")  # customers: followed anew by the held population
+        assert _view_row(conn, HELD)[:2] == ("populating", "computing")
+        conn.execute("INSERT INTO events VALUES ('buy', 3)")
+        wait_until_fresh(shop, [PROBE], timeout=120)
+        conn.execute("CALL freshview.drop_view(%s)", (HELD,))
+        assert _view_row(conn, HELD) is None
+        assert conn.execute("SELECT state, error FROM freshview.requests WHERE name = %s AND action = 'create'",
+                            (HELD,)).fetchone() == \
+            ("failed", f"freshview: view {HELD} was dropped while it was being populated")
+        gate.set()  # (its worker ends and cleans up after itself)
+        conn.execute("UPDATE customers SET region = 'north' WHERE id = 3")
+    wait_until_fresh(shop, [PROBE, "public.regions"], timeout=180)
+
+
+def test_a_lost_slot_rebuilds_view_by_view_the_first_rebuilt_staying_fresh(shop, start_service, tmp_path,
+                                                                           monkeypatch):
+    """After a lost slot every view is rebuilt beside the stream: one whose rebuild is held stays
+    ``rebuilding`` (with its phase) while the other, rebuilt, follows the changes; then both end equal."""
+    service = start_service(tmp_path / "state")
+    with psycopg.connect(shop, autocommit=True) as conn:
+        for name in (PROBE, HELD):
+            conn.execute("CALL freshview.create_view(%s, %s)", (name, VIEWS[name]))
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)
+    slot = service.service.slot
+    service.stop()
+    hold, reached, original = threading.Event(), threading.Event(), loading.compute_first
+
+    def held(flow, view, sql):
+        if view.endswith("customer_totals"):
+            reached.set()
+            assert hold.wait(120), "the test never let the rebuild go"
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", held)
+    rng, next_id = random.Random(9), [600]
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        start_service(tmp_path / "state")
+        try:
+            assert reached.wait(120)
+            assert _poll(lambda: (r := _view_row(conn, HELD)) and r[:2] == ("rebuilding", "computing") and r)
+            for _ in range(20):
+                random_transaction(conn, rng, next_id)
+            conn.execute("INSERT INTO events VALUES ('sell', 11)")
+            wait_until_fresh(shop, [PROBE], timeout=120)  # rebuilt, and live while the other one rebuilds
+            assert _view_row(conn, HELD)[0] == "rebuilding"
+        finally:
+            hold.set()
+        for _ in range(20):
+            random_transaction(conn, rng, next_id)
+    wait_until_fresh(shop, [PROBE, HELD], timeout=180)

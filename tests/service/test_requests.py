@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from freshview.connectors.base import Request
 from freshview.errors import SqlError
-from freshview.service import requests
+from freshview.service import populating, requests
 
 
 def test_a_request_that_stopped_the_service_is_retried_once_then_failed():
@@ -50,3 +50,57 @@ def test_a_refusal_keeps_its_message_and_an_internal_error_is_one_line():
     drop = Request(8, "drop", "public.v", None)
     assert "\n" not in requests.failure(drop, KeyError(), expected)
     assert requests.failure(drop, KeyError(), expected).startswith("freshview: dropping view public.v failed")
+
+
+class Views:
+    """A ``ViewCatalog`` as ``requests.serve`` sees it: ``populate`` plans a view, or makes it wait while
+    ``busy`` names it."""
+
+    class Names:
+        @staticmethod
+        def qualify(name: str) -> str:
+            return name if "." in name else f"public.{name}"
+
+    def __init__(self, *queued: Request) -> None:
+        self.queue = list(queued)
+        self.busy: set[str] = set()
+        self.calls: list[tuple] = []
+        self.answers: dict[int, str | None] = {}
+        self.errors = (SqlError,)
+        self.names = self.Names()
+        self.connector = self
+        self.control = self
+
+    def next_request(self) -> Request | None:
+        return self.queue.pop(0) if self.queue else None
+
+    def finish_request(self, request_id: int, error: str | None = None) -> None:
+        self.answers[request_id] = error
+
+    def populate(self, name: str, sql: str, position, *, request, reader, blocking, processed, admitted):
+        self.calls.append(("populate", name, admitted))
+        if name in self.busy:
+            raise populating.MustWait(f"{name} waits")
+        return f"plan {name}"
+
+    def drop(self, name: str, request=None, requested_by=None) -> None:
+        self.calls.append(("drop", name))
+
+
+def test_a_create_that_must_wait_is_held_and_tried_again_first_and_a_drop_answers_it():
+    views = Views(Request(1, "create", "public.a", "SELECT 1"), Request(2, "create", "public.b", "SELECT 1"),
+                  Request(3, "create", "public.c", "SELECT 1"))
+    views.busy = {"public.b", "public.c"}
+    held: list[Request] = []
+    plans = requests.serve(views, None, lambda: False, held=held)  # type: ignore[arg-type]
+    assert plans == ["plan public.a"] and [r.id for r in held] == [2, 3]  # requests go on past a held one
+    views.busy = {"public.c"}
+    views.queue = [Request(4, "drop", "c", None), Request(5, "create", "public.d", "SELECT 1")]
+    cancelled: list[str] = []
+    views.calls = []
+    plans = requests.serve(views, None, lambda: False, held=held, cancel=cancelled.append)  # type: ignore[arg-type]
+    assert plans == ["plan public.b", "plan public.d"]
+    assert views.calls == [("populate", "public.b", True), ("populate", "public.c", True), ("drop", "c"),
+                           ("populate", "public.d", False)]  # held ones first, admitted already
+    assert held == [] and cancelled == ["public.c"]
+    assert views.answers == {3: "freshview: view public.c was dropped before it was created"}

@@ -37,4 +37,6 @@ def test_a_populating_view_shows_its_phase_and_progress():
     row = {"status": "populating", "phase": "reading", "rows_read": 1200, "rows_total": 5000, "elapsed_s": 3.4}
     assert view_status(row) == "populating: reading, 1200 rows read of ~5000, 3 s"
     assert view_status({**row, "rows_total": None, "phase": "computing"}) == "populating: computing, 1200 rows read, 3 s"
+    assert view_status({**row, "status": "rebuilding"}) == "rebuilding: reading, 1200 rows read of ~5000, 3 s"
+    assert view_status({"status": "rebuilding", "phase": None}) == "rebuilding"
     assert view_status({"status": "active", "phase": None}) == "active"

@@ -369,8 +369,8 @@ class ControlSchema(Protocol):
 
     def abandon_create(self, name: str) -> None: ...
 
-    def mark_rebuilding(self, reason: str) -> None:
-        """Every active view goes to status rebuilding, with the reason."""
+    def mark_rebuilding(self, reason: str, names: Sequence[str] | None = None) -> None:
+        """Every active view (of ``names``, when given) goes to status rebuilding, with the reason."""
 
     def mark_failed(self, name: str, error: str) -> None: ...
 

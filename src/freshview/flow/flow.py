@@ -48,7 +48,7 @@ from freshview.runtime.cost import MODES
 from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
 from freshview.runtime.holds import flush_due
 from freshview.runtime.operators.source import ChangeRefused, SourceChange, checks as source_checks
-from freshview.runtime.state.adopt import copy_arrangements
+from freshview.runtime.state.adopt import adopt_arrangements
 from freshview.runtime.state.pin import Pinned, pin
 from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
@@ -406,8 +406,9 @@ class IncrementalFlow:
     def adopt_view(self, scratch: "IncrementalFlow", name: str, sources: Sequence[str] = ()) -> None:
         """Take view ``name`` as ``scratch`` (another flow over the same sources) computed it: its catalog
         entry (so the same plan), its state, and the new ``sources`` it reads (their copies too), in one
-        transaction (``runtime.state.adopt``).  Every other source it reads must be this flow's already,
-        with the same columns.  How a population beside the service's stream joins it (``service.population``)."""
+        transaction, its run files linked, no row copied (``runtime.state.adopt``).  Every other source it
+        reads must be this flow's already, with the same columns.  How a population beside the service's
+        stream joins it (``service.population``)."""
         with self._lock:
             self._check_open()
             if self.engine.holds is not None or self.state_ttl is not None:
@@ -434,8 +435,8 @@ class IncrementalFlow:
                     raise StateError(f"view {name!r} compiles to another plan here; it cannot be adopted")
                 self.engine.open_view(view)
                 names = [arrangements.source(s) for s in sources]
-                copy_arrangements(scratch.store, self.store,
-                                  [*names, *scratch.store.list_arrangements(arrangements.view_prefix(name))])
+                adopt_arrangements(scratch.store, self.store,
+                                   [*names, *scratch.store.list_arrangements(arrangements.view_prefix(name))])
 
     def _current_contents(self, relation: str) -> pa.Table | None:
         return self.engine.contents(relation)

@@ -1,11 +1,12 @@
 """``ViewCatalog``: the views of one database and the base tables they follow, kept in the engine.
 
 What the service's views are is decided here, between the engine (``TwoPhaseFlow``) and the database
-(the connector): views are created (a user's request: ``populate`` checks and plans it, a
-``population`` computes it beside the loop and ``join`` adds it; a rebuild or a re-creation: ``create``,
-at once: compiled, their new tables followed from a snapshot, computed, their result tables written)
-and dropped (``drop``); at every attach the engine's views are
-made to agree with the database's (``reconcile``); DDL on a followed table keeps its views right or
+(the connector): views are created (a user's request, or a rebuild after a lost slot or lost state:
+``populate`` checks and plans it, a ``population`` computes it beside the loop and ``join`` adds it; a
+re-creation after DDL, or a view that must be created in the loop: ``create``, at once: compiled, their
+new tables followed from a snapshot, computed, their result tables written) and dropped (``drop``); at
+every attach the engine's views are made to agree with the database's (``reconcile``, which lists the
+views to rebuild: ``rebuilds``, started by ``start_rebuilds``); DDL on a followed table keeps its views right or
 fails them (``check_ddl``, ``check_catalog``: decisions in ``following``); a view that cannot go on
 fails, and so do the views reading it (``fail_views``, ``fail_table``, ``fail_step``).  The followed
 tables and the snapshot position each was loaded from (``follow_from``) are kept with the engine's
@@ -78,7 +79,8 @@ class ViewCatalog:
         self._awaiting: dict[str, tuple[Any, float]] = {}
         # table -> columns its next snapshot reads besides what the view being created reads (``widen``)
         self.wanted_columns: dict[str, set[str]] = {}
-        self.populating: set[str] = set()  # tables followed anew by a population (``populate``), not joined yet
+        self.running: dict[str, Plan] = {}  # views being populated (``populate``), not joined yet
+        self.rebuilds: dict[str, str] = {}  # views to rebuild beside the loop (``reconcile``): name -> SQL
         source.rename(self._renames())
 
     # ------------------------------------------------------------------ views
@@ -88,21 +90,59 @@ class ViewCatalog:
 
     def reconcile(self, position: Any) -> None:
         """Make the engine's views and the database's agree (after a crash, a lost position, lost state):
-        views nobody wants go, wanted ones are known again or created (from ``position``)."""
-        wanted = recovery.wanted_views(self.connector.control.views())
+        views nobody wants go, wanted ones are known again; those the engine lacks are to be rebuilt beside
+        the loop (``rebuilds``, in creation order: ``start_rebuilds``)."""
+        listed = self.connector.control.views()
+        wanted = recovery.wanted_views(listed)
         for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
         for name, view_sql in wanted.items():
             if self.names.engine(name) in self.flow.views:
                 self.connector.results.attach(self.result_spec(name))
             else:
-                try:
-                    self.create(name, view_sql, position, replace=True)
-                except Fault:
-                    raise
-                except self.errors as exc:
-                    self.fail_views([name], str(exc))
+                self.rebuilds[name] = view_sql
+        self.connector.control.mark_rebuilding(recovery.LOST_STATE, recovery.still_active(listed, self.rebuilds))
         self.drop_unused_sources()
+        self._want_columns(self.rebuilds.items())
+
+    def start_rebuilds(self, position: Any, processed: Any) -> list[Plan]:
+        """The views to rebuild (``reconcile``) that may start now, as plans to populate beside the loop
+        (``populate(rebuild=True)``); each stays ``rebuilding`` until it joins, one that fails is failed,
+        one that must wait (for a view it reads, for a table another follows anew) is tried again later."""
+        plans = []
+        for name, view_sql in list(self.rebuilds.items()):
+            try:
+                plan = self.populate(name, view_sql, position, blocking=False, processed=processed, rebuild=True)
+            except populating.MustWait:
+                continue
+            except Fault:
+                raise  # (the next attach finds the views to rebuild again)
+            except Exception as exc:  # noqa: BLE001 - the view failed (``populate``), not the service
+                if not isinstance(exc, self.errors):
+                    log.error("rebuilding view %s failed", name, exc_info=True)
+                plan = None
+            del self.rebuilds[name]
+            if plan is not None:
+                plans.append(plan)
+        if not self.rebuilds:
+            self.wanted_columns.clear()
+        return plans
+
+    def _want_columns(self, views: Iterable[tuple[str, str]]) -> None:
+        """Before rebuilding ``views`` (name, SQL) one by one: what each reads of a table is wanted of it
+        (``wanted_columns``), so the first population to follow a table anew reads what they all read and
+        the next ones find its copy whole (else each would follow it anew again, recomputing the others)."""
+        for name, view_sql in views:
+            probe = TableProbe(self.flow, self.connector.source, self.names)
+            try:
+                plan, _ = compile_view(view_sql, probe, self.connector.dialect)
+            except Fault:
+                raise
+            except Exception:  # noqa: BLE001 - its populate says why
+                continue
+            reads = columns_read(plan)
+            for table in probe.tables:
+                self.wanted_columns.setdefault(table, set()).update(reads.get(self.names.engine(table), ()))
 
     def create(self, name: str, view_sql: str, position: Any, *, replace: bool = False, request: int | None = None,
                reader: str | None = None) -> None:
@@ -139,10 +179,12 @@ class ViewCatalog:
         return reader
 
     def _compile(self, name: str, view_sql: str, reader: str | None, request: int | None,
-                 replace: bool, position: Any) -> tuple[Any, str, "TableProbe"]:
+                 replace: bool, position: Any, unfinished: Collection[str] = ()) -> tuple[Any, str, "TableProbe"]:
         """The view's plan and engine SQL, its reader's rights checked (``access``); the tables it reads (a
-        renamed followed table it names is settled first, from ``position``: ``_settle_rename``)."""
-        probe = TableProbe(self.flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position))
+        renamed followed table it names is settled first, from ``position``: ``_settle_rename``).  Naming a
+        view of ``unfinished`` (being populated or rebuilt) raises ``populating.MustWait``."""
+        probe = TableProbe(self.flow, self.connector.source, self.names, lambda t: self._settle_rename(t, position),
+                           unfinished)
         try:  # SQL errors surface here, with positions, before any work; the engine compiles the view's text
             # with the database's views and inheritance parents read through their definitions (sql.expand)
             plan, engine_sql = compile_view(view_sql, probe, self.connector.dialect)
@@ -183,43 +225,69 @@ class ViewCatalog:
 
     # ------------------------------------------------------------------ populations (beside the loop)
     def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
-                 reader: str | None = None, blocking: bool = True, processed: Any = None) -> Plan | None:
-        """A user's ``create_view``: checked and compiled here, then (the plan returned) populated beside the
-        loop (``population``); ``processed``: the last position the loop processed (the pinned copies hold
-        it; default ``position``, the engine's).  None when nothing is left to do: the view was there, or it
-        was created at once, from ``position`` (a view that reads another freshview view, or columns a
-        followed table's copy lacks: ``create``'s path).  A failure of a request nobody waits for
-        (``blocking`` False) leaves the view ``failed`` with its message; else no trace."""
+                 reader: str | None = None, blocking: bool = True, processed: Any = None, admitted: bool = False,
+                 rebuild: bool = False) -> Plan | None:
+        """A user's ``create_view`` (or, ``rebuild``, a view of ``freshview.views`` whose state is lost): checked
+        and compiled here, then (the plan returned) populated beside the loop (``population``); ``processed``:
+        the last position the loop processed (the pinned copies hold it; default ``position``, the engine's).
+        None when nothing is left to do: the view was there, or it was created at once, from ``position`` (a
+        view that reads another freshview view, or columns a followed table's copy lacks: ``create``'s path).
+        Raises ``populating.MustWait`` while running populations are in its way (its row stays, phase
+        ``waiting``; ``admitted``: it is tried again).  A failure of a request nobody waits for (``blocking``
+        False) leaves the view ``failed`` with its message; else no trace."""
         name = self.names.qualify(name)
         processed = position if processed is None else processed
-        reader = self._admit(name, view_sql, False, request, reader)
-        if reader is _DONE:
-            return None
+        if rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
+            reader = self._admit(name, view_sql, rebuild, request, reader)
+            if reader is _DONE:
+                return None
+        abandon = blocking and request is not None and not rebuild
         try:
-            plan, engine_sql, probe = self._compile(name, view_sql, reader, request, False, position)
+            unfinished = {*self.running, *self.rebuilds} - {name}
+            plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position, unfinished)
             reads = columns_read(plan)
             wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
-            if self._lacking(wanted) or any(r in self.flow.views for r in reads):
-                self._create_now(name, view_sql, position, False, request, reader, plan, engine_sql, probe,
+            in_loop = bool(self._lacking(wanted)) or any(r in self.flow.views for r in reads)
+            waits = populating.must_wait([q for q in probe.tables if q not in self.follow_from], in_loop,
+                                         {n: list(p.new) for n, p in self.running.items()},
+                                         list(probe.tables), unfinished)
+            if waits is None and in_loop:
+                self._create_now(name, view_sql, position, rebuild, request, reader, plan, engine_sql, probe,
                                  abandon=blocking)
                 return None
-            followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
-                                    self.flow.pin_source(self.names.engine(q)),
-                                    populating.followed_pin(processed, self.follow_from[q]))
-                        for q in probe.tables if q in self.follow_from}
-            new = {q: New(self.names.engine(q), t, kept_columns(t.schema, set(wanted[q])))
-                   for q, t in probe.tables.items() if q not in self.follow_from}
-            self.connector.source.prepare(list(new))  # their changes are streamed from now on
+            if waits is None:
+                followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
+                                        self.flow.pin_source(self.names.engine(q)),
+                                        populating.followed_pin(processed, self.follow_from[q]), self.follow_from[q])
+                            for q in probe.tables if q in self.follow_from}
+                new = {q: New(self.names.engine(q), t,
+                              kept_columns(t.schema, set(wanted[q]) | self.wanted_columns.get(q, set())))
+                       for q, t in probe.tables.items() if q not in self.follow_from}
+                self.connector.source.prepare(list(new))  # their changes are streamed from now on
+        except populating.MustWait as wait:  # (it names a view not created yet)
+            waits = str(wait)
         except Exception as exc:
-            self._undo_create(self.names.engine(name), name, False, abandon=blocking and request is not None)
-            if not blocking and not isinstance(exc, Fault):
+            self._undo_create(self.names.engine(name), name, False, abandon=abandon)
+            if rebuild and not isinstance(exc, Fault):
+                self.fail_views([name], str(exc))
+            elif not blocking and not isinstance(exc, Fault):
                 self.connector.control.mark_failed(name, requests.failure_text("create", name, exc, self.errors))
             raise
         except BaseException:
-            self._undo_create(self.names.engine(name), name, False, abandon=request is not None)
+            self._undo_create(self.names.engine(name), name, False, abandon=request is not None and not rebuild)
             raise
-        self.populating |= set(new)
-        return Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new)
+        if waits is not None:
+            self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
+            raise populating.MustWait(waits)
+        found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
+                     rebuild)
+        self.running[name] = found
+        return found
+
+    @property
+    def populating(self) -> set[str]:
+        """Tables followed anew by running populations (``populate``), not joined yet."""
+        return {t for plan in self.running.values() for t in plan.new}
 
     def join(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
         """A population caught up to ``position`` (the loop's, the engine's) joins: the engine adopts its view
@@ -229,30 +297,42 @@ class ViewCatalog:
         new = [t for t in plan.new if t not in self.follow_from]
         registered = False
         before = dict(self.follow_from)
+        started = time.perf_counter()
         try:
             flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
+            adopted = time.perf_counter()
             registered = True
             for table in new:
                 self._remember(table, plan.new[table].described, pins[table])
             initial: pa.Table = flow.snapshot(plan.view, weighted=True)
             self.connector.results.create(self.result_spec(plan.name), plan.view_sql, initial, position,
-                                          replace=False, reader=plan.reader, request=plan.request)
+                                          replace=plan.rebuild, reader=plan.reader, request=plan.request)
         except BaseException:
             self.follow_from = before
             self._save_follow_from()
-            self.populating -= set(plan.new)
+            self.running.pop(plan.name, None)
             self._undo_create(plan.view, plan.name, registered, abandon=False)
             raise
-        self.populating -= set(plan.new)
-        log.info("view %s created beside the stream (%d rows)", plan.name, initial.num_rows)
+        self.running.pop(plan.name, None)
+        log.info("view %s created beside the stream (%d rows; joined in %.2f s: state adopted %.3f s, result "
+                 "table %.2f s)", plan.name, initial.num_rows, time.perf_counter() - started, adopted - started,
+                 time.perf_counter() - adopted)
 
-    def abandon(self, plan: Plan, error: str | None) -> None:
+    def abandon(self, plan: Plan, error: str | None, dropped: bool = False) -> None:
         """A population that will not join: its tables are no longer wanted; its request is answered with
         ``error`` (None: it goes back to the queue, the service stopping); a CALL waiting for it leaves no
-        trace, one that did not wait finds the view ``failed`` with the error."""
-        self.populating -= set(plan.new)
+        trace, one that did not wait finds the view ``failed`` with the error (``dropped``: its row is left
+        to the drop that ended it)."""
+        self.running.pop(plan.name, None)
         control = self.connector.control
-        if error is not None and not plan.blocking:
+        if dropped:
+            pass
+        elif plan.rebuild:
+            if error is not None:
+                self.fail_views([plan.name], error)
+            else:  # (a fault: it stays ``rebuilding``, populated again)
+                self.rebuilds[plan.name] = plan.view_sql
+        elif error is not None and not plan.blocking:
             control.mark_failed(plan.name, error)
         else:
             control.abandon_create(plan.name)
@@ -261,7 +341,7 @@ class ViewCatalog:
                 control.requeue_request(plan.request)
             else:
                 control.finish_request(plan.request, error)
-        self.drop_unused_sources()
+        self.drop_unused_sources(pinned=True)
         if set(plan.new) - set(self.follow_from):  # streamed for the population only: no longer
             self.connector.source.retain([*self.follow_from, *self.populating])
 
@@ -297,7 +377,7 @@ class ViewCatalog:
                                    f"read {name}; drop them first")
             flow.drop_view(view)
         self.connector.results.drop(name, request)
-        self.drop_unused_sources()
+        self.drop_unused_sources(pinned=True)
         if self.metrics is not None:  # metrics hook
             self.metrics.forget_view(name)
         log.info("view %s dropped", name)
@@ -364,11 +444,15 @@ class ViewCatalog:
     def _save_follow_from(self) -> None:
         self.flow.set_meta(FOLLOW_FROM_KEY, {t: p.to_text() for t, p in self.follow_from.items()})
 
-    def drop_unused_sources(self) -> None:
+    def drop_unused_sources(self, pinned: bool = False) -> None:
+        """Sources no view reads leave the engine (and the stream); with ``pinned`` (a view dropped, a
+        population abandoned), one a running population reads pinned stays: it joins reading it.  (Else the
+        population starts again: ``populating.stale``.)"""
         changed = False
         renames = self._renames()
+        kept = {f.engine for plan in self.running.values() for f in plan.followed.values()} if pinned else set()
         for source in list(self.flow.sources):
-            if not self.flow.readers(source):
+            if not self.flow.readers(source) and source not in kept:
                 self.flow.drop_source(source)
                 self.follow_from.pop(self.names.qualified(source), None)
                 renames.pop(self.names.qualified(source), None)
@@ -563,7 +647,7 @@ class ViewCatalog:
                 ", ".join(self.names.qualified(v) for v in ordered))
         for view in reversed(ordered):
             self.flow.drop_view(view)
-        self.drop_unused_sources()
+        self.drop_unused_sources()  # (followed anew, whoever reads it pinned: ``populating.stale``)
         for view in ordered:
             name = self.names.qualified(view)
             if name not in definitions:
@@ -647,7 +731,7 @@ class TableProbe:
     views and inheritance parents are read through their definitions (``Source.expansion``)."""
 
     def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names,
-                 settle: Callable[[str], None] | None = None) -> None:
+                 settle: Callable[[str], None] | None = None, unfinished: Collection[str] = ()) -> None:
         self.flow = flow
         self.source = source
         self.names = names
@@ -655,16 +739,25 @@ class TableProbe:
         self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
         self.tables: dict[str, SourceTable] = {}
         self.expansions: dict[str, str | None] = {}
+        self.unfinished = unfinished  # views being populated or rebuilt: naming one waits (``MustWait``)
+
+    def _check_finished(self, name: str) -> None:
+        qualified = self.names.qualified(name)
+        if qualified in self.unfinished:
+            raise populating.MustWait(f"it reads {qualified}, not created yet")
 
     def relation_expansion(self, name: str) -> str | None:
         if name in self.flow.views:  # a freshview view: its result table is a table
             return None
+        self._check_finished(name)
         qualified = self.names.qualified(name)
         if qualified not in self.expansions:
             self.expansions[qualified] = self.source.expansion(qualified)
         return self.expansions[qualified]
 
     def relation_columns(self, name: str):
+        if name not in self.flow.views:
+            self._check_finished(name)
         if self.settle is not None and name not in self.flow.views:
             self.settle(self.names.qualified(name))
         # A followed table as the database has it: the engine keeps only the columns its views read.

@@ -16,7 +16,8 @@ One thread does everything, in this order, forever:
 4. between batches, serve ``create_view``/``drop_view`` requests
    (``requests``; a view is populated beside the loop by a worker of its own,
    ``population``, which the loop offers every step's transactions, shows the
-   progress of and joins once caught up), beat the heartbeat, and now and then
+   progress of and joins once caught up; several at once, the rebuilds after
+   a lost slot or lost state too), beat the heartbeat, and now and then
    check that each view's requester may still read what it reads (``access``).
 
 A transient fault anywhere (a connection lost, the database restarting, the
@@ -44,16 +45,16 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, StepStats, Stream, StreamError, Transaction,
+    Attached, ChangeError, Connector, Request, StepStats, Stream, StreamError, Transaction,
 )
 from freshview.errors import Fault, FreshviewError, StateError
 from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow
 from freshview.runtime.state.files import probe_space
-from freshview.service import batching, decide, following, outage, recovery, requests
+from freshview.service import batching, decide, following, outage, populating, recovery, requests
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.changes import engine_changes
 from freshview.service.names import Names
-from freshview.service.population import Population
+from freshview.service.population import CANCEL_WAIT_S, Plan, Population, Responsive
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -131,7 +132,10 @@ class Core:
         # commit of the result transaction holding their effects; both clocks are the server's).
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=100_000)
         self.steps = 0
-        self.population: Population | None = None  # a view being created beside the loop (``population``)
+        self.populations: dict[str, Population] = {}  # views being created beside the loop (``population``)
+        self._held: list[Request] = []  # creates waiting for a running population (``requests.serve``)
+        self._retry = True  # a population ended (or the service attached): waiting creates and rebuilds may start
+        self._responsive = Responsive()  # the GIL handed over more often while populations run
         self._next_progress = 0.0
         # Where the service's time goes, in seconds since start: reading and decoding the stream
         # (``wait``: blocked on the server meanwhile), building deltas (``lookup``: of that, asking the
@@ -171,11 +175,12 @@ class Core:
         while not self._stop.is_set():
             self._follow_stream()
             now = time.monotonic()
-            if self.population is not None:
-                self._tend_population(now)
-            elif now >= next_poll:
+            if self.populations:
+                self._tend_populations(now)
+            if now >= next_poll:
                 self._serve_requests()
                 next_poll = now + self.options.poll_s
+            self._responsive.update(bool(self.populations))
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
@@ -232,7 +237,8 @@ class Core:
         connection died under them) go back to the queue; at start, those a dead service was
         working on are retried once, then failed (``requests.recover``).
         """
-        self._drop_population(requeue=False)
+        self._drop_populations(requeue=False)
+        self._held, self._retry = [], True  # (held requests: requeued below with the interrupted ones)
         source, control = self.connector.source, self.connector.control
         control.start()
         if self._attached:
@@ -314,7 +320,8 @@ class Core:
         """At the end of ``run``: status ``stopped``, everything closed.  Failures are logged, never raised
         (over the error that ended ``run``, if one did; the state's log keeps what was committed)."""
         self._close_stream()
-        self._drop_population(requeue=self.connector is not None)
+        self._drop_populations(requeue=self.connector is not None)
+        self._responsive.update(False)
         if self.connector is not None:
             _quietly("the status", lambda: self._set_status("stopped"))
         self._disconnect()
@@ -413,26 +420,34 @@ class Core:
         alone = lambda t: following.truncates(t, self.follow_from) or following.alters(t, self.follow_from)  # noqa: E731
         for step in decide.plan_steps(batch, self.at, alone):
             self._step(step)
-            if self.population is not None:
-                self.population.offer(step.transactions)
+            for population in self.populations.values():
+                population.offer(step.transactions)
 
     # ------------------------------------------------------------------ requests and populations
     def _serve_requests(self) -> None:
-        """Answer pending requests; a ``create_view`` that needs populating starts a population beside the
-        loop (one at a time: the next requests wait for it)."""
+        """Answer pending requests and start the views to rebuild: each ``create_view`` that needs populating
+        starts a population beside the loop; several run at once (a create that must wait for one is held:
+        ``populating.must_wait``)."""
         # (transactions the loop processed after the engine's position touched no followed table: the
         # engine's copies, pinned now, hold them too)
         processed = self._pending_position if self._pending_position is not None else self.at.engine
-        plan = requests.serve(self.views, self.at.engine, self.stopping, processed)
-        if plan is None:
-            return
+        retry, self._retry = self._retry, False
+        plans = self.views.start_rebuilds(self.at.engine, processed) if retry else []
+        plans += requests.serve(self.views, self.at.engine, self.stopping, processed, self._held, self._cancel,
+                                retry=retry)
+        for plan in plans:
+            self._start(plan)
+
+    def _start(self, plan: Plan) -> None:
         # A directory of its own (a cancelled population's worker may still be finishing in its old one)
         directory = self.state_dir / POPULATING / f"{plan.view.replace('/', '_')}-{time.time_ns()}"
-        self.population = Population(plan, self.connect, self._scratch_flow, directory,
-                                     self.options.snapshot_chunk_rows, self.snapshot_progress)
-        self.population.start()
+        population = Population(plan, self.connect, self._scratch_flow, directory, self.options.snapshot_chunk_rows,
+                                self.snapshot_progress)
+        self.populations[plan.name] = population
+        population.start()
         self._next_progress = 0.0
-        log.info("populating %s beside the stream (request %s)", plan.name, plan.request)
+        log.info("%s %s beside the stream (request %s)", "rebuilding" if plan.rebuild else "populating", plan.name,
+                 plan.request)
 
     def _scratch_flow(self, directory: Path) -> IncrementalFlow:
         """A population's own engine: the service's dialect, steps in-process (first computation as the
@@ -443,23 +458,37 @@ class Core:
         return IncrementalFlow(self.spark, directory, execution="local",
                                first_computation=self.flow.first_computation, **kwargs)
 
-    def _tend_population(self, now: float) -> None:
-        """Between two steps: show the population's progress; join it once caught up; end a failed one."""
-        population = self.population
-        assert population is not None
+    def _tend_populations(self, now: float) -> None:
+        """Between two steps: show the populations' progress; join those caught up; end failed ones."""
+        show = now >= self._next_progress
+        for population in list(self.populations.values()):
+            self._tend(population, show)
+        if show:
+            self._next_progress = now + self.options.population_progress_s
+
+    def _tend(self, population: Population, show: bool) -> None:
         plan = population.plan
-        if now >= self._next_progress:
+        changed = populating.stale({t: f.since for t, f in plan.followed.items()}, self.follow_from)
+        if changed:  # (its pinned copies are not the engine's any more: it starts again)
+            log.info("%s followed anew while %s was populated; its population starts again", ", ".join(changed),
+                     plan.name)
+            self.populations.pop(plan.name, None)
+            self._retry = True
+            population.cancel(wait_s=0.0)
+            self.views.abandon(plan, None)
+            return
+        if show:
             progress = population.progress()
             self.connector.control.show_population(plan.name, progress.phase.value, progress.rows_read,
                                                    progress.rows_total, progress.elapsed_s)
             if self.metrics is not None:  # metrics hook
                 self.metrics.record_population(plan.name, progress)
-            self._next_progress = now + self.options.population_progress_s
         if population.error is not None:
-            self.population = None
+            self.populations.pop(plan.name, None)
+            self._retry = True
             population.close()
             exc = population.error
-            if isinstance(exc, Fault):  # the database or the disk: the request is tried again
+            if isinstance(exc, Fault):  # the database or the disk: the request (the rebuild) is tried again
                 log.warning("population of %s interrupted: %s; it starts again", plan.name, outage.reason(exc))
                 self.views.abandon(plan, None)
             else:
@@ -467,31 +496,57 @@ class Core:
             return
         if not population.may_join():
             return
-        self.population = None
         if self._pending_position is not None:  # the join's position: every transaction offered
             self._record_position()
         try:
             scratch = population.finish()
+            if scratch is None:  # more changes came: it catches up first
+                return
+            self.populations.pop(plan.name, None)
+            self._retry = True
             self.views.join(plan, scratch, population.pins, self.at.engine)
         except Fault:
+            self.populations.pop(plan.name, None)
+            population.close()
             raise  # ridden out by ``run``; the request is retried once the service is back
         except Exception as exc:  # noqa: BLE001 - a view's failure must not stop the service
+            self.populations.pop(plan.name, None)
+            self._retry = True
             log.error("view %s could not join", plan.name, exc_info=True)
             self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
-        finally:
-            population.close()
-        if self.metrics is not None:  # metrics hook
-            self.metrics.forget_population(plan.name)
+        if plan.name not in self.populations:  # (its engine closed, its directory deleted, off the loop)
+            threading.Thread(target=population.close, name=f"freshview population {plan.name} cleanup",
+                             daemon=True).start()
+            if self.metrics is not None:  # metrics hook
+                self.metrics.forget_population(plan.name)
 
-    def _drop_population(self, requeue: bool) -> None:
-        """Abandon the population (a fault, a stop); its request goes back to the queue when ``requeue``
-        (else ``_attach`` requeues it with the other interrupted ones)."""
-        population, self.population = self.population, None
-        if population is None:
-            return
-        population.cancel()
-        if requeue and self.views is not None:
-            _quietly("the population's request", lambda: self.views.abandon(population.plan, None))
+    def _cancel(self, name: str) -> None:
+        """A drop of view ``name``: its population (or rebuild) ends, its request answered."""
+        self.views.rebuilds.pop(name, None)
+        population = self.populations.pop(name, None)
+        if population is not None:
+            self._retry = True
+            population.cancel(wait_s=0.0)  # (the loop goes on; a worker still computing cleans up after itself)
+            self.views.abandon(population.plan, f"freshview: view {name} was dropped while it was being populated",
+                               dropped=True)
+            if self.metrics is not None:  # metrics hook
+                self.metrics.forget_population(name)
+
+    def _drop_populations(self, requeue: bool) -> None:
+        """Abandon the populations (a fault, a stop); their requests go back to the queue when ``requeue``
+        (else ``_attach`` requeues them with the other interrupted ones, the held creates too)."""
+        populations, self.populations = list(self.populations.values()), {}
+        deadline = time.monotonic() + CANCEL_WAIT_S  # (all of them stopped at once, waited for together)
+        for population in populations:
+            population.cancel(wait_s=0.0)
+        for population in populations:
+            population.cancel(wait_s=max(0.0, deadline - time.monotonic()))
+            if requeue and self.views is not None:
+                _quietly("the population's request", lambda: self.views.abandon(population.plan, None))
+        if requeue and self.connector is not None:
+            for request in self._held:
+                _quietly("a held request", lambda: self.connector.control.requeue_request(request.id))
+        self._held = []
 
     def _step(self, step: decide.Step) -> None:
         """One engine step, straight down: the transactions' changes, the engine's step prepared, every

@@ -9,23 +9,25 @@ that table's pin (``to_apply``), so when it joins at the loop's position its sta
 state the engine would have computed there.  The loop may re-offer transactions after a fault (the
 stream resends from the engine's position): ``offered`` drops those already taken.
 
-Phases (``freshview.views.phase``): ``reading`` (the pinned copies and the snapshot), ``computing``
-(the first result), ``catching up`` (the changes committed since the pins); then ``ready``: caught up
-but for a few changes, waiting for the loop, which applies the rest itself between two steps and
-joins the view (``may_join``).
+Several populations run at once (``must_wait`` says which must wait for which).  Phases
+(``freshview.views.phase``): ``waiting`` (for another population), ``reading`` (the pinned copies and
+the snapshot), ``computing`` (the first result), ``catching up`` (the changes committed since the
+pins); then ``ready``: caught up but for a few changes, waiting for the loop, which applies the rest
+itself between two steps and joins the view (``may_join``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from freshview.connectors.base import Transaction, after
 from freshview.service.following import relevant
 
 
 class Phase(str, Enum):
+    WAITING = "waiting"  # for another population (``must_wait``)
     READING = "reading"
     COMPUTING = "computing"
     CATCHING_UP = "catching up"
@@ -83,6 +85,41 @@ def batches(transactions: Sequence[Transaction], max_rows: int) -> list[list[Tra
         out[-1].append(txn)
         rows += txn.size
     return out
+
+
+class MustWait(Exception):
+    """A create that must wait for running populations (``must_wait`` says why); tried again once one ends."""
+
+
+def must_wait(new: Collection[str], in_loop: bool, running: Mapping[str, Collection[str]],
+              tables: Collection[str] = (), unfinished: Collection[str] = ()) -> str | None:
+    """Why a view may not start now, or None.  ``new``: the tables it would follow anew; ``in_loop``: it
+    is created inside the loop instead (it reads another freshview view, or columns a followed table's
+    copy lacks, which follows that table anew and recomputes its views); ``running``: each running
+    population's view -> the tables it follows anew; ``tables``: what it reads as tables, and
+    ``unfinished``: views being populated or waiting to be rebuilt (not in the engine yet: read now, one
+    would be taken for a table).  Two populations never follow the same table anew (the second would
+    join reading the first's copy, whose columns may differ, so it waits and then reads that copy
+    pinned), and an in-loop creation waits for every population (it may follow anew a table a
+    population reads pinned).  Any number of populations over disjoint new tables run at once."""
+    early = sorted(set(tables) & set(unfinished))
+    if early:
+        return f"it reads {', '.join(early)}, not created yet"
+    if in_loop and running:
+        return f"it is created inside the loop, after the populations of {', '.join(sorted(running))}"
+    for view, theirs in sorted(running.items()):
+        shared = sorted(set(new) & set(theirs))
+        if shared:
+            return f"the population of {view} is following {', '.join(shared)} anew"
+    return None
+
+
+def stale(since: Mapping[str, Any], follow_from: Mapping[str, Any]) -> list[str]:
+    """Of the tables a population reads pinned (table -> the snapshot the engine's copy was loaded from
+    when it started), those the engine no longer follows from that snapshot: followed anew meanwhile
+    (DDL, a widening), so the population's copy may not be what the engine now holds.  Such a population
+    starts again."""
+    return sorted(t for t, s in since.items() if follow_from.get(t) != s)
 
 
 def may_join(phase: Phase, queued_rows: int, join_rows: int = JOIN_ROWS) -> bool:

@@ -14,13 +14,17 @@ loop hands the work to a ``Population`` (``ViewCatalog.populate`` plans it) and 
 3. **catching up**: the loop offers the population every transaction it processes (``offer``); the
    worker applies, in steps of its own, the changes to its tables committed after their pins
    (``populating.to_apply``), again and again while they are many.
-4. **ready**: with only a few changes left, the worker stops; between two of its steps the loop
-   applies what is left itself (``finish``) and joins the view (``ViewCatalog.join``): the engine
-   adopts the scratch engine's state for it (``IncrementalFlow.adopt_view``, one transaction), then
+4. **ready**: with only a few changes left, the worker settles its store (every run in a file) and
+   waits (back to catching up if many more come); between two of its steps the loop takes the
+   scratch engine, applies what is left itself (``finish``) and joins the view (``ViewCatalog.join``):
+   the engine adopts the scratch engine's state for it (``IncrementalFlow.adopt_view``, one
+   transaction, the run files linked: O(files)), then
    its result table is created, filled and made ``active`` at the loop's position in one database
    transaction, so no step is split and no reader sees it half filled.
 
-Progress (``progress``) is read by the loop, which shows it in ``freshview.views`` and the metrics.  A
+Several populations run at once (the loop's ``Core.populations``; ``populating.must_wait`` says which
+wait), rebuilds after a lost slot or lost state among them (``Plan.rebuild``).  Progress (``progress``)
+is read by the loop, which shows it in ``freshview.views`` and the metrics.  A
 failure ends the population with the error (``error``); a fault of the service (a lost connection, a
 restart, a kill) abandons it (``cancel``) and the request is retried from the start (``requests``).
 Which changes the population takes and when it may join are ``populating``'s pure decisions.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,6 +46,7 @@ import pyarrow as pa
 from freshview.connectors.base import Connector, SourceTable, Transaction
 from freshview.flow import IncrementalFlow
 from freshview.runtime.relation import col_name
+from freshview.runtime.state import adopt
 from freshview.runtime.state.pin import Pinned
 from freshview.schema import WEIGHT, TableSchema
 from freshview.service import loading, populating
@@ -61,6 +67,7 @@ class Followed:
     schema: TableSchema
     pinned: Pinned
     pin: Any  # Position | None: the copy holds the transactions up to here
+    since: Any = None  # the snapshot the engine's copy was loaded from then (``populating.stale``)
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class Plan:
     blocking: bool  # a CALL waits for it (a failure leaves no trace); else a failure shows in freshview.views
     followed: Mapping[str, Followed] = field(default_factory=dict)  # qualified table -> ...
     new: Mapping[str, New] = field(default_factory=dict)
+    rebuild: bool = False  # a view of freshview.views rebuilt (status ``rebuilding``), not a user's request
 
     @property
     def tables(self) -> frozenset[str]:
@@ -116,6 +124,8 @@ class Population:
         # table -> the position after which its changes are applied (new tables: once the snapshot is taken)
         self.pins: dict[str, Any] = {t: f.pin for t, f in plan.followed.items()}
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # offers, the loop's join, a cancel: the waiting worker
+        self._joining = False  # the loop takes the scratch engine (``finish``): the worker ends
         self._queue: list[Transaction] = []  # offered, not applied yet
         self._queued_rows = 0
         self._seen: Any = None  # the last position offered
@@ -136,6 +146,7 @@ class Population:
             with self._lock:
                 self._queue.extend(taken)
                 self._queued_rows += sum(t.size for t in taken)
+                self._changed.notify_all()
 
     def progress(self) -> Progress:
         with self._lock:
@@ -145,29 +156,39 @@ class Population:
     def may_join(self) -> bool:
         return populating.may_join(self.phase, self._queued_rows)
 
-    def finish(self) -> IncrementalFlow:
-        """(Once ready, between two steps of the loop.)  Apply what is left; the scratch engine, caught up to
-        the loop's position."""
+    def finish(self) -> IncrementalFlow | None:
+        """(Between two steps of the loop, ``may_join`` true.)  Take the scratch engine from the waiting
+        worker, apply what is left, and return it caught up to the loop's position; None if the worker went
+        back to catching up meanwhile (more changes arrived)."""
+        with self._lock:
+            if not self.may_join():
+                return None
+            self._joining = True
+            self._changed.notify_all()
         self._thread.join()
-        assert self.flow is not None and self.phase is Phase.READY
+        assert self.flow is not None
         with self._lock:
             left, self._queue, self._queued_rows = self._queue, [], 0
         self._apply(left)
         return self.flow
 
-    def cancel(self) -> None:
-        """Stop the worker (it stops between two of its chunks or steps) and drop everything it made."""
+    def cancel(self, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Stop the worker (it stops between two of its chunks or steps) and drop everything it made; the
+        worker is waited for up to ``wait_s`` (a drop of the view waits for nothing)."""
         self._cancelled.set()
+        with self._lock:
+            self._changed.notify_all()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(CANCEL_WAIT_S)  # a first computation cannot be interrupted: it is left to end
+            self._thread.join(wait_s)  # a first computation cannot be interrupted: it is left to end
         if self._thread.is_alive():
             log.info("the population of %s is left to end in the background", self.plan.name)
             return  # (its engine and directory are its own; the next population of the view has another)
         self.close()
 
     def close(self) -> None:
-        flow, self.flow = self.flow, None
-        connector, self.connector = self.connector, None
+        with self._lock:  # (the loop's cancel and the worker's end may both close it)
+            flow, self.flow = self.flow, None
+            connector, self.connector = self.connector, None
         for what, close in (("the population's engine", flow and flow.close),
                             ("the population's source", connector and connector.source.close),
                             ("the population's connection", connector and connector.control.close)):
@@ -207,13 +228,22 @@ class Population:
         loading.compute_first(flow, plan.view, plan.engine_sql)
         log.info("view %s: first computation %.1f s (beside the stream)", plan.name, time.perf_counter() - started)
         self._set_phase(Phase.CATCHING_UP)
+        settled = False
         while not self._cancelled.is_set():
+            if not settled and self._queued_rows <= populating.JOIN_ROWS:
+                adopt.settle(flow.store)  # its runs in files: the join links them (``runtime.state.adopt``)
+                settled = True
             with self._lock:
-                if self._queued_rows <= populating.JOIN_ROWS:
-                    self.phase = Phase.READY  # the loop applies the rest and joins it
-                    return
+                if settled and self._queued_rows <= populating.JOIN_ROWS:
+                    self.phase = Phase.READY  # the loop applies the rest and joins it ...
+                    self._changed.wait_for(lambda: self._joining or self._cancelled.is_set() or
+                                           self._queued_rows > populating.JOIN_ROWS)
+                    if self._joining or self._cancelled.is_set():
+                        return
+                    self.phase = Phase.CATCHING_UP  # ... unless more changes came first
                 batch, self._queue, self._queued_rows = self._queue, [], 0
             self._apply(batch)
+            settled = settled and not batch
 
     def _read_new(self, flow: IncrementalFlow) -> None:
         assert self.connector is not None
@@ -267,6 +297,29 @@ class Population:
                                      lambda table, keys: flow.source_rows(plan.engine_name(table), keys))
             if changes:
                 flow.tick(changes)
+
+
+class Responsive:
+    """While populations run, the interpreter hands the GIL over every ``SWITCH_S`` instead of every 5 ms
+    (``sys.setswitchinterval``).  A worker computing in Python holds the GIL; each time the loop comes
+    back from a blocking call (a read of the stream, a statement) it waits up to the switch interval to
+    get it again, so a step of a few dozen such calls took ~0.4 s instead of ~15 ms beside a busy thread,
+    and ~45-80 ms with 0.5 ms (``benchmarks/gil_switch.py``; ``population_lag.py`` measures a probe view's
+    lag).  ``update`` says
+    whether populations run; the interval is put back once none does."""
+
+    SWITCH_S = 0.0005
+
+    def __init__(self) -> None:
+        self._saved: float | None = None
+
+    def update(self, busy: bool) -> None:
+        if busy and self._saved is None:
+            self._saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._saved, self.SWITCH_S))
+        elif not busy and self._saved is not None:
+            sys.setswitchinterval(self._saved)
+            self._saved = None
 
 
 def _named(rows: pa.Table, schema: TableSchema) -> pa.Table:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from freshview.connectors.base import Attached, after
 
 AHEAD = "the engine state is ahead of the database (restored from a backup?)"
+LOST_STATE = "the engine's state of this view is lost: it is rebuilt from a new snapshot"
 
 
 def rebuild_reason(attached: Attached, engine_at: Any, results_at: Any) -> str | None:
@@ -29,6 +30,11 @@ def rebuild_reason(attached: Attached, engine_at: Any, results_at: Any) -> str |
 def wanted_views(rows: Sequence[tuple[str, str, str]]) -> dict[str, str]:
     """The views the service keeps (name -> SQL), in creation order: active ones and those being rebuilt."""
     return {name: sql for name, sql, status in rows if status in ("active", "rebuilding")}
+
+
+def still_active(rows: Sequence[tuple[str, str, str]], rebuilt: Collection[str]) -> list[str]:
+    """Of the views to rebuild, those ``freshview.views`` still shows active (their state alone was lost)."""
+    return [name for name, _, status in rows if status == "active" and name in rebuilt]
 
 
 def views_to_drop(engine_views: Sequence[str], wanted: set[str]) -> list[str]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from freshview.connectors.base import ControlSchema, Request
 from freshview.errors import Fault
+from freshview.service.populating import MustWait
 
 if TYPE_CHECKING:
     from freshview.service.catalog import ViewCatalog
@@ -71,27 +72,47 @@ def failure_text(action: str, name: str, exc: BaseException, expected: tuple[typ
             f"{': ' + detail if detail else ''}); the service's log has the details")
 
 
-def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None) -> "Plan | None":
+def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None,
+          held: "list[Request] | None" = None, cancel: Callable[[str], None] = lambda name: None,
+          retry: bool = True) -> "list[Plan]":
     """Answer every pending request (a view created starts at ``position``, the engine's) until
-    ``stopping()``, or until a ``create`` is to be populated beside the loop: its plan is returned, its
-    request still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed,
-    default ``position``); a failed one gets its error (``freshview: ...``)."""
+    ``stopping()``; the ``create``s to be populated beside the loop are returned as plans, their requests
+    still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed, default
+    ``position``); a failed one gets its error (``freshview: ...``).  A create that must wait for running
+    populations (``populating.MustWait``) stays claimed in ``held``, tried again first at the next call
+    with ``retry`` (the caller's: once a population ended); a drop first ends the population of its view,
+    or its waiting create (``cancel``, with its name)."""
     control = views.connector.control
     expected = views.errors
+    held = [] if held is None else held
+    waiting, held[:] = (list(held), []) if retry else ([], held)
+    plans: list[Plan] = []
     while not stopping():
-        request = control.next_request()
+        admitted = bool(waiting)  # (a held create's row is there already)
+        request = waiting.pop(0) if waiting else control.next_request()
         if request is None:
-            return
-        log.info("request %s: %s %s", request.id, request.action, request.name)
+            return plans
+        if not admitted:
+            log.info("request %s: %s %s", request.id, request.action, request.name)
         try:
             if request.action == "create":
                 plan = views.populate(request.name, request.sql or "", position, request=request.id,
                                       reader=request.requested_by, blocking=request.blocking,
-                                      processed=position if processed is None else processed)
+                                      processed=position if processed is None else processed, admitted=admitted)
                 if plan is not None:
-                    return plan
+                    plans.append(plan)
             else:
+                name = views.names.qualify(request.name)
+                for other in [r for r in (*waiting, *held) if r.action == "create" and views.names.qualify(r.name) ==
+                              name]:  # a create waiting for populations: answered, its row dropped with the view
+                    (waiting if other in waiting else held).remove(other)
+                    control.finish_request(other.id, f"freshview: view {name} was dropped before it was created")
+                cancel(name)
                 views.drop(request.name, request=request.id, requested_by=request.requested_by)
+        except MustWait as wait:
+            if not admitted:
+                log.info("request %s waits: %s", request.id, wait)
+            held.append(request)
         except Fault:  # the database or the disk, not the request: served again once the service is back
             with contextlib.suppress(Exception):  # (on a dead connection: requeued when it attaches again)
                 control.requeue_request(request.id)
@@ -107,3 +128,5 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], pro
             with contextlib.suppress(Exception):
                 control.requeue_request(request.id)
             raise
+    held.extend(waiting)
+    return plans

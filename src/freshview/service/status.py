@@ -75,14 +75,15 @@ def describe(service: dict[str, Any]) -> str:
 
 
 def view_status(view: dict[str, Any]) -> str:
-    """A view's status as ``freshview status`` shows it: a populating one with its phase and progress."""
+    """A view's status as ``freshview status`` shows it: a populating (or rebuilding) one with its phase
+    and progress."""
     status = str(view.get("status") or "-")
-    if status != "populating" or not view.get("phase"):
+    if status not in ("populating", "rebuilding") or not view.get("phase"):
         return status
     read = view.get("rows_read") or 0
     total = view.get("rows_total")
     elapsed = view.get("elapsed_s")
-    return (f"populating: {view['phase']}, {read} rows read" + (f" of ~{total}" if total else "")
+    return (f"{status}: {view['phase']}, {read} rows read" + (f" of ~{total}" if total else "")
             + (f", {float(elapsed):.0f} s" if elapsed is not None else ""))
 
 

@@ -45,7 +45,7 @@ results (``write_step``); ``views.position`` the same per view.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from freshview.connectors.base import Request
 from freshview.connectors.edge import guarded
@@ -554,10 +554,13 @@ class MySqlControl:
              (name,))
         self.conn.commit()
 
-    def mark_rebuilding(self, reason: str) -> None:
+    def mark_rebuilding(self, reason: str, names: Sequence[str] | None = None) -> None:
+        if names is not None and not names:
+            return
+        only = "" if names is None else f" AND name IN ({', '.join(['%s'] * len(names))})"
         _run(self.conn, "UPDATE freshview.views SET status = 'rebuilding', error = %s, "
-                        f"updated_at = CURRENT_TIMESTAMP(6) WHERE status = 'active' AND {_OWNED}",
-             (reason, spell(self.source)))
+                        f"updated_at = CURRENT_TIMESTAMP(6) WHERE status = 'active' AND {_OWNED}{only}",
+             (reason, spell(self.source), *(names or ())))
         self.conn.commit()
 
     def mark_failed(self, name: str, error: str) -> None:
@@ -571,7 +574,8 @@ class MySqlControl:
     def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
                         elapsed_s: float) -> None:
         _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
-                        "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s AND status = 'populating'",
+                        "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s AND "
+                        "status IN ('populating', 'rebuilding')",
              (phase, rows_read, rows_total, elapsed_s, name))
         self.conn.commit()
 

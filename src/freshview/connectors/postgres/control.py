@@ -24,6 +24,7 @@ since such procedures may not COMMIT).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import psycopg
 import psycopg.conninfo
@@ -381,10 +382,11 @@ class PostgresControl:
         self.conn.execute("DELETE FROM freshview.views WHERE name = %s AND status IN ('creating', 'populating')",
                           (name,))
 
-    def mark_rebuilding(self, reason: str) -> None:
+    def mark_rebuilding(self, reason: str, names: Sequence[str] | None = None) -> None:
         with self.conn.transaction():
             self.conn.execute("UPDATE freshview.views SET status = 'rebuilding', error = %s, updated_at = now() "
-                              "WHERE status = 'active'", (reason,))
+                              "WHERE status = 'active' AND (%s::text[] IS NULL OR name = ANY(%s::text[]))",
+                              (reason, *[None if names is None else list(names)] * 2))
 
     def mark_failed(self, name: str, error: str) -> None:
         self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, phase = NULL, updated_at = now() "
@@ -396,7 +398,7 @@ class PostgresControl:
     def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
                         elapsed_s: float) -> None:
         self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
-                          "updated_at = now() WHERE name = %s AND status = 'populating'",
+                          "updated_at = now() WHERE name = %s AND status IN ('populating', 'rebuilding')",
                           (phase, rows_read, rows_total, elapsed_s, name))
 
     def heartbeat(self, status: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -152,6 +153,27 @@ class StateFiles:
         """Store an in-memory run in its own file (fsynced) and map it back."""
         path = log.write_run_file(self.directory, run.table)
         run.attach(log.map_run(self.directory, path), path)
+
+    def link_run(self, path: Path) -> Run:
+        """Another state directory's run file ``path`` (immutable) under a new name in this one, mapped: a
+        hard link (no byte copied), or a copy where the file systems differ.  Named by no manifest or log
+        record until a commit's record names it: a crash before that leaves a stray file, which the next
+        open (``recover``) or checkpoint deletes."""
+        relative = log.new_run_path()
+        target = self.directory / relative
+        target.parent.mkdir(exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            try:
+                shutil.copyfile(path, target)
+                log.fsync_directory(target)  # (a file's bytes)
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
+        return Run(log.map_run(self.directory, relative), relative)
 
     def checkpoint(self, meta: dict[str, str], arrangements: dict[str, tuple[Layout, list[Run]]],
                    keep: set[str]) -> None:

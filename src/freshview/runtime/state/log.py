@@ -259,6 +259,7 @@ def install_manifest(directory: Path) -> None:
 
 
 def fsync_directory(directory: Path) -> None:
+    """fsync a directory (its entries) or a file (its bytes)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -429,6 +429,30 @@ class SpineStateStore:
                 spine.runs = (self._spill(merged),) if merged is not None else ()
         return loaded
 
+    def adopt_runs(self, name: str, runs: Iterable[Run], directory: Path) -> int:
+        """Append another store's committed runs of this arrangement (the same layout; that store in
+        ``directory``), inside the transaction, copying no row: a run file is linked here
+        (``StateFiles.link_run``) and the commit's log record names it; a run held only in memory is
+        logged as any commit's.  A crash before the commit leaves this store as before (``adopt``).
+        Returns the run files linked."""
+        spine = self._get(name)
+        linked = 0
+        with self._write() as tx:
+            tx.saved.setdefault(id(spine), (spine, spine.runs, spine.committed))
+            for run in runs:
+                if run.path is not None:
+                    try:
+                        run = self._files.link_run(directory / run.path)
+                    except OSError as exc:
+                        raise disk_error(exc, self.directory, "adopt state") from None
+                    linked += 1
+                else:
+                    run = Run(run.table)  # (its own object: a commit may attach it to a file of this store)
+                spine.runs += (run,)
+            if linked and self._sync:
+                log.fsync_directory(self.directory / log.RUNS)
+        return linked
+
     def _spill(self, run: Run) -> Run:
         """A large run written to its own file at once (then memory mapped), a small one as it is."""
         if len(run) >= policy.FILE_ROWS and run.path is None:
