@@ -1,4 +1,4 @@
-"""``create_view`` / ``drop_view`` requests: served between steps, from the control schema's queue
+"""``create_view`` / ``drop_view`` / ``verify_view`` requests: served between steps, from the control schema's queue
 (what a create or drop does is ``ViewCatalog``'s).
 
 No request, however malformed, stops the service: every failure of one is
@@ -65,17 +65,19 @@ def failure_text(action: str, name: str, exc: BaseException, expected: tuple[typ
     if isinstance(exc, expected):
         text = str(exc)
         return text if text.startswith("freshview") else f"freshview: {text}"
-    what = f"creating view {name}" if action == "create" else f"dropping view {name}"
+    what = {"create": "creating", "verify": "verifying"}.get(action, "dropping") + f" view {name}"
     detail = (str(exc).strip().splitlines() or [""])[0][:300]
     return (f"freshview: {what} failed with an internal error ({type(exc).__name__}"
             f"{': ' + detail if detail else ''}); the service's log has the details")
 
 
-def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None) -> "Plan | None":
+def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None,
+          verify: Callable[[Request], None] | None = None) -> "Plan | None":
     """Answer every pending request (a view created starts at ``position``, the engine's) until
     ``stopping()``, or until a ``create`` is to be populated beside the loop: its plan is returned, its
     request still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed,
-    default ``position``); a failed one gets its error (``freshview: ...``)."""
+    default ``position``); a failed one gets its error (``freshview: ...``).  A ``verify`` request goes to
+    ``verify`` (queued beside the loop, answered when done: ``verification``)."""
     control = views.connector.control
     expected = views.errors
     while not stopping():
@@ -90,6 +92,8 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], pro
                                       processed=position if processed is None else processed)
                 if plan is not None:
                     return plan
+            elif request.action == "verify" and verify is not None:
+                verify(request)
             else:
                 views.drop(request.name, request=request.id, requested_by=request.requested_by)
         except Fault:  # the database or the disk, not the request: served again once the service is back

@@ -35,7 +35,11 @@ _AFTER_STEP = (
     "changes_applied = changes_applied + "
     "COALESCE((%(written)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
     "lag_ms = CASE WHEN name = ANY(%(names)s::text[]) THEN %(lag)s ELSE lag_ms END, "
-    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END "
+    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END, "
+    "changes_received = changes_received + COALESCE((%(received)s::bigint[])[array_position(%(ran)s::text[], name)], 0), "
+    "last_step_at = CASE WHEN name = ANY(%(ran)s::text[]) THEN now() ELSE last_step_at END, "
+    "last_step_ms = COALESCE((%(ms)s::float8[])[array_position(%(ran)s::text[], name)], last_step_ms), "
+    "executor = COALESCE((%(executors)s::text[])[array_position(%(ran)s::text[], name)], executor) "
     "WHERE status = 'active' OR name = ANY(%(names)s::text[])) "
     "UPDATE freshview.progress SET lsn = %(lsn)s, steps = steps + 1, changes = changes + %(changes)s, "
     "lag_ms = %(lag)s, changes_per_s = %(rate)s, status = 'running', heartbeat_at = now(), updated_at = now() "
@@ -145,9 +149,12 @@ class PostgresResults:
                 changed.append(name)
                 added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
                 written.append(delta.num_rows)
+            ran = list(stats.views)
             row = self.conn.execute(_AFTER_STEP, {
                 "lsn": position.to_text(), "names": changed, "added": added, "written": written, "lag": stats.lag_ms,
-                "changes": stats.changes, "rate": stats.rate, "slot": self.slot}).fetchone()
+                "changes": stats.changes, "rate": stats.rate, "slot": self.slot, "ran": ran,
+                "received": [stats.views[v].received for v in ran], "ms": [stats.views[v].duration_ms for v in ran],
+                "executors": [stats.views[v].executor for v in ran]}).fetchone()
         # The server's clock, like the source commit times (read just before COMMIT).
         return float(row[0]) if row else time.time()
 
