@@ -412,6 +412,9 @@ class ControlSchema(Protocol):
                         elapsed_s: float) -> None:
         """A populating view's progress (``freshview.views``: phase, rows read of the estimated total, elapsed)."""
 
+    def uses_existing_table(self, request_id: int) -> bool:
+        """The request asked to fill a table the user made (``use_existing_table``; PostgreSQL)."""
+
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome (``service.verify``: equal | different | error, and what it says) on the view's
         status, and as the answer to its request (done with the text as result when equal, else failed with it)."""

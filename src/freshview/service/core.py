@@ -562,6 +562,8 @@ class Core:
             return
         result, detail = running.outcome or (
             verify.ERROR, requests.failure_text("verify", job.name, error, self.views.errors))  # type: ignore[arg-type]
+        if engine not in self.flow.views:
+            result, detail = verify.ERROR, f"freshview: view {job.name} was dropped or failed while it was verified"
         if error is not None and not isinstance(error, self.views.errors):
             log.error("verifying %s failed", job.name, exc_info=error)
         self.connector.control.record_verification(job.name, result, detail, job.request)

@@ -640,6 +640,9 @@ class MySqlControl:
              (phase, rows_read, rows_total, elapsed_s, name))
         self.conn.commit()
 
+    def uses_existing_table(self, request_id: int) -> bool:
+        return False  # use_existing_table is PostgreSQL's for now
+
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome on the view's row and as its request's answer, in one transaction."""
         try:

@@ -102,6 +102,13 @@ ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_at timestamptz;
 ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_ms double precision;
 ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor text;
 
+-- use_existing_table (create_view): fill the table the user made (connectors/postgres/existing.py).  The
+-- procedure says so through a transaction-local setting read by the column's default, so the queue's
+-- functions stay as they are; views.existing keeps it for rebuilds and drop_view (which leaves such a table)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS existing boolean NOT NULL
+    DEFAULT coalesce(current_setting('freshview.use_existing_table', true), '') = 'on';
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS existing boolean NOT NULL DEFAULT false;
+
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
     lsn           pg_lsn NOT NULL DEFAULT '0/0',
@@ -212,13 +219,17 @@ $fn$;
 -- block_until_running => false (Epsio's name): return once the request is queued, the population going on;
 -- its progress, then its status (active, or failed with the error) are in freshview.views.
 DROP PROCEDURE IF EXISTS freshview.create_view(text, text, double precision);  -- before block_until_running
+DROP PROCEDURE IF EXISTS freshview.create_view(text, text, double precision, boolean);  -- before use_existing_table
+-- use_existing_table => true: fill the table named view_name, which the user made (see existing.py)
 CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120,
-                                                  block_until_running boolean DEFAULT true)
+                                                  block_until_running boolean DEFAULT true,
+                                                  use_existing_table boolean DEFAULT false)
 LANGUAGE plpgsql AS $proc$
 DECLARE
     denied text;
 BEGIN
     denied := freshview._probe(query);
+    PERFORM set_config('freshview.use_existing_table', CASE WHEN use_existing_table THEN 'on' ELSE '' END, true);
     IF NOT block_until_running THEN
         CALL freshview.create_view_async(view_name, query);
         RETURN;
@@ -337,9 +348,10 @@ def is_installed(conn: psycopg.Connection) -> bool:
 
 
 def is_verifiable(conn: psycopg.Connection) -> bool:
-    """The schema has verify_view's columns (an older one is upgraded by ``freshview setup``)."""
+    """The schema has verify_view's columns and use_existing_table's (an older one is upgraded by ``freshview
+    setup``)."""
     return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
-                        "AND attname = 'verify_detail')").fetchone()[0]
+                        "AND attname = 'existing')").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
@@ -457,6 +469,11 @@ class PostgresControl:
                                   "finished_at = now() WHERE id = %s",
                                   ("done" if equal else "failed", None if equal else detail,
                                    detail if equal else None, request_id))
+
+    def uses_existing_table(self, request_id: int) -> bool:
+        """The request asked to fill a table the user made (``create_view(..., use_existing_table => true)``)."""
+        row = self.conn.execute("SELECT existing FROM freshview.requests WHERE id = %s", (request_id,)).fetchone()
+        return bool(row and row[0])
 
     def heartbeat(self, status: str) -> None:
         self.conn.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",
