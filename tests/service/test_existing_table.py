@@ -10,17 +10,10 @@ import random
 import psycopg
 import pytest
 
-from tests.service.test_service import SCHEMA, VIEWS, random_transaction
+from tests.service.test_service import VIEWS, random_transaction, shop  # noqa: F401 - a fixture
 from tests.support.service import wait_until_fresh
 
 SQL = VIEWS["public.customer_totals"]  # customer, region, n, total, biggest; keyed by (customer, region)
-
-
-@pytest.fixture
-def shop(database: str) -> str:
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-    return database
 
 
 def test_a_view_fills_a_table_the_user_made_and_keeps_what_the_user_gave_it(shop, start_service):

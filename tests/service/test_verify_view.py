@@ -13,7 +13,7 @@ import pytest
 
 from freshview.service.core import ServiceOptions
 from freshview.service.metrics import ServiceMetrics
-from tests.service.test_service import SCHEMA, VIEWS, random_transaction
+from tests.service.test_service import VIEWS, random_transaction, shop  # noqa: F401 - a fixture
 from tests.support.service import wait_until_fresh
 
 CHECKED = {
@@ -23,13 +23,6 @@ CHECKED = {
     "public.event_means": "SELECT kind, AVG(qty) AS mean, SUM(qty / 3.0) AS thirds, SUM(qty * 0.1::float8) AS f, "
                           "COUNT(*) AS n FROM events GROUP BY kind",  # numeric and float: within a tolerance
 }
-
-
-@pytest.fixture
-def shop(database: str) -> str:
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-    return database
 
 
 class Writer:
