@@ -20,7 +20,7 @@ def test_a_view_fills_a_table_the_user_made_and_keeps_what_the_user_gave_it(shop
     start_service()
     role = f"fv_reader_{os.getpid()}"
     with psycopg.connect(shop, autocommit=True) as conn:
-        conn.execute("CREATE TABLE totals_p (region text, customer bigint, n bigint, total numeric, "
+        conn.execute("CREATE TABLE totals_p (customer bigint, region text, n bigint, total numeric, "
                      "biggest numeric(14,2), UNIQUE NULLS NOT DISTINCT (customer, region)) PARTITION BY HASH (customer)")
         for i in range(2):
             conn.execute(f"CREATE TABLE totals_p_{i} PARTITION OF totals_p FOR VALUES WITH (MODULUS 2, REMAINDER {i})")
@@ -29,7 +29,7 @@ def test_a_view_fills_a_table_the_user_made_and_keeps_what_the_user_gave_it(shop
         conn.execute(f"CREATE ROLE {role}")
         try:
             conn.execute(f"GRANT SELECT ON totals_p TO {role}")
-            conn.execute("INSERT INTO totals_p VALUES ('stale', -1, 1, 1, 1)")
+            conn.execute("INSERT INTO totals_p VALUES (-1, 'stale', 1, 1, 1)")
             oid = conn.execute("SELECT 'totals_p'::regclass::oid").fetchone()[0]
             with pytest.raises(psycopg.errors.RaiseException, match="a table named public.totals_p already exists"):
                 conn.execute("CALL freshview.create_view('public.totals_p', %s)", (SQL,))
@@ -61,8 +61,9 @@ def test_a_table_that_cannot_hold_the_view_is_refused_naming_why(shop, start_ser
             conn.execute("CALL freshview.create_view('public.narrow', %s, use_existing_table => true)", (SQL,))
         assert str(refused.value).startswith(
             "freshview: the table public.narrow cannot hold the view's result (use_existing_table): "
-            "it has no column biggest (numeric); its column n is integer, which the view's bigint does not convert "
-            "to without loss; it has no primary key or unique index on exactly (customer, region), the view's key")
+            "its column n is integer, which the view's bigint does not convert to without loss; "
+            "it has no column biggest (numeric(12,2)); "
+            "it has no primary key or unique index on exactly (customer, region), the view's key")
         assert conn.execute("SELECT count(*) FROM narrow").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM freshview.views").fetchone() == (0,)
         with pytest.raises(psycopg.errors.RaiseException, match="there is no table public.nope to fill"):

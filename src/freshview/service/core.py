@@ -514,8 +514,8 @@ class Core:
         """A ``verify_view`` request waits for its turn (one verification at a time); a view that cannot be
         verified is refused at once (``requests.serve`` answers)."""
         name = self.names.qualify(request.name)
-        self._verify_queue.append(job_for(self.flow, self.names, self.connector.control.view(name), name,
-                                          request.id))
+        self._verify_queue.append(job_for(self.flow, self.names, self.connector.control.view, name, request.id,
+                                          self.connector.dialect))
 
     def _next_verification(self, now: float) -> verify.Job | None:
         """A request's job, else the view a periodic self-check verifies now (``verify.next_due``)."""
@@ -531,7 +531,7 @@ class Core:
             return None
         self._verified[name] = now
         try:
-            return job_for(self.flow, self.names, control.view(name), name, None)
+            return job_for(self.flow, self.names, control.view, name, None, self.connector.dialect)
         except CatalogError as exc:  # not active (failed ...: nothing to say), or time-based: said on its row
             if "not active" not in str(exc):
                 control.record_verification(name, verify.ERROR, str(exc), None)

@@ -25,40 +25,60 @@ from freshview.flow import TwoPhaseFlow
 from freshview.plan.shape import result_key
 from freshview.service import verify
 from freshview.service.names import Names
+from freshview.sql.rename import reading_as
 
 log = logging.getLogger("freshview.service")
 
-ATTEMPTS = 5  # snapshots tried before giving up (a step straddled, a view read changed)
+ATTEMPTS = 5  # snapshots tried before giving up (a step straddled the snapshot's position)
 DELIVERY_S = 60.0  # how long the worker waits for the stream to pass its snapshot's position
 LIMIT = 200  # differing rows fetched (``settle`` pairs them; a few are shown)
 
 
-def job_for(flow: TwoPhaseFlow, names: Names, view: tuple[str, str] | None, name: str,
-            request: int | None) -> verify.Job:
+def job_for(flow: TwoPhaseFlow, names: Names, definition: Callable[[str], tuple[str, str] | None], name: str,
+            request: int | None, dialect: str) -> verify.Job:
     """What verifying ``name`` (qualified) needs; ``CatalogError`` when it cannot be verified (unknown, not
-    active, time-based).  ``view``: its (sql, status) in the control schema."""
+    active, time-based).  ``definition``: a view's (sql, status) in the control schema.
+
+    A freshview view it reads is read through its definition (a WITH query, ``sql.rename.reading_as``),
+    down to the tables: its result table is at the results' position, not the snapshot's, and whether it
+    is right is its own verification's question."""
     engine = names.engine(name)
+    view = definition(name)
     if view is None or engine not in flow.views:
         raise CatalogError(f"freshview: no view named {name}")
     sql, status = view
     if status != "active":
         raise CatalogError(f"freshview: view {name} is {status}, not active: there is nothing to verify")
+    order: list[str] = []  # the views it reads, each after those it reads
+
+    def visit(view_name: str) -> None:
+        refusal = verify.refusal(names.qualified(view_name), flow.view_plan(view_name))
+        if refusal:
+            raise CatalogError(refusal)
+        for inner in verify.views_read(flow.view_plan(view_name)):
+            if inner in flow.views and inner not in order:
+                visit(inner)
+                order.append(inner)
+
+    visit(engine)
+    ctes = {inner: f"fv_verify_{i}" for i, inner in enumerate(order)}
+
+    def text(view_name: str, view_sql: str) -> str:
+        reads = {r: ctes[r] for r in verify.views_read(flow.view_plan(view_name)) if r in ctes}
+        view_sql = view_sql.strip().rstrip(";").strip()
+        return reading_as(view_sql, dialect, names.default, reads) if reads else view_sql
+
+    withs = []
+    for inner in order:
+        found = definition(names.qualified(inner))
+        if found is None:
+            raise CatalogError(f"freshview: view {names.qualified(inner)}, which {name} reads, is gone")
+        withs.append(f"{ctes[inner]} AS ({text(inner, found[0])}\n)")
+    sql = text(engine, sql)
+    if withs:
+        sql = f"WITH {', '.join(withs)} SELECT * FROM ({sql}\n) AS fv_verify"
     plan = flow.view_plan(engine)
-    refusal = verify.refusal(name, plan)
-    reads: dict[str, None] = {}
-    pending = verify.views_read(plan)
-    while pending:
-        inner = pending.pop()
-        if inner in reads or inner not in flow.views:
-            continue
-        reads[inner] = None
-        inner_plan = flow.view_plan(inner)
-        refusal = refusal or verify.refusal(names.qualified(inner), inner_plan)
-        pending.extend(verify.views_read(inner_plan))
-    if refusal:
-        raise CatalogError(refusal)
-    return verify.Job(name, sql, ResultSpec(name, tuple(plan.columns), result_key(plan)),
-                      tuple(names.qualified(v) for v in reads), request)
+    return verify.Job(name, sql, ResultSpec(name, tuple(plan.columns), result_key(plan)), request)
 
 
 class _Again(Exception):
@@ -79,7 +99,6 @@ class Verification:
         self._delivered_at: Any = None
         self._steps: tuple[verify.Recorded, ...] = ()
         self._cancelled = threading.Event()
-        self._views = (job.name, *job.reads)
         self.plan: Any = None  # the view's plan when it started (the loop's: a rebuilt view is verified again)
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"freshview verify {job.name}")
 
@@ -89,7 +108,7 @@ class Verification:
 
     def record(self, first: Any, last: Any, outputs: Mapping[str, pa.Table]) -> None:
         """A written step (its first and last transaction's positions) and its changes, by qualified name."""
-        self.records.append(verify.Recorded(first, last, {v: outputs[v] for v in self._views if v in outputs}))
+        self.records.append(verify.Recorded(first, last, {v: outputs[v] for v in (self.job.name,) if v in outputs}))
 
     def waiting(self) -> Any:
         """The snapshot's position while the worker waits for the stream to pass it, else None."""

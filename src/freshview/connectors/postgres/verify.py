@@ -5,9 +5,14 @@ snapshot, reads the stored position (``freshview.progress``), asks for the
 view's change since it (``service.verify``: the changes the service
 stepped between that position and the snapshot's), and runs one query:
 
-    expected = the view's SQL, rows counted                (sources at the snapshot)
-    actual   = the result table (counted by _fv_count) + the change, weights summed
-    rows whose counts differ, expected FULL JOIN actual on every column
+    SELECT sum(n), <each column's text> FROM (
+        the view's SQL, n = +1 per row            (sources at the snapshot)
+        UNION ALL the result table, n = -_fv_count (or -1)
+        UNION ALL the change, n = -weight
+    ) GROUP BY <each column, matched> HAVING sum(n) <> 0
+
+(one grouping of signed counts: a FULL JOIN on IS NOT DISTINCT FROM, NULL
+matching NULL, is neither hash- nor merge-joinable, which PostgreSQL refuses)
 
 Columns are matched by their value, NULL matching NULL (IS NOT DISTINCT FROM);
 floating point and numeric columns rounded to 12 significant digits (the
@@ -27,6 +32,7 @@ from psycopg import sql
 from freshview.connectors.base import Comparison, ResultSpec
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.sink import COUNT_COLUMN, _array_literal
+from freshview.schema import WEIGHT
 
 SIGNIFICANT = 12
 _APPROXIMATE = ("real", "double precision", "numeric")
@@ -50,41 +56,34 @@ def compare_query(spec: ResultSpec, view_sql: str, change: pa.Table | None, limi
     """The comparison (module docstring) and its parameters (the change's columns as array literals)."""
     n = len(spec.columns)
     cols = [sql.Identifier(f"c{i}") for i in range(n)]
-    keys = [sql.Identifier(f"k{i}") for i in range(n)]
     types = [t.pg for _, t in spec.columns]
-    select_keyed = sql.SQL(", ").join(
-        [sql.SQL("{} AS {}").format(_canonical(c, t), k) for c, t, k in zip(cols, types, keys)]
-        + [sql.SQL("({})::text AS {}").format(c, c) for c in cols])
-    keyed = sql.SQL(", ").join(keys)
-    shown = sql.SQL(", ").join(sql.SQL("(array_agg({0}))[1] AS {0}").format(c) for c in cols)
-    names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in spec.columns)
+    keyed = sql.SQL(", ").join(
+        [sql.SQL("{} AS {}").format(_canonical(c, t), sql.Identifier(f"k{i}")) for i, (c, t) in
+         enumerate(zip(cols, types))] + [sql.SQL("({})::text AS {}").format(c, c) for c in cols])
+    listed = sql.SQL(", ").join(cols)
     text = view_sql.strip().rstrip(";").strip()
-    expected = sql.SQL("SELECT {keyed}, {shown}, count(*) AS n FROM (SELECT {sk} FROM ({q}\n) AS q({cols})) e "
-                       "GROUP BY {keyed}").format(keyed=keyed, shown=shown, sk=select_keyed, q=sql.SQL(text),
-                                                  cols=sql.SQL(", ").join(cols))
+    names = sql.SQL(", ").join(sql.Identifier(name) for name, _ in spec.columns)
     count = sql.Identifier(COUNT_COLUMN) if spec.key.counted else sql.SQL("1")
-    parts = [sql.SQL("SELECT {names}, ({count})::bigint FROM {table}").format(
-        names=names, count=count, table=identifier(spec.name))]
+    parts = [
+        sql.SQL("SELECT {keyed}, 1::bigint AS n FROM ({q}\n) AS q({cols})").format(keyed=keyed, q=sql.SQL(text),
+                                                                                 cols=listed),
+        sql.SQL("SELECT {keyed}, -n FROM (SELECT {names}, ({count})::bigint FROM {table}) AS t({cols}, n)").format(
+            keyed=keyed, names=names, count=count, table=identifier(spec.name), cols=listed)]
     params: list[Any] = []
     if change is not None and change.num_rows:
         arrays = sql.SQL(", ").join([sql.SQL("%s::bigint[]")] + [
             sql.SQL("%s::{}[]").format(sql.SQL("text" if t.endswith("[]") else t)) for t in types])
         typed = sql.SQL(", ").join(sql.SQL("{0}::{1}").format(c, sql.SQL(t)) if t.endswith("[]") else c
                                    for c, t in zip(cols, types))
-        parts.append(sql.SQL("SELECT {typed}, w FROM unnest({arrays}) AS d(w, {cols})").format(
-            typed=typed, arrays=arrays, cols=sql.SQL(", ").join(cols)))
-        params.append(_array_literal(change.column("_weight")))
+        parts.append(sql.SQL("SELECT {keyed}, -w FROM (SELECT {typed}, w FROM unnest({arrays}) AS d(w, {cols})) "
+                             "AS d({cols}, w)").format(keyed=keyed, typed=typed, arrays=arrays, cols=listed))
+        params.append(_array_literal(change.column(WEIGHT)))
         params.extend(_array_literal(change.column(name)) for name, _ in spec.columns)
-    actual = sql.SQL("SELECT {keyed}, {shown}, sum(n) AS n FROM (SELECT {sk}, n FROM ({union}) AS a({cols}, n)) a "
-                     "GROUP BY {keyed}").format(keyed=keyed, shown=shown, sk=select_keyed,
-                                                union=sql.SQL(" UNION ALL ").join(parts),
-                                                cols=sql.SQL(", ").join(cols))
-    on = sql.SQL(" AND ").join(sql.SQL("e.{0} IS NOT DISTINCT FROM a.{0}").format(k) for k in keys) if n \
-        else sql.SQL("true")
-    row = sql.SQL(", ").join(sql.SQL("CASE WHEN e.n IS NOT NULL THEN e.{0} ELSE a.{0} END").format(c) for c in cols)
-    query = sql.SQL("WITH e AS ({e}), a AS ({a}) SELECT coalesce(e.n, 0) - coalesce(a.n, 0) AS d, {row} "
-                    "FROM e FULL JOIN a ON {on} WHERE coalesce(e.n, 0) <> coalesce(a.n, 0) LIMIT {limit}").format(
-        e=expected, a=actual, row=row, on=on, limit=sql.Literal(limit))
+    keys = sql.SQL(", ").join(sql.Identifier(f"k{i}") for i in range(n))
+    shown = sql.SQL(", ").join(sql.SQL("min({})").format(c) for c in cols)
+    query = sql.SQL("SELECT sum(n) AS d, {shown} FROM ({union}) AS x GROUP BY {keys} HAVING sum(n) <> 0 "
+                    "LIMIT {limit}").format(shown=shown, union=sql.SQL(" UNION ALL ").join(parts), keys=keys,
+                                            limit=sql.Literal(limit))
     return query, tuple(params)
 
 
