@@ -54,7 +54,7 @@ def verified(conn: psycopg.Connection, name: str) -> tuple:
 
 def test_views_verify_equal_under_writes_and_damage_done_by_hand_is_named(shop, start_service):
     metrics = ServiceMetrics()
-    start_service(options=ServiceOptions(poll_s=0.05, verify_every_s=1.0), metrics=metrics)
+    start_service(options=ServiceOptions(poll_s=0.05, verify_every_s=1.0, execution="local"), metrics=metrics)
     with psycopg.connect(shop, autocommit=True) as conn:
         for name, sql in CHECKED.items():
             conn.execute("CALL freshview.create_view(%s, %s)", (name, sql))

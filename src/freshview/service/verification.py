@@ -30,7 +30,8 @@ from freshview.sql.rename import reading_as
 log = logging.getLogger("freshview.service")
 
 ATTEMPTS = 5  # snapshots tried before giving up (a step straddled the snapshot's position)
-DELIVERY_S = 60.0  # how long the worker waits for the stream to pass its snapshot's position
+DELIVERY_S = 300.0  # how long the worker waits for the loop to pass its snapshot's position (a loop behind,
+# stepping a backlog on Spark, may take minutes; the snapshot only holds back vacuum meanwhile)
 LIMIT = 200  # differing rows fetched (``settle`` pairs them; a few are shown)
 
 
