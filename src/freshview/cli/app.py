@@ -134,6 +134,10 @@ def run(
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this "
                                                "port (/metrics): per view lag, steps, rows, step time; WAL kept."),
     metrics_addr: str = typer.Option("0.0.0.0", "--metrics-addr", help="Address the metrics endpoint listens on."),
+    verify_every: Optional[str] = typer.Option(None, "--verify-every", help="Verify every view against its SQL "
+                                               "this often (e.g. 1h, 30min), staggered over the period; results in "
+                                               "freshview.views (verified_at, verify_result, verify_detail) and the "
+                                               "metrics."),
 ) -> None:
     """Run the service in the foreground: follow changes, keep every view fresh (SIGTERM stops it).
 
@@ -154,13 +158,20 @@ def run(
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     with route_output(directory / LOG_NAME, console, level) as log_path:
         console.print(f"logs: {log_path}", markup=False, highlight=False, soft_wrap=True)
-        _run_service(dsn, directory, execution, quiet, metrics_port, metrics_addr, log_path)
+        _run_service(dsn, directory, execution, quiet, metrics_port, metrics_addr, log_path, verify_every)
 
 
 def _run_service(dsn: str, directory: Path, execution: "Execution", quiet: bool, metrics_port: Optional[int],
-                 metrics_addr: str, log_path: Path) -> None:
+                 metrics_addr: str, log_path: Path, verify_every: Optional[str] = None) -> None:
     from freshview.errors import FreshviewError
+    from freshview.service import verify
     from freshview.service.service import Service, ServiceOptions
+
+    try:
+        every = verify.every(verify_every) if verify_every is not None else None
+    except FreshviewError as exc:
+        console.print(f"freshview: {exc}", style="red", markup=False, highlight=False)
+        raise typer.Exit(2)
 
     progress = _SnapshotBars(enabled=not quiet)
     metrics = None
@@ -174,8 +185,8 @@ def _run_service(dsn: str, directory: Path, execution: "Execution", quiet: bool,
             console.print(f"[red]cannot serve metrics on {metrics_addr}:{metrics_port}[/]: {exc}")
             raise typer.Exit(2)
         logging.getLogger("freshview").info("Prometheus metrics on http://%s:%d/metrics", metrics_addr, metrics_port)
-    service = Service(dsn, directory, snapshot_progress=progress, options=ServiceOptions(execution=execution.value),
-                      metrics=metrics)
+    service = Service(dsn, directory, snapshot_progress=progress,
+                      options=ServiceOptions(execution=execution.value, verify_every_s=every), metrics=metrics)
 
     def stop(signum, _frame):
         logging.getLogger("freshview").info("signal %s: stopping after the current step", signum)

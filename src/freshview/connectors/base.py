@@ -168,6 +168,9 @@ class Attached:
 
 class Stream(Protocol):
     waited_s: float  # seconds spent blocked on the server so far
+    # Every transaction at or before this position has been read (the server said so: PostgreSQL's keepalive);
+    # None when unknown.  ``verify_view`` waits for the stream to pass a snapshot's position.
+    reached: "Position | None"
 
     def read(self, timeout: float, budget: float) -> tuple[Transaction | None, bool]:
         """The next whole transaction, or (None, whether part of one arrived): nothing came within
@@ -193,6 +196,24 @@ class Snapshot(Protocol):
              columns: Collection[str] | None = None) -> Iterator[pa.Table]:
         """The table's rows at the snapshot, as inserts (+1) in chunks; ``progress(rows done)``.  ``columns``:
         only these (``TableSchema.projected``), selected by the database's query itself."""
+
+    def compare(self, spec: "ResultSpec", sql: str, change: Callable[[Any], pa.Table | None],
+                limit: int) -> Comparison:
+        """In one transaction under the snapshot: read the result tables' stored position P, ask
+        ``change(P)`` for the view's change from P to the snapshot's position (view columns + _weight, or
+        None; it may raise to give up), and compare ``sql`` computed by the database (the sources at the
+        snapshot) with the result table plus that change, as multisets (``service.verify``: floating point
+        and numeric columns matched rounded to 12 significant digits); at most ``limit`` differing rows."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A view's SQL against its result table, compared by the database under one snapshot (``Snapshot.compare``)."""
+
+    results_at: Any  # Position | None: the result tables' stored position under the snapshot
+    # The rows that differ, as the database writes them as text (None: NULL), with n > 0 when the SQL gives
+    # the row n more times than the result table (plus the change handed in) holds, n < 0 when fewer.
+    differences: tuple[tuple[int, tuple[str | None, ...]], ...] = ()
 
 
 class Source(Protocol):
@@ -248,12 +269,22 @@ class Source(Protocol):
 
 
 @dataclass(frozen=True)
+class ViewRun:
+    """One view's part of a step, as ``freshview.views`` shows it (``changes_received``, ``last_step_*``)."""
+
+    received: int  # delta rows the view read (its sources' or views' changes)
+    duration_ms: float
+    executor: str | None  # local | spark
+
+
+@dataclass(frozen=True)
 class StepStats:
     """What a step's result transaction records besides the changes."""
 
     changes: int  # source row changes in the step
     lag_ms: float  # oldest source commit in the step to now
     rate: float  # changes per second, smoothed
+    views: Mapping[str, ViewRun] = field(default_factory=dict)  # the views that ran (qualified names)
 
 
 @dataclass(frozen=True)
@@ -320,7 +351,7 @@ class Grants(Protocol):
 @dataclass(frozen=True)
 class Request:
     id: int
-    action: str  # create | drop
+    action: str  # create | drop | verify
     name: str
     sql: str | None
     requested_by: str | None = None
@@ -380,6 +411,13 @@ class ControlSchema(Protocol):
     def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
                         elapsed_s: float) -> None:
         """A populating view's progress (``freshview.views``: phase, rows read of the estimated total, elapsed)."""
+
+    def uses_existing_table(self, request_id: int) -> bool:
+        """The request asked to fill a table the user made (``use_existing_table``; PostgreSQL)."""
+
+    def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
+        """A verification's outcome (``service.verify``: equal | different | error, and what it says) on the view's
+        status, and as the answer to its request (done with the text as result when equal, else failed with it)."""
 
     def heartbeat(self, status: str) -> None: ...
 

@@ -173,8 +173,11 @@ class ViewCatalog:
                 return _DONE
             raise CatalogError(f"freshview: view {name} already exists (status {existing[1]}); "
                                f"drop it first with CALL freshview.drop_view('{name}')")
-        if control.relation_exists(name):
-            raise CatalogError(f"freshview: a table named {name} already exists; choose another view name")
+        users = request is not None and control.uses_existing_table(request)  # fill the user's table
+        if control.relation_exists(name) != users:
+            raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table => true)" if users
+                               else f"freshview: a table named {name} already exists; choose another view name, "
+                                    f"or fill it with use_existing_table => true")
         control.begin_create(name, view_sql, reader)
         return reader
 

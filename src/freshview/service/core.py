@@ -29,6 +29,10 @@ What the views are (created, dropped, reconciled, their followed tables, DDL on
 those, failures) is the ``ViewCatalog``'s (``catalog``, made at every attach);
 ``Core`` keeps the loop and the positions.  Repairs are ``recovery``.
 Everything database-specific is behind ``connectors.base``.
+
+Longer than 800 lines because the loop tends the populations and verifications that run beside it
+(their decisions are ``populating``'s and ``verify``'s, their work ``population``'s and ``verification``'s);
+the tending moves into those modules when it grows further.
 """
 
 from __future__ import annotations
@@ -45,16 +49,17 @@ from typing import TYPE_CHECKING, Any, Callable
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    Attached, ChangeError, Connector, Request, StepStats, Stream, StreamError, Transaction,
+    Attached, ChangeError, Connector, Request, StepStats, Stream, StreamError, Transaction, ViewRun, after,
 )
-from freshview.errors import Fault, FreshviewError, StateError
+from freshview.errors import CatalogError, Fault, FreshviewError, StateError
 from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow
 from freshview.runtime.state.files import probe_space
-from freshview.service import batching, decide, following, outage, populating, recovery, requests
+from freshview.service import batching, decide, following, outage, populating, recovery, requests, verify
 from freshview.service.catalog import SnapshotProgress, ViewCatalog
 from freshview.service.changes import engine_changes
 from freshview.service.names import Names
 from freshview.service.population import CANCEL_WAIT_S, Plan, Population, Responsive
+from freshview.service.verification import Verification, job_for
 
 if TYPE_CHECKING:
     from freshview.service.metrics import ServiceMetrics
@@ -91,6 +96,7 @@ class ServiceOptions:
     access_check_s: float = 60.0  # how often each view's requester's rights are checked again (access)
     retry_first_s: float = 0.25  # after a fault: the first retry at once, then this long, doubling ...
     retry_cap_s: float = 2.0  # ... up to this (so the service is back this long after the database)
+    verify_every_s: float | None = None  # --verify-every: each view verified this often, staggered (verify)
 
     def batching(self) -> batching.Rule:
         return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
@@ -136,6 +142,11 @@ class Core:
         self._held: list[Request] = []  # creates waiting for a running population (``requests.serve``)
         self._retry = True  # a population ended (or the service attached): waiting creates and rebuilds may start
         self._responsive = Responsive()  # the GIL handed over more often while populations run
+        self.verification: Verification | None = None  # a view being verified beside the loop (``verification``)
+        self._verify_queue: collections.deque[verify.Job] = collections.deque()  # verify_view requests waiting
+        self._verified: dict[str, float] = {}  # view -> when it was last verified (monotonic): --verify-every
+        self._verify_since = time.monotonic()
+        self._last_read: Any = None  # the position of the last transaction read and processed
         self._next_progress = 0.0
         # Where the service's time goes, in seconds since start: reading and decoding the stream
         # (``wait``: blocked on the server meanwhile), building deltas (``lookup``: of that, asking the
@@ -181,6 +192,7 @@ class Core:
                 self._serve_requests()
                 next_poll = now + self.options.poll_s
             self._responsive.update(bool(self.populations))
+            self._tend_verification(now)
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
@@ -239,6 +251,7 @@ class Core:
         """
         self._drop_populations(requeue=False)
         self._held, self._retry = [], True  # (held requests: requeued below with the interrupted ones)
+        self._drop_verification()  # (its request, still running, is requeued below)
         source, control = self.connector.source, self.connector.control
         control.start()
         if self._attached:
@@ -322,6 +335,7 @@ class Core:
         self._close_stream()
         self._drop_populations(requeue=self.connector is not None)
         self._responsive.update(False)
+        self._drop_verification()
         if self.connector is not None:
             _quietly("the status", lambda: self._set_status("stopped"))
         self._disconnect()
@@ -418,10 +432,16 @@ class Core:
 
     def _process(self, batch: list[Transaction]) -> None:
         alone = lambda t: following.truncates(t, self.follow_from) or following.alters(t, self.follow_from)  # noqa: E731
-        for step in decide.plan_steps(batch, self.at, alone):
-            self._step(step)
-            for population in self.populations.values():
-                population.offer(step.transactions)
+        self._last_read = batch[-1].position
+        at = self.verification.waiting() if self.verification is not None else None
+        # A verification's snapshot position ends a step (``verify``: its change is whole steps up to it)
+        parts = [batch] if at is None else [p for p in ([t for t in batch if not after(t.position, at)],
+                                                        [t for t in batch if after(t.position, at)]) if p]
+        for part in parts:
+            for step in decide.plan_steps(part, self.at, alone):
+                self._step(step)
+                for population in self.populations.values():
+                    population.offer(step.transactions)
 
     # ------------------------------------------------------------------ requests and populations
     def _serve_requests(self) -> None:
@@ -434,7 +454,7 @@ class Core:
         retry, self._retry = self._retry, False
         plans = self.views.start_rebuilds(self.at.engine, processed) if retry else []
         plans += requests.serve(self.views, self.at.engine, self.stopping, processed, self._held, self._cancel,
-                                retry=retry)
+                                retry=retry, verify=self._queue_verification)
         for plan in plans:
             self._start(plan)
 
@@ -548,6 +568,77 @@ class Core:
                 _quietly("a held request", lambda: self.connector.control.requeue_request(request.id))
         self._held = []
 
+    # ------------------------------------------------------------------ verifications (``verify``)
+    def _queue_verification(self, request: Request) -> None:
+        """A ``verify_view`` request waits for its turn (one verification at a time); a view that cannot be
+        verified is refused at once (``requests.serve`` answers)."""
+        name = self.names.qualify(request.name)
+        self._verify_queue.append(job_for(self.flow, self.names, self.connector.control.view, name, request.id,
+                                          self.connector.dialect))
+
+    def _next_verification(self, now: float) -> verify.Job | None:
+        """A request's job, else the view a periodic self-check verifies now (``verify.next_due``)."""
+        if self._verify_queue:
+            return self._verify_queue.popleft()
+        every = self.options.verify_every_s
+        if not every or self.views is None:
+            return None
+        control = self.connector.control
+        name = verify.next_due([self.names.qualified(v) for v in self.flow.views], self._verified,
+                               self._verify_since, every, now)
+        if name is None:
+            return None
+        self._verified[name] = now
+        try:
+            return job_for(self.flow, self.names, control.view, name, None, self.connector.dialect)
+        except CatalogError as exc:  # not active (failed ...: nothing to say), or time-based: said on its row
+            if "not active" not in str(exc):
+                control.record_verification(name, verify.ERROR, str(exc), None)
+            return None
+
+    def _tend_verification(self, now: float) -> None:
+        """Between two steps: start the next verification; hand it the recorded steps once the stream has
+        passed its snapshot's position; record its outcome (``freshview.views``, the request, metrics)."""
+        running = self.verification
+        if running is None:
+            job = self._next_verification(now)
+            if job is not None:
+                self.verification = Verification(job, self.connect)
+                self.verification.plan = self.flow.view_plan(self.names.engine(job.name))
+                self.verification.start()
+            return
+        at = running.waiting()
+        if at is not None and (after(self._last_read, at) or not after(at, getattr(self.stream, "reached", None))):
+            running.deliver(at)
+        if not running.finished:
+            return
+        self.verification = None
+        job, error = running.job, running.error
+        engine = self.names.engine(job.name)
+        if isinstance(error, Fault) or (engine in self.flow.views and self.flow.view_plan(engine) is not running.plan):
+            log.info("verifying %s again: %s", job.name, outage.reason(error) if error else "the view was rebuilt")
+            self._verify_queue.appendleft(job)  # the database was lost meanwhile, or the table refilled
+            return
+        result, detail = running.outcome or (
+            verify.ERROR, requests.failure_text("verify", job.name, error, self.views.errors))  # type: ignore[arg-type]
+        if engine not in self.flow.views:
+            result, detail = verify.ERROR, f"freshview: view {job.name} was dropped or failed while it was verified"
+        if error is not None and not isinstance(error, self.views.errors):
+            log.error("verifying %s failed", job.name, exc_info=error)
+        self.connector.control.record_verification(job.name, result, detail, job.request)
+        self._verified[job.name] = now
+        (log.info if result == verify.EQUAL else log.warning)("verify %s: %s", job.name, detail)
+        if self.metrics is not None:  # metrics hook
+            self.metrics.record_verification(job.name, result)
+
+    def _drop_verification(self) -> None:
+        """Abandon the verification and the queued ones (their requests, still running, are requeued by the
+        next attach, or by the next start)."""
+        running, self.verification = self.verification, None
+        self._verify_queue.clear()
+        if running is not None:
+            running.cancel()
+
     def _step(self, step: decide.Step) -> None:
         """One engine step, straight down: the transactions' changes, the engine's step prepared, every
         view's result changes and the position written in one database transaction, the engine's step
@@ -586,12 +677,16 @@ class Core:
             with prepared:  # leaving it without commit (the write failed): the engine is as before
                 self.timings["engine"] += time.perf_counter() - prepared_at
                 prepared.set_meta("position", step.position.to_text())
-                committed_at = self._write(prepared.outputs, step, sum(t.size for t in relevant),
-                                           min(t.commit_time for t in step.transactions))
+                outputs = prepared.outputs
+                committed_at = self._write(outputs, step, sum(t.size for t in relevant),
+                                           min(t.commit_time for t in step.transactions), prepared.summary)
                 committing = time.perf_counter()
                 summary = prepared.commit()
                 self.timings["engine"] += time.perf_counter() - committing
             self._after_commit(step)
+            if step.write and self.verification is not None:
+                self.verification.record(step.transactions[0].position, step.position,
+                                         {self.names.qualified(v): d for v, d in outputs.items()})
             if self.metrics is not None:  # metrics hook
                 lag_from = min(t.commit_time for t in step.transactions)
                 self.metrics.record_step(summary, committed_at - lag_from if step.write else None)
@@ -623,7 +718,8 @@ class Core:
                 prepared.set_meta("position", position.to_text())
                 started = time.perf_counter()
                 self.connector.results.commit_step({self.names.qualified(v): d for v, d in prepared.outputs.items()},
-                                                   position, StepStats(0, 0.0, self._rate_after(0)))
+                                                   position, StepStats(0, 0.0, self._rate_after(0),
+                                                                       self._ran(prepared.summary)))
                 self.timings["write"] += time.perf_counter() - started
                 summary = prepared.commit()
             if self.metrics is not None:
@@ -643,12 +739,14 @@ class Core:
 
         return engine_changes(self.connector.source.deltas, group, schemas, self.names.engine, source_rows)
 
-    def _write(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float) -> float:
+    def _write(self, outputs: dict[str, pa.Table], step: decide.Step, changes: int, lag_from: float,
+               summary: Any = None) -> float:
         """Results + position into the database, in one transaction (nothing when replaying what the
         result tables already hold); the commit time on the server's clock."""
         if not step.write:
             return time.time()
-        stats = StepStats(changes, max(0.0, (time.time() - lag_from) * 1000), self._rate_after(changes))
+        stats = StepStats(changes, max(0.0, (time.time() - lag_from) * 1000), self._rate_after(changes),
+                          self._ran(summary))
         started = time.perf_counter()
         try:
             return self.connector.results.commit_step(
@@ -662,6 +760,13 @@ class Core:
         self._pending_position = None
         self._last_progress_write = time.monotonic()
         self.stream.acknowledge(step.position)
+
+    def _ran(self, summary: Any) -> dict[str, ViewRun]:
+        """The views a step ran (its ``StepSummary``), as ``freshview.views`` shows them."""
+        if summary is None:
+            return {}
+        return {self.names.qualified(v): ViewRun(s.rows_in, s.duration_ms, s.executor)
+                for v, s in summary.views.items() if not s.skipped}
 
     def _rate_after(self, changes: int) -> float:
         """Changes per second, smoothed over about five seconds."""

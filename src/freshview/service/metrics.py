@@ -31,11 +31,16 @@ Metrics (``view`` labels are the result tables' names, ``executor`` is
 * ``freshview_population_rows_read{view}``, ``freshview_population_rows_estimated{view}``,
   ``freshview_population_seconds{view}``, ``freshview_population_phase{view,phase}`` (1 for the
   current phase): a view being populated beside the stream (``service.population``); gone once it
-  joins or fails.
+  joins or fails;
+* ``freshview_view_verified_total{view,result}``: verifications of the view against its SQL
+  (``verify_view``, ``--verify-every``; ``result``: equal, different, error), and
+  ``freshview_view_verified_timestamp_seconds{view}``: when the last one ended (Unix time);
+* ``freshview_view_last_step_timestamp_seconds{view}``: when a step last ran the view.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Mapping, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -93,9 +98,20 @@ class ServiceMetrics:
                                       "Estimated rows a populating view reads", ["view"], registry=r)
         self.population_seconds = Gauge("freshview_population_seconds", "Seconds since the population started",
                                         ["view"], registry=r)
+        self.view_last_step = Gauge("freshview_view_last_step_timestamp_seconds", "When a step last ran the view "
+                                    "(Unix time)", ["view"], registry=r)
+        self.verified = Counter("freshview_view_verified", "Verifications of the view against its SQL, by result",
+                                ["view", "result"], registry=r)
+        self.verified_at = Gauge("freshview_view_verified_timestamp_seconds", "When the view's last verification "
+                                 "ended (Unix time)", ["view"], registry=r)
         self.population_phase = Gauge("freshview_population_phase", "1 for the phase a populating view is in",
                                       ["view", "phase"], registry=r)
         self._phases: dict[str, str] = {}
+
+    def record_verification(self, view: str, result: str) -> None:
+        """A verification's outcome (``service.verify``: equal | different | error; ``view``: the database name)."""
+        self.verified.labels(view, result).inc()
+        self.verified_at.labels(view).set(time.time())
 
     def record_step(self, summary: StepLike, lag_s: float | None = None) -> None:
         """One engine step: counters for every view that ran, the lag for those whose result changed."""
@@ -106,6 +122,7 @@ class ServiceMetrics:
                 continue
             view = self.view_name(engine_view)
             self.view_steps.labels(view).inc()
+            self.view_last_step.labels(view).set(time.time())
             self.view_rows_in.labels(view).inc(max(0, step.rows_in))
             self.view_rows_out.labels(view).inc(max(0, step.rows_out))
             if step.executor:
@@ -154,7 +171,8 @@ class ServiceMetrics:
 
     def forget_view(self, view: str) -> None:
         """A dropped view's series go away (``view`` is the database name)."""
-        for metric in (self.lag, self.view_steps, self.view_rows_in, self.view_rows_out):
+        for metric in (self.lag, self.view_steps, self.view_rows_in, self.view_rows_out, self.verified_at,
+                       self.view_last_step):
             try:
                 metric.remove(view)
             except KeyError:

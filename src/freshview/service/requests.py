@@ -1,4 +1,4 @@
-"""``create_view`` / ``drop_view`` requests: served between steps, from the control schema's queue
+"""``create_view`` / ``drop_view`` / ``verify_view`` requests: served between steps, from the control schema's queue
 (what a create or drop does is ``ViewCatalog``'s).
 
 No request, however malformed, stops the service: every failure of one is
@@ -66,7 +66,7 @@ def failure_text(action: str, name: str, exc: BaseException, expected: tuple[typ
     if isinstance(exc, expected):
         text = str(exc)
         return text if text.startswith("freshview") else f"freshview: {text}"
-    what = f"creating view {name}" if action == "create" else f"dropping view {name}"
+    what = {"create": "creating", "verify": "verifying"}.get(action, "dropping") + f" view {name}"
     detail = (str(exc).strip().splitlines() or [""])[0][:300]
     return (f"freshview: {what} failed with an internal error ({type(exc).__name__}"
             f"{': ' + detail if detail else ''}); the service's log has the details")
@@ -74,14 +74,15 @@ def failure_text(action: str, name: str, exc: BaseException, expected: tuple[typ
 
 def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], processed: Any = None,
           held: "list[Request] | None" = None, cancel: Callable[[str], None] = lambda name: None,
-          retry: bool = True) -> "list[Plan]":
+          retry: bool = True, verify: Callable[[Request], None] | None = None) -> "list[Plan]":
     """Answer every pending request (a view created starts at ``position``, the engine's) until
     ``stopping()``; the ``create``s to be populated beside the loop are returned as plans, their requests
     still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed, default
     ``position``); a failed one gets its error (``freshview: ...``).  A create that must wait for running
     populations (``populating.MustWait``) stays claimed in ``held``, tried again first at the next call
     with ``retry`` (the caller's: once a population ended); a drop first ends the population of its view,
-    or its waiting create (``cancel``, with its name)."""
+    or its waiting create (``cancel``, with its name).  A ``verify`` request goes to ``verify`` (queued beside
+    the loop, answered when done: ``verification``)."""
     control = views.connector.control
     expected = views.errors
     held = [] if held is None else held
@@ -101,6 +102,8 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], pro
                                       processed=position if processed is None else processed, admitted=admitted)
                 if plan is not None:
                     plans.append(plan)
+            elif request.action == "verify" and verify is not None:
+                verify(request)
             else:
                 name = views.names.qualify(request.name)
                 for other in [r for r in (*waiting, *held) if r.action == "create" and views.names.qualify(r.name) ==

@@ -60,6 +60,29 @@ def renamed(sql: str, dialect: str | Dialect, default_schema: str, table: str,
     return out
 
 
+def reading_as(sql: str, dialect: str | Dialect, default_schema: str, relations: Mapping[str, str]) -> str:
+    """``sql`` with each FROM item naming one of ``relations`` (engine name -> a WITH query's name, bare) naming
+    that WITH query instead, under its old name as alias (not a WITH query of the same name): how
+    ``verify_view`` reads a freshview view it reads through its definition."""
+    d = get_dialect(dialect)
+    tree = parse_query(sql, d.sqlglot)
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    splices: expand.Splices = {}
+    for t in tree.find_all(exp.Table):
+        name = _engine_name(t, default_schema)
+        if name not in relations or (not t.db and t.name in ctes):
+            continue
+        parts = [t.args.get(k) for k in ("catalog", "db", "this")]
+        spans = [(p.meta["start"], p.meta["end"]) for p in parts if p is not None and "start" in p.meta]
+        if not spans:
+            raise SqlError(f"cannot place {relations[name]} for {t.name} in the view's text", None, sql)
+        alias = t.args.get("alias")
+        text = relations[name] + ("" if alias is not None and alias.name else
+                                  f" AS {sql[t.this.meta['start']:t.this.meta['end'] + 1]}")
+        splices[(min(s for s, _ in spans), max(e for _, e in spans))] = text
+    return expand.splice(sql, splices)
+
+
 def _engine_name(t: exp.Table, default_schema: str) -> str:
     return f"{t.db}.{t.name}" if t.db and t.db != default_schema else t.name
 

@@ -55,6 +55,7 @@ from freshview.connectors.mysql.catalog import parse_table_name, quote, spell, s
 DATABASE = "freshview"
 CREATE_TIMEOUT_S = 120
 DROP_TIMEOUT_S = 60
+VERIFY_TIMEOUT_S = 300
 MESSAGE_CHARS = 512  # MariaDB's limit on SIGNAL's MESSAGE_TEXT
 
 TABLES_SQL = (
@@ -96,6 +97,19 @@ TABLES_SQL = (
     "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS attempts int NOT NULL DEFAULT 0",
     # false: nobody waits for the answer (create_view_async); a failure then shows in freshview.views
     "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS blocking bool NOT NULL DEFAULT TRUE",
+    # verify_view (service.verify): requests to verify a view (and alter_view's); the answer besides an error
+    "ALTER TABLE freshview.requests MODIFY action varchar(8) NOT NULL "
+    "CHECK (action IN ('create', 'drop', 'alter', 'verify'))",
+    "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS result text",
+    # the view's last verification: when, equal | different | error, and what it said
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verified_at datetime(6)",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verify_result varchar(16)",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verify_detail text",
+    # each step that ran the view: delta rows it read, when, how long, on which executor (local | spark)
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS changes_received bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_at datetime(6)",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_ms double",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor varchar(8)",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -245,6 +259,41 @@ END
 """
 
 
+# verify_view: the caller must be able to read the result table (the differences show its rows and the SQL's):
+# a probe as the caller, as create_view_timeout's, fails the CALL with MariaDB's own message.  The name must
+# carry its database (inside a routine a bare name is freshview's).  The answer ('equal at <position>') is
+# the CALL's result set; a difference fails the CALL with the first differing rows (512 characters at most:
+# freshview.views.verify_detail holds them all).
+_VERIFY_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview.verify_view_timeout(view_name varchar(255), timeout_s double)
+    MODIFIES SQL DATA SQL SECURITY INVOKER
+    COMMENT 'freshview: verify a view against its SQL at one position, waiting up to timeout_s seconds'
+BEGIN
+    IF LOCATE('.', view_name) = 0 THEN
+        SIGNAL SQLSTATE '42000' SET MESSAGE_TEXT = 'freshview: verify_view takes the view with its database (db.view)';
+    END IF;
+    SET @freshview_probe = CONCAT('SELECT COUNT(*) INTO @freshview_probe FROM (SELECT 1 FROM `',
+                                  REPLACE(SUBSTRING_INDEX(view_name, '.', 1), '`', ''), '`.`',
+                                  REPLACE(SUBSTRING(view_name, LOCATE('.', view_name) + 1), '`', ''),
+                                  '` LIMIT 0) AS freshview_probe');
+    PREPARE freshview_probe FROM @freshview_probe;
+    EXECUTE freshview_probe;
+    DEALLOCATE PREPARE freshview_probe;
+    SET @freshview_probe = NULL;
+    CALL freshview._request('verify', view_name, NULL, timeout_s, CURRENT_USER());
+    CALL freshview._answer(view_name, CURRENT_USER());
+END
+"""
+
+_ANSWER_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview._answer(p_name varchar(255), p_account varchar(400))
+    READS SQL DATA SQL SECURITY DEFINER
+    COMMENT 'freshview: the answer to the caller''s last verify_view of a view'
+SELECT result AS verify_view FROM freshview.requests WHERE action = 'verify' AND name = p_name
+    AND requested_by = p_account AND state = 'done' ORDER BY id DESC LIMIT 1
+"""
+
+
 def _wrapper(name: str, params: str, call: str, comment: str) -> str:
     """A procedure the user calls, running as the user (the account it names is ``CURRENT_USER()``)."""
     return (f"CREATE OR REPLACE PROCEDURE freshview.{name}({params}) MODIFIES SQL DATA SQL SECURITY INVOKER "
@@ -263,11 +312,15 @@ PROCEDURES_SQL = (
              "_request('drop', view_name, NULL, timeout_s, CURRENT_USER())",
              "freshview: drop a view and its table, waiting up to timeout_s seconds"),
     _ASYNC_PROC,
+    _ANSWER_PROC,
+    _VERIFY_PROC,
+    _wrapper("verify_view", "view_name varchar(255)", f"verify_view_timeout(view_name, {VERIFY_TIMEOUT_S})",
+             f"freshview: verify a view against its SQL at one position (waits up to {VERIFY_TIMEOUT_S} s)"),
 )
 
 #: The procedures a user needs EXECUTE on to manage views from SQL.
 USER_PROCEDURES = ("create_view", "create_view_timeout", "create_view_async", "drop_view", "drop_view_timeout",
-                   "_request")
+                   "_request", "verify_view", "verify_view_timeout", "_answer")
 
 
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
@@ -319,8 +372,10 @@ def is_installed(conn: Any) -> bool:
                         "AND table_name IN ('views', 'requests', 'progress')")
     current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
                          "AND table_name = 'requests' AND column_name = 'blocking'")  # else: setup upgrades it
+    verifiable = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
+                            "AND table_name = 'views' AND column_name = 'verify_detail'")
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 1
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:
@@ -415,10 +470,20 @@ def write_step(conn: Any, source: str, position: str, *, added: Mapping[str, int
 
 
 def step_statements(source: str, position: str, *, added: Mapping[str, int] | None = None, changes: int = 0,
-                    lag_ms: float | None = None, written: Mapping[str, int] | None = None) -> list[tuple[str, list]]:
+                    lag_ms: float | None = None, written: Mapping[str, int] | None = None,
+                    ran: Mapping[str, tuple[int, float, str | None]] | None = None) -> list[tuple[str, list]]:
     """The statements (SQL, parameters) that record a step: the position reached by ``source`` (also on
-    every active view), rows added and result row changes written per changed view, and the lag of those views."""
+    every active view), rows added and result row changes written per changed view, and the lag of those views;
+    per view that ran (``ran``: delta rows read, milliseconds, executor), its changes received and last step."""
     out: list[tuple[str, list]] = []
+    if ran:
+        names = list(ran)
+        cases = " ".join(["WHEN %s THEN %s"] * len(names))
+        out.append((f"UPDATE freshview.views SET changes_received = changes_received + CASE name {cases} ELSE 0 END, "
+                    f"last_step_ms = CASE name {cases} ELSE last_step_ms END, "
+                    f"executor = CASE name {cases} ELSE executor END, last_step_at = CURRENT_TIMESTAMP(6) "
+                    f"WHERE name IN ({', '.join(['%s'] * len(names))})",
+                    [v for i in range(3) for n in names for v in (n, ran[n][i])] + names))
     added = dict(added or {})
     if added:
         names = list(added)
@@ -578,6 +643,25 @@ class MySqlControl:
                         "status IN ('populating', 'rebuilding')",
              (phase, rows_read, rows_total, elapsed_s, name))
         self.conn.commit()
+
+    def uses_existing_table(self, request_id: int) -> bool:
+        return False  # use_existing_table is PostgreSQL's for now
+
+    def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
+        """A verification's outcome on the view's row and as its request's answer, in one transaction."""
+        try:
+            _run(self.conn, "UPDATE freshview.views SET verified_at = CURRENT_TIMESTAMP(6), verify_result = %s, "
+                            "verify_detail = %s WHERE name = %s", (result, detail, name))
+            if request_id is not None:
+                equal = result == "equal"
+                _run(self.conn, "UPDATE freshview.requests SET state = %s, error = %s, result = %s, "
+                                "finished_at = CURRENT_TIMESTAMP(6) WHERE id = %s",
+                     ("done" if equal else "failed", None if equal else detail, detail if equal else None,
+                      request_id))
+            self.conn.commit()
+        except BaseException:
+            faults.rollback_quietly(self.conn)
+            raise
 
     def heartbeat(self, status: str) -> None:
         heartbeat(self.conn, self.source, status)

@@ -162,8 +162,9 @@ class MySqlResults:
 
     def commit_step(self, outputs: Mapping[str, pa.Table], position: BinlogPosition, stats: StepStats) -> float:
         writes = [(self.tables[name], delta) for name, delta in outputs.items() if name in self.tables]
+        ran = {name: (v.received, v.duration_ms, v.executor) for name, v in stats.views.items()}
         return sink.commit_step(self.conn, writes, self.source, position.to_text(), changes=stats.changes,
-                                lag_ms=stats.lag_ms)[1]
+                                lag_ms=stats.lag_ms, ran=ran)[1]
 
     def record_position(self, position: BinlogPosition) -> None:
         control.record_position(self.conn, self.source, position.to_text())

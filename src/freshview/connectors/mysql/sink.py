@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -376,7 +376,8 @@ def prepare_session(conn: Any) -> None:
 
 
 def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], source: str, position: str, *,
-                changes: int = 0, lag_ms: float | None = None) -> tuple[int, float]:
+                changes: int = 0, lag_ms: float | None = None,
+                ran: Mapping[str, tuple[int, float, str | None]] | None = None) -> tuple[int, float]:
     """Apply a step's view changes and record ``position`` for ``source`` in ONE transaction: the rows
     sent, and the server's clock (Unix seconds) after the commit.
 
@@ -396,7 +397,7 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
             added[table.qualified_name] = added.get(table.qualified_name, 0) + grown
             written[table.qualified_name] = written.get(table.qualified_name, 0) + delta.num_rows
         steps = control.step_statements(source, position, added=added, changes=changes, lag_ms=lag_ms,
-                                        written=written)
+                                        written=written, ran=ran)
         texts += [cur.mogrify(sql, params) for sql, params in steps] + ["COMMIT", SERVER_CLOCK]
         try:
             for packet in statement_packets(texts, multi=multi_statements(conn)):

@@ -31,7 +31,7 @@ import pymysql
 
 from freshview.connectors import base
 from freshview.connectors.edge import guarded
-from freshview.connectors.mysql import catalog, deltas as mysql_deltas, faults, stream as binlog
+from freshview.connectors.mysql import catalog, deltas as mysql_deltas, faults, stream as binlog, verify
 from freshview.connectors.mysql.catalog import TableName, describe_table, parse_table_name
 from freshview.connectors.mysql.snapshot import Snapshot as MySqlSnapshotReader
 from freshview.connectors.mysql.transactions import BinlogPosition, MySqlTransaction
@@ -143,6 +143,11 @@ class MySqlStream:
         ddl = {str(t): statement.statement for statement in txn.ddl for t in statement.tables}
         return dataclasses.replace(to_transaction(txn, {}, time.time()), ddl=ddl), True
 
+    @property
+    def reached(self) -> BinlogPosition:
+        """Every transaction at or before this was read (returned, or passed as no followed table's)."""
+        return self.reader.position
+
     def follow(self, tables: set[TableName]) -> None:
         self.reader.follow(tables)
 
@@ -178,6 +183,11 @@ class MySqlSnapshot:
              columns: Collection[str] | None = None) -> Iterator[pa.Table]:
         yield from self.reader.read_table(self.source.mysql_table(table.name, table.schema), chunk_rows, progress,
                                           columns)
+
+    def compare(self, spec: base.ResultSpec, sql: str, change: Callable[[BinlogPosition | None], pa.Table | None],
+                limit: int) -> base.Comparison:
+        return verify.compare(self.reader.connection, str(self.source.connect_args.get("database") or ""), spec, sql,
+                              change, BinlogPosition.from_text, limit)
 
 
 @guarded(faults.classify)

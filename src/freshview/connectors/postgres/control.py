@@ -86,6 +86,30 @@ ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS denied text;
 -- a failure then shows in freshview.views
 ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS blocking boolean NOT NULL DEFAULT true;
 
+-- verify_view (service.verify): requests to verify a view (and alter_view's), the answer besides an error
+ALTER TABLE freshview.requests DROP CONSTRAINT IF EXISTS requests_action_check;
+ALTER TABLE freshview.requests ADD CONSTRAINT requests_action_check
+    CHECK (action IN ('create', 'drop', 'alter', 'verify'));
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS result text;   -- verify: 'equal at <position>'
+-- the last verification of the view (verify_view, or freshview run --verify-every): when, equal | different |
+-- error, and what it said ('equal at <position>', or the first differing rows, or why it could not verify)
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verified_at timestamptz;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verify_result text;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS verify_detail text;
+-- each step that ran the view: delta rows it read (changes received; changes_applied: result rows written),
+-- when, how long, on which executor (local | spark)
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS changes_received bigint NOT NULL DEFAULT 0;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_at timestamptz;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_ms double precision;
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor text;
+
+-- use_existing_table (create_view): fill the table the user made (connectors/postgres/existing.py).  The
+-- procedure says so through a transaction-local setting read by the column's default, so the queue's
+-- functions stay as they are; views.existing keeps it for rebuilds and drop_view (which leaves such a table)
+ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS existing boolean NOT NULL
+    DEFAULT coalesce(current_setting('freshview.use_existing_table', true), '') = 'on';
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS existing boolean NOT NULL DEFAULT false;
+
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
     lsn           pg_lsn NOT NULL DEFAULT '0/0',
@@ -196,13 +220,17 @@ $fn$;
 -- block_until_running => false (Epsio's name): return once the request is queued, the population going on;
 -- its progress, then its status (active, or failed with the error) are in freshview.views.
 DROP PROCEDURE IF EXISTS freshview.create_view(text, text, double precision);  -- before block_until_running
+DROP PROCEDURE IF EXISTS freshview.create_view(text, text, double precision, boolean);  -- before use_existing_table
+-- use_existing_table => true: fill the table named view_name, which the user made (see existing.py)
 CREATE OR REPLACE PROCEDURE freshview.create_view(view_name text, query text, timeout_s double precision DEFAULT 120,
-                                                  block_until_running boolean DEFAULT true)
+                                                  block_until_running boolean DEFAULT true,
+                                                  use_existing_table boolean DEFAULT false)
 LANGUAGE plpgsql AS $proc$
 DECLARE
     denied text;
 BEGIN
     denied := freshview._probe(query);
+    PERFORM set_config('freshview.use_existing_table', CASE WHEN use_existing_table THEN 'on' ELSE '' END, true);
     IF NOT block_until_running THEN
         CALL freshview.create_view_async(view_name, query);
         RETURN;
@@ -230,6 +258,29 @@ CREATE OR REPLACE PROCEDURE freshview.drop_view(view_name text, timeout_s double
 LANGUAGE plpgsql AS $proc$
 BEGIN
     CALL freshview._request('drop', view_name, NULL, timeout_s, NULL);
+END
+$proc$;
+
+-- verify_view(name): the service compares the view's result table with its SQL computed by the database at
+-- one position (service.verify); raises with the first differing rows, or returns 'equal at <position>'.
+-- The caller must be able to read the result table (the differences show its rows and the SQL's).
+CREATE OR REPLACE FUNCTION freshview._answer(view_name text) RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT r.result FROM freshview.requests r WHERE r.action = 'verify' AND r.name = view_name
+        AND r.requested_by = session_user AND r.state = 'done' ORDER BY r.id DESC LIMIT 1
+$fn$;
+
+CREATE OR REPLACE PROCEDURE freshview.verify_view(view_name text, timeout_s double precision DEFAULT 300,
+                                                  INOUT result text DEFAULT NULL)
+LANGUAGE plpgsql AS $proc$
+BEGIN
+    IF to_regclass(view_name) IS NOT NULL AND NOT has_table_privilege(view_name, 'SELECT') THEN
+        RAISE EXCEPTION 'freshview: permission denied to verify view %: verifying shows its rows, and you may not '
+            'SELECT from it', view_name USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    CALL freshview._request('verify', view_name, NULL, timeout_s, NULL);
+    result := freshview._answer(view_name);
+    RAISE NOTICE '%', result;
 END
 $proc$;
 
@@ -297,6 +348,13 @@ def is_installed(conn: psycopg.Connection) -> bool:
                         "attrelid = to_regclass('freshview.views') AND attname = 'phase')").fetchone()[0]
 
 
+def is_verifiable(conn: psycopg.Connection) -> bool:
+    """The schema has verify_view's columns and use_existing_table's (an older one is upgraded by ``freshview
+    setup``)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
+                        "AND attname = 'existing')").fetchone()[0]
+
+
 def next_request(conn: psycopg.Connection) -> Request | None:
     """Claim the oldest pending request (marks it running, counts the attempt, commits)."""
     with conn.transaction():
@@ -333,7 +391,7 @@ class PostgresControl:
         self.slot = slot
 
     def is_installed(self) -> bool:
-        return is_installed(self.conn)
+        return is_installed(self.conn) and is_verifiable(self.conn)
 
     def start(self) -> None:
         self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
@@ -400,6 +458,24 @@ class PostgresControl:
         self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
                           "updated_at = now() WHERE name = %s AND status IN ('populating', 'rebuilding')",
                           (phase, rows_read, rows_total, elapsed_s, name))
+
+    def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
+        """A verification's outcome (``service.verify``): on the view's row, and as its request's answer (an
+        error unless equal)."""
+        with self.conn.transaction():
+            self.conn.execute("UPDATE freshview.views SET verified_at = now(), verify_result = %s, "
+                              "verify_detail = %s WHERE name = %s", (result, detail, name))
+            if request_id is not None:
+                equal = result == "equal"
+                self.conn.execute("UPDATE freshview.requests SET state = %s, error = %s, result = %s, "
+                                  "finished_at = now() WHERE id = %s",
+                                  ("done" if equal else "failed", None if equal else detail,
+                                   detail if equal else None, request_id))
+
+    def uses_existing_table(self, request_id: int) -> bool:
+        """The request asked to fill a table the user made (``create_view(..., use_existing_table => true)``)."""
+        row = self.conn.execute("SELECT existing FROM freshview.requests WHERE id = %s", (request_id,)).fetchone()
+        return bool(row and row[0])
 
     def heartbeat(self, status: str) -> None:
         self.conn.execute("UPDATE freshview.progress SET heartbeat_at = now(), status = %s WHERE slot = %s",

@@ -68,6 +68,9 @@ class ReplicationConnection:
         self._streaming = False
         self._last_status = 0.0
         self.flushed_lsn = 0
+        # The server's keepalives say it has sent everything up to here (a logical walsender's sentPtr: the
+        # end of the last WAL record it decoded, so every transaction ending there or before came first).
+        self.sent_lsn = 0
         self.waited_s = 0.0  # time spent waiting for the server in reads (the rest of a read is work)
 
     def close(self) -> None:
@@ -169,7 +172,9 @@ class ReplicationConnection:
             if kind == 0x77:  # w: XLogData
                 yield data[skip:]
             elif kind == 0x6B:  # k: keepalive
-                _end, _ts, reply = _KEEPALIVE.unpack_from(data, 1)
+                end, _ts, reply = _KEEPALIVE.unpack_from(data, 1)
+                if end > self.sent_lsn:
+                    self.sent_lsn = end
                 if reply:
                     self.send_status(force=True)
 

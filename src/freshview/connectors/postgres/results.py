@@ -18,7 +18,7 @@ from psycopg import sql as psql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.edge import guarded
-from freshview.connectors.postgres import control, faults
+from freshview.connectors.postgres import control, existing as users_table, faults
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
@@ -35,7 +35,11 @@ _AFTER_STEP = (
     "changes_applied = changes_applied + "
     "COALESCE((%(written)s::bigint[])[array_position(%(names)s::text[], name)], 0), "
     "lag_ms = CASE WHEN name = ANY(%(names)s::text[]) THEN %(lag)s ELSE lag_ms END, "
-    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END "
+    "updated_at = CASE WHEN name = ANY(%(names)s::text[]) THEN now() ELSE updated_at END, "
+    "changes_received = changes_received + COALESCE((%(received)s::bigint[])[array_position(%(ran)s::text[], name)], 0), "
+    "last_step_at = CASE WHEN name = ANY(%(ran)s::text[]) THEN now() ELSE last_step_at END, "
+    "last_step_ms = COALESCE((%(ms)s::float8[])[array_position(%(ran)s::text[], name)], last_step_ms), "
+    "executor = COALESCE((%(executors)s::text[])[array_position(%(ran)s::text[], name)], executor) "
     "WHERE status = 'active' OR name = ANY(%(names)s::text[])) "
     "UPDATE freshview.progress SET lsn = %(lsn)s, steps = steps + 1, changes = changes + %(changes)s, "
     "lag_ms = %(lag)s, changes_per_s = %(rate)s, status = 'running', heartbeat_at = now(), updated_at = now() "
@@ -90,11 +94,15 @@ class PostgresResults:
         conn = self.conn
         try:
             with conn.transaction():
-                if replace:
-                    conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
-                for statement in table.create_sql():
-                    conn.execute(statement)
-                readable_only_by(conn, table.name, reader)
+                users = self._existing(spec.name, request)
+                if users:  # the user's table: checked, its rows replaced (indexes, grants ... kept)
+                    self._refill(table, spec.name)
+                else:
+                    if replace:
+                        conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
+                    for statement in table.create_sql():
+                        conn.execute(statement)
+                    readable_only_by(conn, table.name, reader)
                 table.apply(conn, initial)
                 conn.execute(
                     "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
@@ -104,6 +112,8 @@ class PostgresResults:
                     "owner = COALESCE(EXCLUDED.owner, freshview.views.owner)",
                     (spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
                      (position or Lsn(0)).to_text(), reader))
+                if users:
+                    conn.execute("UPDATE freshview.views SET existing = true WHERE name = %s", (spec.name,))
                 if request is not None:
                     control.finish_request(conn, request)
         except psycopg.Error as exc:
@@ -111,6 +121,23 @@ class PostgresResults:
                 raise  # the connection, not the table: the guard raises its fault
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}".strip()) from None
         self.tables[spec.name] = table
+
+    def _existing(self, name: str, request: int | None) -> bool:
+        """Whether the view fills a table the user made: its request asked so, or it did when created."""
+        return bool(self.conn.execute(
+            "SELECT coalesce((SELECT existing FROM freshview.requests WHERE id = %s), false) "
+            "OR coalesce((SELECT existing FROM freshview.views WHERE name = %s), false)", (request, name)).fetchone()[0])
+
+    def _refill(self, table: ResultTable, name: str) -> None:
+        """The user's table, checked (``existing.refusal``) and emptied, in the caller's transaction."""
+        described = users_table.describe(self.conn, name)
+        if described is None:
+            raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table => true): "
+                               f"create it first, or leave use_existing_table out")
+        refusal = users_table.refusal(name, table.shape, described)
+        if refusal:
+            raise CatalogError(refusal)
+        self.conn.execute(psql.SQL("DELETE FROM {}").format(table.name))
 
     def revoke_reader(self, name: str, reader: str) -> None:
         if reader == self.conn.info.user:
@@ -125,7 +152,8 @@ class PostgresResults:
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)
         with self.conn.transaction():
-            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(name)))
+            if not self._existing(name, None):  # a table the user made stays (as it was at the drop)
+                self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(name)))
             self.conn.execute("DELETE FROM freshview.views WHERE name = %s", (name,))
             if request is not None:
                 control.finish_request(self.conn, request)
@@ -145,9 +173,12 @@ class PostgresResults:
                 changed.append(name)
                 added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
                 written.append(delta.num_rows)
+            ran = list(stats.views)
             row = self.conn.execute(_AFTER_STEP, {
                 "lsn": position.to_text(), "names": changed, "added": added, "written": written, "lag": stats.lag_ms,
-                "changes": stats.changes, "rate": stats.rate, "slot": self.slot}).fetchone()
+                "changes": stats.changes, "rate": stats.rate, "slot": self.slot, "ran": ran,
+                "received": [stats.views[v].received for v in ran], "ms": [stats.views[v].duration_ms for v in ran],
+                "executors": [stats.views[v].executor for v in ran]}).fetchone()
         # The server's clock, like the source commit times (read just before COMMIT).
         return float(row[0]) if row else time.time()
 

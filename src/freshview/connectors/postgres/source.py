@@ -23,10 +23,11 @@ import pyarrow as pa
 from psycopg import sql as psql
 
 from freshview.connectors.base import (
-    Attached, LookupOld, PositionLost, Recheck, Renamed, SourceTable, StreamError, TableChange, Transaction,
+    Attached, Comparison, LookupOld, PositionLost, Recheck, Renamed, ResultSpec, SourceTable, StreamError, TableChange,
+    Transaction,
 )
 from freshview.connectors.edge import guarded
-from freshview.connectors.postgres import catalog, faults, named, protocol as p, renames
+from freshview.connectors.postgres import catalog, faults, named, protocol as p, renames, verify
 from freshview.connectors.postgres.catalog import describe_table
 from freshview.connectors.postgres.identifiers import identifier, qualified
 from freshview.connectors.postgres.changes import SourceTransaction, TransactionAssembler, to_changes
@@ -69,6 +70,12 @@ class PostgresStream:
     @property
     def waited_s(self) -> float:
         return self.repl.waited_s
+
+    @property
+    def reached(self) -> Lsn | None:
+        """Every transaction ending at or before this was read: the last keepalive's position (the server sends
+        one when it waits for WAL with this stream's acknowledged position behind what it sent)."""
+        return Lsn(self.repl.sent_lsn) if self.repl.sent_lsn else None
 
     def read(self, timeout: float, budget: float) -> tuple[Transaction | None, bool]:
         until = time.monotonic() + budget
@@ -156,9 +163,11 @@ def deltas(transactions: Sequence[Transaction], schemas: Mapping[str, TableSchem
 class PostgresSnapshot:
     """``base.Snapshot``: a temporary slot's exported snapshot (alive while the connection is)."""
 
-    def __init__(self, dsn: str, conn: psycopg.Connection, repl: ReplicationConnection, name: str) -> None:
+    def __init__(self, dsn: str, conn: psycopg.Connection, repl: ReplicationConnection, name: str,
+                 slot: str = "") -> None:
         self.dsn = dsn
         self.conn = conn
+        self.slot = slot  # the service's slot: its row of freshview.progress holds the results' position
         info = repl.create_slot(name, temporary=True)
         self.position = Lsn(info.consistent_point)
         self.snapshot_name = info.snapshot_name or ""
@@ -183,6 +192,11 @@ class PostgresSnapshot:
                 raise
             raise ConnectionLost(f"the snapshot {self.snapshot_name} is gone (its connection was lost): "
                                  f"{str(exc).strip()}") from exc
+
+    def compare(self, spec: ResultSpec, sql: str, change: Callable[[Lsn | None], pa.Table | None],
+                limit: int) -> Comparison:
+        dsn = psycopg.conninfo.make_conninfo(self.dsn, **named(self.dsn, "freshview verify"))
+        return verify.compare(dsn, self.snapshot_name, self.slot, spec, sql, change, Lsn.from_text, limit)
 
 
 @guarded(faults.classify)
@@ -313,7 +327,7 @@ class PostgresSource:
         with self._replication("freshview snapshot") as repl:
             # A name of its own each time: a killed snapshot's temporary slot may outlive its session a moment.
             name = f"{self.slot}_snap_{os.getpid()}_{next(_SNAPSHOTS)}"
-            yield PostgresSnapshot(self.dsn, self.conn, repl, name)
+            yield PostgresSnapshot(self.dsn, self.conn, repl, name, self.slot)
 
     def retained_bytes(self) -> int | None:
         row = self.conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
