@@ -36,6 +36,10 @@ Family = Literal["operator", "numeric", "text", "collation", "temporal", "condit
 Volatility = Literal["immutable", "stable", "volatile"]
 
 
+# PostgreSQL's error for a scalar subquery that returns several rows where its value is used (single_row).
+MORE_THAN_ONE_ROW = "more than one row returned by a subquery used as an expression"
+
+
 def _always(call: "Call") -> bool:
     return True
 
@@ -111,6 +115,8 @@ _ALL: list[FunctionDef] = [
     # -- conditionals ------------------------------------------------------------------------------
     FunctionDef("coalesce", "conditional", 1, None, raises=_never),
     FunctionDef("nullif", "conditional", 2, 2, raises=_never),
+    # single_row(n, v): a scalar subquery's value from its row count n and its row's value v (sql.single_row)
+    FunctionDef("single_row", "conditional", 2, 2),
     *_defs("conditional", "greatest least", 1, None, raises=_never),
     FunctionDef("grouping", "conditional", 1, None, result="int4",
                 bound_away="GROUPING(...) becomes a column of the grouping-sets union (sql.grouping_sets)"),
