@@ -24,10 +24,12 @@ included), NULL when n = 0 (a padded key: n = 0, v = NULL), and an error when n 
 rows joins its new row (n = 2) to every outer row of that key, so the view's step fails with
 PostgreSQL's message, as PostgreSQL's query over the same rows would; the step is rolled back and
 the view keeps its rows of before.  A key with two rows and no outer row reading it changes no
-joined row and fails nothing, as in PostgreSQL, unless the value became a join key of its own
-(``x = (SELECT ...)`` in WHERE: ``plan.rewrite.pushdown`` computes it on the subquery's side), where
-every key's value is computed (an uncorrelated subquery of several rows fails the view even while
-the outer relation is empty; PostgreSQL evaluates it only when a row reaches it).
+joined row and fails nothing, as in PostgreSQL: ``single_row`` is defined only where it is read
+(``plan.functions``' ``where_read``), so ``plan.rewrite.pushdown`` never makes ``x = (SELECT ...)``
+a join key computed on the subquery's side, nor moves a condition on the value into that side; it
+filters the joined rows.  (A condition on an uncorrelated subquery alone, ``WHERE (SELECT ...) > 5``,
+filters the subquery's one counted row, as PostgreSQL's one-time filter is evaluated before any
+outer row.)
 """
 
 from __future__ import annotations
