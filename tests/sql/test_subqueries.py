@@ -215,7 +215,7 @@ def test_a_scalar_subquery_that_is_not_an_aggregate_counts_its_rows_per_key(sql,
     p = plan(sql)
     counted = {n for n in nodes(p, pn.Aggregate) if [a.func for a in n.aggs] == ["count_star", "min"]}  # (shared)
     assert len(counted) == 1 and len(next(iter(counted)).group) == keys, render(p)
-    assert "single_row(" in render(p), render(p)
+    assert "single_row:postgres(" in render(p), render(p)
 
 
 def test_view_over_a_view_with_an_outer_join():

@@ -39,8 +39,10 @@ Family = Literal["operator", "numeric", "text", "collation", "temporal", "condit
 Volatility = Literal["immutable", "stable", "volatile"]
 
 
-# PostgreSQL's error for a scalar subquery that returns several rows where its value is used (single_row).
+# PostgreSQL's error for a scalar subquery that returns several rows where its value is used (single_row),
+# and each dialect's (single_row's parameter names the dialect).
 MORE_THAN_ONE_ROW = "more than one row returned by a subquery used as an expression"
+MORE_THAN_ONE_ROW_BY_DIALECT = {"postgres": MORE_THAN_ONE_ROW, "mysql": "Subquery returns more than 1 row"}
 
 
 def _always(call: "Call") -> bool:
@@ -120,7 +122,7 @@ _ALL: list[FunctionDef] = [
     FunctionDef("coalesce", "conditional", 1, None, raises=_never),
     FunctionDef("nullif", "conditional", 2, 2, raises=_never),
     # single_row(n, v): a scalar subquery's value from its row count n and its row's value v (sql.single_row)
-    FunctionDef("single_row", "conditional", 2, 2, where_read=True),
+    FunctionDef("single_row", "conditional", 2, 2, param="dialect", where_read=True),
     *_defs("conditional", "greatest least", 1, None, raises=_never),
     FunctionDef("grouping", "conditional", 1, None, result="int4",
                 bound_away="GROUPING(...) becomes a column of the grouping-sets union (sql.grouping_sets)"),

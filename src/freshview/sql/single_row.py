@@ -15,7 +15,8 @@ module's ``counted``: S's rows R (correlation keys k, then the value x) become o
 
 and the subquery's value, computed over each joined row where the query uses it, is
 ``single_row(n, v)`` (``plan.functions``): v when n = 1 (min of one row is its value, a NULL one
-included), NULL when n = 0 (a padded key: n = 0, v = NULL), and an error when n > 1.
+included), NULL when n = 0 (a padded key: n = 0, v = NULL), and an error when n > 1 (PostgreSQL's,
+or in the MySQL dialect MariaDB's "Subquery returns more than 1 row").
 
 **Delta rule**: none of its own.  ΔC is the aggregate's (count and the min multiset of each key,
 ``runtime.operators.aggregate``), the join's delta meets it as it meets any aggregate's, and
@@ -57,9 +58,9 @@ def counted(plan: pn.Node, n_keys: int) -> pn.Aggregate:
     return pn.Aggregate(plan, keys, aggs, tuple(n for n, _ in plan.columns[:n_keys]))
 
 
-def value(n: Expr, v: Expr) -> Expr:
-    """The subquery's value over a joined row, from ``counted``'s n and v."""
-    return Call(v.type, "single_row", (n, v))
+def value(n: Expr, v: Expr, dialect: str) -> Expr:
+    """The subquery's value over a joined row, from ``counted``'s n and v (``dialect``: whose error)."""
+    return Call(v.type, "single_row", (n, v), dialect)
 
 
 __all__ = ["counted", "value", "orderable"]

@@ -318,7 +318,8 @@ class Subqueries:
         if not aggregated:
             self._add(SubqueryItem(alias, plan, kind, on, pad))
             if single:  # sql.single_row: (keys, n, v)
-                return single_row.value(self._ref(alias, len(plan.columns) - 2), self._ref(alias, len(plan.columns) - 1))
+                return single_row.value(self._ref(alias, len(plan.columns) - 2), self._ref(alias, len(plan.columns) - 1),
+                                        self.b.dialect.name)
             if outside is None:
                 return self._ref(alias, len(plan.columns) - 1)
             return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
@@ -329,7 +330,7 @@ class Subqueries:
         if single:
             (_, nt), (_, vt) = plan.columns[-2:]
             last = POST_AGG_BASE + offset + len(plan.columns) - 1
-            return single_row.value(ColumnRef(nt, last - 1, "__n"), ColumnRef(vt, last, "__v"))
+            return single_row.value(ColumnRef(nt, last - 1, "__n"), ColumnRef(vt, last, "__v"), self.b.dialect.name)
         if outside is None:
             return ColumnRef(plan.columns[-1][1], POST_AGG_BASE + offset + len(plan.columns) - 1, "__v")
         scope = replace(self.scope, columns=list(self.scope.columns) + [

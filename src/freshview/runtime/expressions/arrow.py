@@ -59,7 +59,7 @@ import pyarrow.compute as pc
 
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.plan.functions import MORE_THAN_ONE_ROW, may_raise
+from freshview.plan.functions import MORE_THAN_ONE_ROW_BY_DIALECT, may_raise
 from freshview.runtime.expressions import arrow_collation, arrow_json, arrow_numeric, arrow_temporal, arrow_text
 from freshview.runtime.expressions.arrow_casts import (
     _CASTS,
@@ -427,12 +427,12 @@ class _Evaluator:
         eq = _compare("=", a, b, e.args[0].type, e.args[1].type, self.n)
         return pc.if_else(pc.fill_null(eq, False), _null(e.type.arrow), _as_type(a, e.type.arrow))
 
-    def op_single_row(self, e: Call) -> Datum:
+    def op_single_row(self, e: Call, dialect: str) -> Datum:
         """A scalar subquery's value (``sql.single_row``): v where its row count n is 1, NULL (v is) at 0,
-        PostgreSQL's error where a row reads a count above 1."""
+        the dialect's error where a row reads a count above 1."""
         n = self.visit(e.args[0])
         if _any(pc.greater(n, 1)):
-            raise _fail(MORE_THAN_ONE_ROW)
+            raise _fail(MORE_THAN_ONE_ROW_BY_DIALECT[dialect])
         return _as_type(self.visit(e.args[1]), e.type.arrow)
 
     def op_greatest(self, e: Call) -> Datum:

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from freshview.errors import FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.plan.functions import MORE_THAN_ONE_ROW
+from freshview.plan.functions import MORE_THAN_ONE_ROW_BY_DIALECT
 from freshview.runtime.expressions import pgtext, spark_functions, spark_json
 from freshview.schema import SqlType
 from freshview.plan.typing import common_type
@@ -179,9 +179,10 @@ def _nullif(e: Call, args: list[Column], param: str) -> Column:
 
 
 def _single_row(e: Call, args: list[Column], param: str) -> Column:
-    """A scalar subquery's value (``sql.single_row``): v at a row count of 0 or 1, PostgreSQL's error above."""
+    """A scalar subquery's value (``sql.single_row``): v at a row count of 0 or 1, the dialect's error above."""
     n, v = args
-    return F.when(n > F.lit(1), F.raise_error(F.lit(MORE_THAN_ONE_ROW)).cast(e.type.spark())).otherwise(v)
+    message = F.lit(MORE_THAN_ONE_ROW_BY_DIALECT[param])
+    return F.when(n > F.lit(1), F.raise_error(message).cast(e.type.spark())).otherwise(v)
 
 
 def _extreme(e: Call, args: list[Column], param: str) -> Column:
