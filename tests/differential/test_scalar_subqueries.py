@@ -28,6 +28,7 @@ def test_scalar_subqueries_of_at_most_one_row(make_flow, oracle):
         ("pk", "SELECT a_id, (SELECT b_v FROM b WHERE b_id = a.a_k) AS v FROM a"),
         ("pk_where", "SELECT a_id FROM a WHERE a_v = (SELECT b_v FROM b WHERE b.b_id = a.a_k)"),
         ("distinct", "SELECT a_id, (SELECT DISTINCT c_k FROM c WHERE c_k = a.a_k) AS k FROM a"),
+        ("theta", "SELECT a_id, (SELECT DISTINCT c_k FROM c WHERE c_k > a.a_k AND c_k < a.a_k + 2) AS k FROM a"),
         ("uncorrelated", "SELECT a_id, a_v + (SELECT b_k FROM b WHERE b_id = 2) AS s FROM a"),
         ("uncorr_distinct", "SELECT a_id FROM a WHERE a_k = (SELECT DISTINCT c_w FROM c WHERE c_w = 1)"),
         ("limit1", "SELECT a_id, (SELECT b_v FROM b ORDER BY b_v DESC NULLS LAST, b_id LIMIT 1) AS top FROM a"),

@@ -209,6 +209,7 @@ def test_scalar_in_having_joins_after_the_aggregate():
     ("SELECT x FROM a WHERE y = (SELECT DISTINCT z FROM b WHERE t = 'q')", 0),
     ("SELECT x, (SELECT z FROM b ORDER BY z LIMIT 1) AS v FROM a", 0),
     ("SELECT x, COUNT(*) AS n FROM a GROUP BY x HAVING COUNT(*) > (SELECT z FROM b WHERE b.x = a.x)", 1),
+    ("SELECT x, (SELECT DISTINCT z FROM b WHERE b.x > a.x AND b.t = a.s) AS v FROM a", 2),  # a magic set
 ])
 def test_a_scalar_subquery_that_is_not_an_aggregate_counts_its_rows_per_key(sql, keys):
     # sql.single_row: its rows counted per correlation key (n, min of the value), the value single_row(n, v)
@@ -235,8 +236,10 @@ def test_view_over_a_view_with_an_outer_join():
      "IN (subquery) in the SELECT list or HAVING of an aggregating query", 46),
     ("SELECT a.x FROM a LEFT JOIN b ON EXISTS (SELECT 1 FROM b)", UnsupportedSqlError,
      "EXISTS (subquery) in JOIN conditions", 34),
-    ("SELECT x FROM a WHERE y = (SELECT z FROM b WHERE b.x > a.x)", UnsupportedSqlError,
-     "scalar subquery that is not an aggregate correlated by a non-equality", 27),
+    ("SELECT x, COUNT(*) AS n FROM a GROUP BY x HAVING COUNT(*) > (SELECT z FROM b WHERE b.x > a.x)",
+     UnsupportedSqlError, "correlated by a non-equality in the SELECT list or HAVING of an aggregating", 61),
+    ("SELECT x FROM a WHERE y = (SELECT j FROM (SELECT '{}'::jsonb AS j) AS q)", UnsupportedSqlError,
+     "a scalar subquery that is not an aggregate of type jsonb", 27),
     ("SELECT x FROM a WHERE y = (SELECT z FROM b WHERE b.x = a.x ORDER BY z LIMIT 1)", UnsupportedSqlError,
      "LIMIT in a correlated scalar subquery that is not an aggregate", None),
     ("SELECT x FROM a WHERE y = (SELECT MAX(z) FROM b WHERE b.x = a.x GROUP BY t)", UnsupportedSqlError,

@@ -8,7 +8,8 @@ one row returned by a subquery used as an expression" when the value is used ove
 
 ``sql.subqueries`` lowers it as it lowers an aggregate scalar subquery (an aggregate without GROUP
 BY cross-joined when uncorrelated; grouped by the correlation columns and LEFT-joined on them when
-correlated by equalities, a key with no row padded as over no rows), the aggregate being this
+correlated by equalities, a key with no row padded as over no rows; correlated otherwise, per
+distinct outer value, ``sql.magic_sets``), the aggregate being this
 module's ``counted``: S's rows R (correlation keys k, then the value x) become one row per key
 
     C = Aggregate_k(R; n = count(*), v = min(x))

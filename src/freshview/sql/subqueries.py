@@ -254,21 +254,28 @@ class Subqueries:
         what = "scalar subquery that is not an aggregate"
         if outer_in_value:
             raise self.unsupported(node, f"a {what} whose value uses outer columns", "(")
-        alias = self._new_alias()
         if not corr:  # the subquery as written (DISTINCT, ORDER BY ... LIMIT, GROUP BY, SELECT * ...)
+            alias = self._new_alias()
             plan = self.b.query(query)
             if len(plan.columns) != 1:
                 raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
             self._orderable(plan, node, what)
             return self._place(alias, single_row.counted(plan, 0), "inner", [], None, node, aggregated, None,
                                single=True)
-        if magic_sets.is_theta(self, corr):
-            raise self.unsupported(node, f"a {what} correlated by a non-equality", "(")
         for key, clause in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET")):
             if query.args.get(key) is not None:
                 raise self.unsupported(query.args[key], f"{clause} in a correlated {what}", clause)
         if isinstance(value, exp.Star) or any(isinstance(n, exp.Window) for n in value.walk()):
             raise self.unsupported(node, f"* or a window function in a correlated {what}", "(")
+        if magic_sets.is_theta(self, corr):  # per distinct outer value (a magic set), its rows counted
+            query = query.copy()
+            query.set("order", None)
+            alias, plan, pad, outer, _ = magic_sets.theta_scalar(self, query, corr, node, aggregated, False,
+                                                                single=True)
+            self._add(SubqueryItem(alias, plan, "left", [], pad, outer=outer))
+            return single_row.value(self._ref(alias, len(plan.columns) - 2), self._ref(alias, len(plan.columns) - 1),
+                                    self.b.dialect.name)
+        alias = self._new_alias()
         rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
         rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names] + [exp.alias_(value.copy(), "__v")])
         rewritten.set("order", None)  # (without LIMIT it orders nothing)
