@@ -40,7 +40,8 @@ VIEW_FIXES: dict[str, list[tuple[str, str]]] = {
              + _I + "inv2.cov AS cov_2\n")],
     "q64": [(_I.join(f"cs2.{c}," for c in ("s1", "s2", "s3", "syear")) + _I + "cs2.cnt\n",
              _I.join(f"cs2.{c} AS {c}_2," for c in ("s1", "s2", "s3", "syear")) + _I + "cs2.cnt AS cnt_2\n")],
-    "q14": [("Sum(sales),", "Sum(sales) AS sum_sales,"), ("Sum(number_sales)\n", "Sum(number_sales) AS sum_number_sales\n")],
+    "q14": [("Sum(sales),", "Sum(sales) AS sum_sales,"),
+            ("Sum(number_sales)\n", "Sum(number_sales) AS sum_number_sales\n")],
     # An output column's name is not in scope inside an ORDER BY expression (PostgreSQL: 'column
     # "lochierarchy" does not exist'): the CASE spells the expression it names.
     **{q: [("WHEN lochierarchy = 0 THEN", f"WHEN Grouping({a}) + Grouping({b}) = 0 THEN")]

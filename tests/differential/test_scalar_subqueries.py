@@ -32,9 +32,11 @@ def test_scalar_subqueries_of_at_most_one_row(make_flow, oracle):
         ("uncorrelated", "SELECT a_id, a_v + (SELECT b_k FROM b WHERE b_id = 2) AS s FROM a"),
         ("uncorr_distinct", "SELECT a_id FROM a WHERE a_k = (SELECT DISTINCT c_w FROM c WHERE c_w = 1)"),
         ("limit1", "SELECT a_id, (SELECT b_v FROM b ORDER BY b_v DESC NULLS LAST, b_id LIMIT 1) AS top FROM a"),
-        ("having", "SELECT a_k, COUNT(*) AS n FROM a GROUP BY a_k HAVING COUNT(*) > (SELECT b_v FROM b WHERE b_id = 1)"),
+        ("having", "SELECT a_k, COUNT(*) AS n FROM a GROUP BY a_k "
+                   "HAVING COUNT(*) > (SELECT b_v FROM b WHERE b_id = 1)"),
         ("grouped", "SELECT a_k, COUNT(*) AS n, (SELECT b_t FROM b WHERE b_id = a.a_k) AS t FROM a GROUP BY a_k"),
-        ("nested", "SELECT a_id FROM a WHERE a_k IN (SELECT b_k FROM b WHERE b_v = (SELECT b_v FROM b WHERE b_id = 0))"),
+        ("nested", "SELECT a_id FROM a WHERE a_k IN "
+                   "(SELECT b_k FROM b WHERE b_v = (SELECT b_v FROM b WHERE b_id = 0))"),
     ], seed=2301, steps=6)
     empty = [name for name, counts in report.view_rows.items() if not any(counts)]
     assert not empty, f"views that never had a row: {empty}"

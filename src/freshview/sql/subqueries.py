@@ -273,8 +273,7 @@ class Subqueries:
             alias, plan, pad, outer, _ = magic_sets.theta_scalar(self, query, corr, node, aggregated, False,
                                                                 single=True)
             self._add(SubqueryItem(alias, plan, "left", [], pad, outer=outer))
-            return single_row.value(self._ref(alias, len(plan.columns) - 2), self._ref(alias, len(plan.columns) - 1),
-                                    self.b.dialect.name)
+            return self._single_value(alias, plan)
         alias = self._new_alias()
         rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
         rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names] + [exp.alias_(value.copy(), "__v")])
@@ -284,6 +283,11 @@ class Subqueries:
         plan = single_row.counted(plan, len(names))
         pad = self._empty_row(plan, node, len(names))
         return self._place(alias, plan, "left", on, pad, node, aggregated, None, single=True)
+
+    def _single_value(self, alias: str, plan: pn.Node) -> Expr:
+        """``single_row(n, v)`` over the FROM item ``alias`` of a counted subquery (keys, n, v)."""
+        width = len(plan.columns)
+        return single_row.value(self._ref(alias, width - 2), self._ref(alias, width - 1), self.b.dialect.name)
 
     def _orderable(self, plan: pn.Node, node: exp.Expression, what: str) -> None:
         t = plan.columns[-1][1]
@@ -324,9 +328,8 @@ class Subqueries:
         columns its correlation uses (``join_after_aggregate``), referred to by placeholder columns."""
         if not aggregated:
             self._add(SubqueryItem(alias, plan, kind, on, pad))
-            if single:  # sql.single_row: (keys, n, v)
-                return single_row.value(self._ref(alias, len(plan.columns) - 2), self._ref(alias, len(plan.columns) - 1),
-                                        self.b.dialect.name)
+            if single:
+                return self._single_value(alias, plan)
             if outside is None:
                 return self._ref(alias, len(plan.columns) - 1)
             return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)

@@ -444,7 +444,8 @@ IMPLEMENTATIONS: dict[str, Lower] = {
     "lower": lambda e, a, p: F.lower(a[0]), "upper": lambda e, a, p: F.upper(a[0]),
     "length": lambda e, a, p: F.length(a[0]).cast("int"), "substring": lambda e, a, p: _substring(a),
     "trim": _trim, "ltrim": _trim, "rtrim": _trim,
-    "coalesce": lambda e, a, p: F.coalesce(*a), "nullif": _nullif, "single_row": _single_row, "greatest": _extreme, "least": _extreme,
+    "coalesce": lambda e, a, p: F.coalesce(*a), "nullif": _nullif, "greatest": _extreme, "least": _extreme,
+    "single_row": _single_row,
     "abs": _abs, "round": _round, "floor": _floor_ceil, "ceil": _floor_ceil,
     "extract": _extract_call, "date_trunc": _date_trunc,
     **spark_functions.LOWER,  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...)
