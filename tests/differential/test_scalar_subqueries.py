@@ -74,11 +74,8 @@ def test_more_than_one_row_fails_the_step_as_postgresql_fails_the_query(make_flo
         flow.register_view(name, sql)
     a = [(1, 10), (2, 20), (None, 30)]
     oracle.load("a", _rows("a", a).drop_columns(["_weight"]))
-    flow.tick({"a": _rows("a", a), "b": _rows("b", [(1, 10), (1, None), (3, 7), (3, 8), (None, 5)])})
-    # b.k = 1 has two rows (two values for corr's a.k = 1, two distinct values for uncorr)
-    assert _postgres_error(oracle, [(1, 10), (1, None), (3, 7), (3, 8), (None, 5)], VIEWS["corr"]) == MORE_THAN_ONE_ROW
-    flow.tick("b", _rows("b", [(1, None)], -1))  # ... now one: both views have their value
     b = [(1, 10), (3, 7), (3, 8), (None, 5)]  # k = 3 has two rows, but no row of a reads it: no error
+    flow.tick({"a": _rows("a", a), "b": _rows("b", b)})
     for name, sql in VIEWS.items():
         assert _postgres_error(oracle, b, sql) is None
         assert sorted(flow.snapshot(name).to_pylist(), key=str) == sorted(oracle.query(sql).to_pylist(), key=str)
@@ -87,6 +84,14 @@ def test_more_than_one_row_fails_the_step_as_postgresql_fails_the_query(make_flo
     assert flow.snapshot("uncorr").to_pylist() == [{"x": 10}]
     before = {name: sorted(flow.snapshot(name).to_pylist(), key=str) for name in VIEWS}
 
+    # A NULL beside b's row (1, 10): two rows at a.k = 1, two distinct values for uncorr.
+    b1 = b + [(1, None)]
+    for name in VIEWS:
+        assert _postgres_error(oracle, b1, VIEWS[name]) == MORE_THAN_ONE_ROW
+    with pytest.raises(ExecutionError, match=re.escape(MORE_THAN_ONE_ROW)):
+        flow.tick("b", _rows("b", [(1, None)]))
+    assert {name: sorted(flow.snapshot(name).to_pylist(), key=str) for name in VIEWS} == before  # rolled back
+
     # A duplicate of b's row (1, 10): two rows, equal ones, at a.k = 1 and for uncorr's DISTINCT one value.
     b2 = b + [(1, 10)]
     assert _postgres_error(oracle, b2, VIEWS["corr"]) == MORE_THAN_ONE_ROW
@@ -94,7 +99,7 @@ def test_more_than_one_row_fails_the_step_as_postgresql_fails_the_query(make_flo
     with pytest.raises(ExecutionError, match=re.escape(MORE_THAN_ONE_ROW)) as info:
         flow.tick("b", _rows("b", [(1, 10)]))
     assert getattr(info.value, "view", None) == "corr"
-    assert {name: sorted(flow.snapshot(name).to_pylist(), key=str) for name in VIEWS} == before  # rolled back
+    assert {name: sorted(flow.snapshot(name).to_pylist(), key=str) for name in VIEWS} == before
 
     # A second distinct value for uncorr (and corr's key 2 gets two rows): both fail, as in PostgreSQL.
     b3 = b + [(1, 11), (2, 1), (2, 2)]
@@ -110,3 +115,37 @@ def test_more_than_one_row_fails_the_step_as_postgresql_fails_the_query(make_flo
     for name, sql in VIEWS.items():
         assert _postgres_error(oracle, b4, sql) is None
         assert sorted(flow.snapshot(name).to_pylist(), key=str) == sorted(oracle.query(sql).to_pylist(), key=str)
+
+
+@pytest.fixture
+def maria(mysql_database):
+    from tests.support.mysql_oracle import MariaDBOracle
+
+    ora = MariaDBOracle(mysql_database)
+    try:
+        yield ora
+    finally:
+        ora.close()
+
+
+def test_the_mysql_dialect_fails_with_mariadbs_message(make_flow, maria):
+    import pymysql
+
+    flow = make_flow(dialect="mysql", execution="local")
+    for name, ddl in DDL.items():
+        flow.register_source(name, ddl, primary_key=[])
+        maria.create_table(name, schema_from_ddl(ddl))
+    for name, sql in VIEWS.items():
+        flow.register_view(name, sql)
+    a, b = [(1, 10), (2, 20), (None, 30)], [(1, 10), (3, 7), (3, 8), (None, 5)]
+    maria.load("a", _rows("a", a).drop_columns(["_weight"]))
+    maria.load("b", _rows("b", b).drop_columns(["_weight"]))
+    flow.tick({"a": _rows("a", a), "b": _rows("b", b)})
+    for name, sql in VIEWS.items():
+        assert sorted(flow.snapshot(name).to_pylist(), key=str) == sorted(maria.query(sql).to_pylist(), key=str)
+    maria.load("b", _rows("b", b + [(1, 11)]).drop_columns(["_weight"]))
+    with pytest.raises(pymysql.Error) as theirs:
+        maria.query(VIEWS["corr"])
+    with pytest.raises(ExecutionError) as ours:
+        flow.tick("b", _rows("b", [(1, 11)]))
+    assert theirs.value.args[1] == "Subquery returns more than 1 row" and theirs.value.args[1] in str(ours.value)
