@@ -63,6 +63,7 @@ VIEWS: dict[str, str] = {name: view_sql(name) for name in QUERIES}
 # PostgreSQL before 16 wants an alias on every subquery in FROM (freshview, like 16+, does not).
 POSTGRES_15_FIXES: dict[str, list[tuple[str, str]]] = {
     "q2": [("FROM   web_sales)\n", "FROM   web_sales) x\n")],
+    "q14": [("d3.d_year BETWEEN 1999 AND 1999 + 2)\n         WHERE", "d3.d_year BETWEEN 1999 AND 1999 + 2) z\n         WHERE")],
     "q23": [("GROUP  BY c_customer_sk)),", "GROUP  BY c_customer_sk) x),"),
             ("FROM   best_ss_customer)) LIMIT 100", "FROM   best_ss_customer)) y LIMIT 100")]}
 
