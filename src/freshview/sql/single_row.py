@@ -29,9 +29,9 @@ the view keeps its rows of before.  A key with two rows and no outer row reading
 joined row and fails nothing, as in PostgreSQL: ``single_row`` is defined only where it is read
 (``plan.functions``' ``where_read``), so ``plan.rewrite.pushdown`` never makes ``x = (SELECT ...)``
 a join key computed on the subquery's side, nor moves a condition on the value into that side; it
-filters the joined rows.  (A condition on an uncorrelated subquery alone, ``WHERE (SELECT ...) > 5``,
-filters the subquery's one counted row, as PostgreSQL's one-time filter is evaluated before any
-outer row.)
+filters the joined rows.  (One difference: a condition on an uncorrelated subquery alone,
+``WHERE (SELECT ...) > 5``, filters the joined rows too, so over an empty outer relation it fails
+nothing; PostgreSQL evaluates such a one-time filter before it reads the first outer row.)
 """
 
 from __future__ import annotations
