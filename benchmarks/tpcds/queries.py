@@ -40,6 +40,8 @@ VIEW_FIXES: dict[str, list[tuple[str, str]]] = {
              + _I + "inv2.cov AS cov_2\n")],
     "q64": [(_I.join(f"cs2.{c}," for c in ("s1", "s2", "s3", "syear")) + _I + "cs2.cnt\n",
              _I.join(f"cs2.{c} AS {c}_2," for c in ("s1", "s2", "s3", "syear")) + _I + "cs2.cnt AS cnt_2\n")],
+    "q14": [("Sum(sales),", "Sum(sales) AS sum_sales,"),
+            ("Sum(number_sales)\n", "Sum(number_sales) AS sum_number_sales\n")],
     # An output column's name is not in scope inside an ORDER BY expression (PostgreSQL: 'column
     # "lochierarchy" does not exist'): the CASE spells the expression it names.
     **{q: [("WHEN lochierarchy = 0 THEN", f"WHEN Grouping({a}) + Grouping({b}) = 0 THEN")]
@@ -59,7 +61,11 @@ def view_sql(name: str) -> str:
 VIEWS: dict[str, str] = {name: view_sql(name) for name in QUERIES}
 
 # PostgreSQL before 16 wants an alias on every subquery in FROM (freshview, like 16+, does not).
-POSTGRES_15_FIXES: dict[str, list[tuple[str, str]]] = {"q2": [("FROM   web_sales)\n", "FROM   web_sales) x\n")]}
+POSTGRES_15_FIXES: dict[str, list[tuple[str, str]]] = {
+    "q2": [("FROM   web_sales)\n", "FROM   web_sales) x\n")],
+    "q14": [("d3.d_year BETWEEN 1999 AND 1999 + 2)\n         WHERE", "d3.d_year BETWEEN 1999 AND 1999 + 2) z\n         WHERE")],
+    "q23": [("GROUP  BY c_customer_sk)),", "GROUP  BY c_customer_sk) x),"),
+            ("FROM   best_ss_customer)) LIMIT 100", "FROM   best_ss_customer)) y LIMIT 100")]}
 
 
 def postgres_15_sql(sql: str, name: str) -> str:

@@ -13,12 +13,8 @@ hundred rows per view, so ties at the boundary do not arise).  Queries that
 return two columns of the same name are aliased (``VIEW_FIXES``): a result
 table needs unique column names (PostgreSQL's CREATE VIEW refuses them too).
 
-Not maintained, with the reason (tested as refusals below):
-
-* ``REFUSED``: a scalar subquery that is not an aggregate (it may return
-  several rows, which PostgreSQL reports as an error at run time): q6, q14,
-  q23, q44, q54, q58.
-* ``SPARK_FAILS``: q9 runs in-process only; its Spark step fails (see there).
+All 99 are maintained.  ``SPARK_FAILS``: q9 runs in-process only; its Spark
+step fails (see there).
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.tpcds.queries import QUERIES, VIEWS, postgres_15_sql
-from freshview.errors import UnsupportedSqlError
 from tests.support.differential import run_differential
 from tests.support.tpcds import SCHEMAS, Shape
 
@@ -35,8 +30,9 @@ from tests.support.tpcds import SCHEMAS, Shape
 ROLLUPS = ("q5", "q18", "q22", "q27", "q41", "q67", "q77", "q80")
 # GROUPING() inside a window function's arguments (PARTITION BY GROUPING(a) + GROUPING(b)): their own group.
 WINDOWED_GROUPING = ("q36", "q70", "q86")
-SCALAR = "a scalar subquery that is not an aggregate"
-REFUSED = {q: SCALAR for q in ("q6", "q14", "q23", "q44", "q54", "q58")}
+# Scalar subqueries that are not aggregates (sql.single_row; q14 and q23 also INTERSECT and several CTEs, q44
+# rank() over a HAVING with one, q54 and q58 nested ones): their own group, last.
+SCALAR = ("q6", "q14", "q23", "q44", "q54", "q58")
 
 
 
@@ -61,18 +57,19 @@ def oracle_sql(name: str) -> str:
     return postgres_15_sql(view_sql(name), name)
 
 
-FIRST = [q for q in QUERIES if q not in ROLLUPS and q not in REFUSED and q not in WINDOWED_GROUPING]
+FIRST = [q for q in QUERIES if q not in ROLLUPS and q not in SCALAR and q not in WINDOWED_GROUPING]
 GROUP_SIZE = 6
 GROUPS = {f"g{i // GROUP_SIZE + 1}": FIRST[i:i + GROUP_SIZE] for i in range(0, len(FIRST), GROUP_SIZE)}
 GROUPS.update({f"g{len(GROUPS) + 1}": list(ROLLUPS[:4]), f"g{len(GROUPS) + 2}": list(ROLLUPS[4:])})
 _LAST_ROLLUPS = f"g{len(GROUPS)}"
 GROUPS[f"g{len(GROUPS) + 1}"] = list(WINDOWED_GROUPING)
+GROUPS[f"g{len(GROUPS) + 1}"] = list(SCALAR)
 MAINTAINED = [q for qs in GROUPS.values() for q in qs]
 
 
 def test_every_query_is_accounted_for():
     assert len(QUERIES) == 99
-    assert sorted(MAINTAINED + list(REFUSED)) == sorted(QUERIES)
+    assert sorted(MAINTAINED) == sorted(QUERIES)
 
 
 # Views that fail under the Spark executor (run in-process only here, and as an xfail under Spark).
@@ -127,17 +124,3 @@ def test_tpcds_under_spark(make_flow, oracle, query):
 def test_tpcds_longer(make_flow, oracle, group):  # every group under both executors
     report = _run(make_flow, oracle, GROUPS[group], seed=100 + int(group[1:]), steps=12, skip=SPARK_FAILS)
     assert report.steps == 12
-
-
-class _Catalog:
-    def relation_columns(self, name):
-        s = SCHEMAS.get(name)
-        return (tuple((c.name, c.type) for c in s.columns), False) if s is not None else None
-
-
-@pytest.mark.parametrize("query", list(REFUSED))
-def test_tpcds_refused_with_the_reason(query):
-    from freshview.sql import build_plan
-
-    with pytest.raises(UnsupportedSqlError, match=REFUSED[query]):
-        build_plan(VIEWS[query], _Catalog())

@@ -44,6 +44,17 @@ def test_a_conjunct_over_both_sides_that_is_no_equality_stays_above_the_join():
     assert pushdown(plan) == plan
 
 
+def test_a_conjunct_reading_a_scalar_subquerys_single_row_stays_above_the_join():
+    # sql.single_row: the value (and its "more than one row" error) is due only on rows that read it,
+    # so neither the equality (no key computed on b's rows) nor a condition on b's side alone moves down.
+    value = Call(INT, "single_row", (col(4), col(5)), "postgres")
+    for conjunct in (eq(col(1), value), gt(value, 2)):
+        plan = pn.Filter(pn.Join(A, B, (), ()), Call(BOOL, "and", (conjunct, gt(col(3), 1))))
+        assert pushdown(plan) == pn.Filter(pn.Join(A, pn.Filter(B, gt(col(0), 1)), (), ()), conjunct), render(
+            pushdown(plan))
+    assert split_equality(eq(col(1), value), 3) is None
+
+
 def test_through_a_projection_the_conjunct_is_rewritten_over_its_input():
     plus = Call(INT, "+", (col(1), Literal(INT, 1)))
     plan = pn.Filter(pn.Project(A, (col(0), plus), ("x", "v")), gt(col(1), 2))

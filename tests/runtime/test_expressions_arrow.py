@@ -1234,3 +1234,19 @@ def _check_slices(expr: Expr, table: pa.Table, cut: int) -> None:
     again = arrow_values(expr, chunked)
     assert not isinstance(again, Exception)
     assert all(same_value(a, b) for a, b in zip(again, whole)), (expr, again, whole)
+
+
+def test_single_row_is_its_rows_value_or_the_dialects_error():
+    # sql.single_row: v where the subquery's row count n is 0 or 1; above, PostgreSQL's (MariaDB's) error;
+    # lazily under CASE, so a row that does not read it does not raise.
+    n, v = ColumnRef(INT8, 0), ColumnRef(TEXT, 1)
+    ok = pa.table({"c0": pa.array([0, 1, 1], pa.int64()), "c1": pa.array([None, "x", None])})
+    assert ev.evaluate(Call(TEXT, "single_row", (n, v), "postgres"), ok).to_pylist() == [None, "x", None]
+    many = pa.table({"c0": pa.array([1, 2], pa.int64()), "c1": pa.array(["x", "y"])})
+    for dialect, message in (("postgres", "more than one row returned by a subquery used as an expression"),
+                             ("mysql", "Subquery returns more than 1 row")):
+        with pytest.raises(ExecutionError, match=re.escape(message)):
+            ev.evaluate(Call(TEXT, "single_row", (n, v), dialect), many)
+    only_first = Case(TEXT, ((Call(BOOL, "<", (n, Literal(INT8, 2))), Call(TEXT, "single_row", (n, v), "postgres")),),
+                      Literal(TEXT, None))
+    assert ev.evaluate(only_first, many).to_pylist() == ["x", None]

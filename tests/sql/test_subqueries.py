@@ -204,6 +204,21 @@ def test_scalar_in_having_joins_after_the_aggregate():
     assert isinstance(f.input, pn.Join) and isinstance(f.input.left, pn.Aggregate), render(p)
 
 
+@pytest.mark.parametrize("sql, keys", [
+    ("SELECT x, (SELECT z FROM b WHERE b.x = a.x) AS v FROM a", 1),
+    ("SELECT x FROM a WHERE y = (SELECT DISTINCT z FROM b WHERE t = 'q')", 0),
+    ("SELECT x, (SELECT z FROM b ORDER BY z LIMIT 1) AS v FROM a", 0),
+    ("SELECT x, COUNT(*) AS n FROM a GROUP BY x HAVING COUNT(*) > (SELECT z FROM b WHERE b.x = a.x)", 1),
+    ("SELECT x, (SELECT DISTINCT z FROM b WHERE b.x > a.x AND b.t = a.s) AS v FROM a", 2),  # a magic set
+])
+def test_a_scalar_subquery_that_is_not_an_aggregate_counts_its_rows_per_key(sql, keys):
+    # sql.single_row: its rows counted per correlation key (n, min of the value), the value single_row(n, v)
+    p = plan(sql)
+    counted = {n for n in nodes(p, pn.Aggregate) if [a.func for a in n.aggs] == ["count_star", "min"]}  # (shared)
+    assert len(counted) == 1 and len(next(iter(counted)).group) == keys, render(p)
+    assert "single_row:postgres(" in render(p), render(p)
+
+
 def test_view_over_a_view_with_an_outer_join():
     inner = plan("SELECT a.x, b.z FROM a LEFT JOIN b ON a.x = b.x")
 
@@ -221,10 +236,17 @@ def test_view_over_a_view_with_an_outer_join():
      "IN (subquery) in the SELECT list or HAVING of an aggregating query", 46),
     ("SELECT a.x FROM a LEFT JOIN b ON EXISTS (SELECT 1 FROM b)", UnsupportedSqlError,
      "EXISTS (subquery) in JOIN conditions", 34),
-    ("SELECT x FROM a WHERE y = (SELECT z FROM b)", UnsupportedSqlError,
-     "scalar subquery that is not an aggregate without GROUP BY", 27),
-    ("SELECT x FROM a WHERE y = (SELECT MAX(z) FROM b GROUP BY t)", UnsupportedSqlError,
-     "scalar subquery that is not an aggregate", 27),
+    ("SELECT x, COUNT(*) AS n FROM a GROUP BY x HAVING COUNT(*) > (SELECT z FROM b WHERE b.x > a.x)",
+     UnsupportedSqlError, "correlated by a non-equality in the SELECT list or HAVING of an aggregating", 61),
+    ("SELECT x FROM a WHERE y = (SELECT j FROM (SELECT '{}'::jsonb AS j) AS q)", UnsupportedSqlError,
+     "a scalar subquery that is not an aggregate of type jsonb", 27),
+    ("SELECT x FROM a WHERE y = (SELECT z FROM b WHERE b.x = a.x ORDER BY z LIMIT 1)", UnsupportedSqlError,
+     "LIMIT in a correlated scalar subquery that is not an aggregate", None),
+    ("SELECT x FROM a WHERE y = (SELECT MAX(z) FROM b WHERE b.x = a.x GROUP BY t)", UnsupportedSqlError,
+     "GROUP BY in a correlated scalar subquery that is not an aggregate", None),
+    ("SELECT x FROM a WHERE y = (SELECT z + a.y FROM b WHERE b.x = a.x)", UnsupportedSqlError,
+     "scalar subquery that is not an aggregate whose value uses outer columns", 27),
+    ("SELECT x FROM a WHERE y = (SELECT * FROM b)", SqlError, "subquery must return only one column", 27),
     ("SELECT x, COUNT(*) AS n FROM a GROUP BY x HAVING COUNT(*) > (SELECT COUNT(*) FROM b WHERE b.x > a.x)",
      UnsupportedSqlError, "correlated by a non-equality in the SELECT list or HAVING of an aggregating", 61),
     ("SELECT x FROM a WHERE EXISTS (SELECT b.x FROM b WHERE b.x = a.x GROUP BY b.x)", UnsupportedSqlError,

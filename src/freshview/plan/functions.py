@@ -17,6 +17,9 @@ rewrites need to know of a function without reading its implementation:
   of bad text): CASE, COALESCE, AND and OR evaluate only such calls lazily (``runtime.expressions.arrow``);
 * ``volatility``: PostgreSQL's (every function here is immutable: its result depends on its arguments);
 * ``bound_away``: the reason a function never reaches an executor (the front end replaces it), or "".
+* ``where_read``: its value is defined only on the rows that read it (``single_row`` raises for a
+  subquery's key of several rows, which only matters where an outer row reads that key): a conjunct
+  calling it is never a join key nor moved into one side of a join (``plan.rewrite.pushdown``).
 
 Each executor registers its implementations by name (``runtime.expressions.arrow.IMPLEMENTATIONS``,
 ``runtime.expressions.spark.IMPLEMENTATIONS``); tests/plan/test_functions.py checks that both cover
@@ -34,6 +37,12 @@ if TYPE_CHECKING:
 
 Family = Literal["operator", "numeric", "text", "collation", "temporal", "conditional", "json", "array"]
 Volatility = Literal["immutable", "stable", "volatile"]
+
+
+# PostgreSQL's error for a scalar subquery that returns several rows where its value is used (single_row),
+# and each dialect's (single_row's parameter names the dialect).
+MORE_THAN_ONE_ROW = "more than one row returned by a subquery used as an expression"
+MORE_THAN_ONE_ROW_BY_DIALECT = {"postgres": MORE_THAN_ONE_ROW, "mysql": "Subquery returns more than 1 row"}
 
 
 def _always(call: "Call") -> bool:
@@ -75,6 +84,7 @@ class FunctionDef:
     param: str | None = None
     volatility: Volatility = "immutable"
     bound_away: str = ""
+    where_read: bool = False
 
     def check(self, call: "Call") -> None:
         """Raise ``ValueError`` if ``call`` does not fit this definition (an internal error: a binder bug)."""
@@ -111,6 +121,8 @@ _ALL: list[FunctionDef] = [
     # -- conditionals ------------------------------------------------------------------------------
     FunctionDef("coalesce", "conditional", 1, None, raises=_never),
     FunctionDef("nullif", "conditional", 2, 2, raises=_never),
+    # single_row(n, v): a scalar subquery's value from its row count n and its row's value v (sql.single_row)
+    FunctionDef("single_row", "conditional", 2, 2, param="dialect", where_read=True),
     *_defs("conditional", "greatest least", 1, None, raises=_never),
     FunctionDef("grouping", "conditional", 1, None, result="int4",
                 bound_away="GROUPING(...) becomes a column of the grouping-sets union (sql.grouping_sets)"),
@@ -187,6 +199,11 @@ def function(name: str) -> FunctionDef:
     if fdef is None:
         raise ValueError(f"internal: no function {name!r} is registered (freshview.plan.functions)")
     return fdef
+
+
+def where_read(call: "Call") -> bool:
+    """Whether ``call`` must be evaluated only on the rows that read it (``FunctionDef.where_read``)."""
+    return FUNCTIONS[call.op].where_read
 
 
 def may_raise(call: "Call") -> bool:

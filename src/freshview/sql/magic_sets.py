@@ -35,7 +35,7 @@ from sqlglot import exp
 from freshview.plan import nodes as pn
 from freshview.plan.expr import Expr
 from freshview.plan.rewrite.joins import has_null_safe_key
-from freshview.sql import ctes
+from freshview.sql import ctes, single_row
 from freshview.sql.ast_walk import conjuncts_ast, own_columns
 from freshview.sql.bind_expr import ExprBinder
 
@@ -56,11 +56,12 @@ def is_theta(subs: "Subqueries", corr: list[exp.Expression]) -> bool:
 
 
 def theta_scalar(subs: "Subqueries", query: exp.Select, corr: list[exp.Expression], node: exp.Expression,
-                 aggregated: bool, outer_in_value: bool):
+                 aggregated: bool, outer_in_value: bool, single: bool = False):
     """Scalar subquery ``query`` (``node``) correlated by ``corr``, as above: its alias, the plan of S' (its
     correlation values, then its value or its aggregates), its row over no rows, its placeholder with the
     outer expressions it stands for, and the value's expression around the aggregates (None: the last
-    column is the value)."""
+    column is the value).  ``single``: S is not an aggregate (``sql.single_row``): S' is its rows
+    (correlation values, value; DISTINCT as written) counted per correlation value."""
     if aggregated:
         raise subs.unsupported(node, "a scalar subquery correlated by a non-equality in the SELECT list or "
                                      "HAVING of an aggregating query", "(")
@@ -93,11 +94,15 @@ def theta_scalar(subs: "Subqueries", query: exp.Select, corr: list[exp.Expressio
     keys = [exp.column(f"__o{j}", table=holder_name) for j in range(len(texts))]
     out.set("expressions", [exp.alias_(k.copy(), f"__k{j}") for j, k in enumerate(keys)]
             + [exp.alias_(e.copy(), n) for n, e in inside])
-    out.set("group", exp.Group(expressions=keys))
-    out.set("distinct", None)
+    if not single:
+        out.set("group", exp.Group(expressions=keys))
+        out.set("distinct", None)
     holder = pn.OuterRows(subs.b.subquery_count,
                           tuple((f"__o{j}", e.type) for j, e in enumerate(outer_exprs)))
     plan = plan_over(subs.b, holder_name, holder, out)
+    if single:
+        subs._orderable(plan, node, "scalar subquery that is not an aggregate")
+        plan = single_row.counted(plan, len(keys))
     pad = subs._empty_row(plan, node, len(keys))
     return alias, plan, pad, (holder, tuple(outer_exprs)), outside
 

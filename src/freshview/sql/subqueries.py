@@ -30,7 +30,9 @@ IN/EXISTS in an outer join's ON or in an aggregating query's SELECT list or
 HAVING, correlation outside S's WHERE or below S, a correlated S with GROUP
 BY, HAVING or aggregates (for EXISTS/IN), a non-equality correlation of a
 scalar subquery, a correlation on a column that is not grouped, an aggregate
-of outer columns, a scalar subquery that may return several rows.
+of outer columns.  A scalar subquery that is not an aggregate (it may return any number of rows) is
+counted per key by ``sql.single_row`` and joined the same way; its value is the one row's, NULL for
+none, PostgreSQL's error for more.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from freshview.plan.expr import ColumnRef, Expr, Literal, conjuncts
 from freshview.plan.rewrite.joins import empty_row, outer_join, refs
 from freshview.plan.rewrite.mark_join import MARK
 from freshview.plan import typing as ty
-from freshview.sql import ctes, magic_sets
+from freshview.sql import ctes, magic_sets, single_row
 from freshview.sql.ast_walk import conjuncts_ast, own_columns as _own_columns, strip as _strip
 from freshview.sql.bind_expr import AGG_BASE, ExprBinder, FromItem, Scope, ScopeColumn
 from freshview.sql.join_tree import Step
@@ -215,11 +217,10 @@ class Subqueries:
         corr, _local = self._correlated(query, allow_select=True)
         one_row = ((_has_aggregate(query) or not (query.args.get("from_") or query.args.get("where")))
                    and query.args.get("group") is None and query.args.get("having") is None)
-        if not one_row:
-            raise self.unsupported(node, "a scalar subquery that is not an aggregate without GROUP BY "
-                                         "(it may return several rows)", "(")
         value = query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0]
         outer_in_value = any(self._is_outer(c, self._inner_scope) for c in _own_columns(value))
+        if not one_row:
+            return self._single_row(node, query, value, corr, outer_in_value, aggregated)
         if corr and magic_sets.is_theta(self, corr):
             alias, plan, pad, outer, outside = magic_sets.theta_scalar(self, query, corr, node, aggregated,
                                                                       outer_in_value)
@@ -245,6 +246,53 @@ class Subqueries:
         plan = self.b.query(rewritten)
         pad = self._empty_row(plan, node, len(names)) if corr else None
         return self._place(alias, plan, "left" if corr else "inner", on, pad, node, aggregated, outside)
+
+    def _single_row(self, node: exp.Subquery, query: exp.Select, value: exp.Expression,
+                    corr: list[exp.Expression], outer_in_value: bool, aggregated: bool) -> Expr:
+        """A scalar subquery that is not an aggregate (``sql.single_row``): its rows counted (per
+        correlation key), joined as an aggregate subquery is, its value ``single_row(n, v)``."""
+        what = "scalar subquery that is not an aggregate"
+        if outer_in_value:
+            raise self.unsupported(node, f"a {what} whose value uses outer columns", "(")
+        if not corr:  # the subquery as written (DISTINCT, ORDER BY ... LIMIT, GROUP BY, SELECT * ...)
+            alias = self._new_alias()
+            plan = self.b.query(query)
+            if len(plan.columns) != 1:
+                raise SqlError("subquery must return only one column", locate(node, self.sql, "("), self.sql)
+            self._orderable(plan, node, what)
+            return self._place(alias, single_row.counted(plan, 0), "inner", [], None, node, aggregated, None,
+                               single=True)
+        for key, clause in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+            if query.args.get(key) is not None:
+                raise self.unsupported(query.args[key], f"{clause} in a correlated {what}", clause)
+        if isinstance(value, exp.Star) or any(isinstance(n, exp.Window) for n in value.walk()):
+            raise self.unsupported(node, f"* or a window function in a correlated {what}", "(")
+        if magic_sets.is_theta(self, corr):  # per distinct outer value (a magic set), its rows counted
+            query = query.copy()
+            query.set("order", None)
+            alias, plan, pad, outer, _ = magic_sets.theta_scalar(self, query, corr, node, aggregated, False,
+                                                                single=True)
+            self._add(SubqueryItem(alias, plan, "left", [], pad, outer=outer))
+            return self._single_value(alias, plan)
+        alias = self._new_alias()
+        rewritten, on, names = self._decorrelate(query, corr, alias, scalar=True)
+        rewritten.set("expressions", [exp.alias_(e.copy(), n) for n, e in names] + [exp.alias_(value.copy(), "__v")])
+        rewritten.set("order", None)  # (without LIMIT it orders nothing)
+        plan = self.b.query(rewritten)  # (SELECT DISTINCT: the distinct (keys, value) rows)
+        self._orderable(plan, node, what)
+        plan = single_row.counted(plan, len(names))
+        pad = self._empty_row(plan, node, len(names))
+        return self._place(alias, plan, "left", on, pad, node, aggregated, None, single=True)
+
+    def _single_value(self, alias: str, plan: pn.Node) -> Expr:
+        """``single_row(n, v)`` over the FROM item ``alias`` of a counted subquery (keys, n, v)."""
+        width = len(plan.columns)
+        return single_row.value(self._ref(alias, width - 2), self._ref(alias, width - 1), self.b.dialect.name)
+
+    def _orderable(self, plan: pn.Node, node: exp.Expression, what: str) -> None:
+        t = plan.columns[-1][1]
+        if not single_row.orderable(t):
+            raise self.unsupported(node, f"a {what} of type {t} (its rows are counted in an ordered multiset)", "(")
 
     def _split_value(self, value: exp.Expression, alias: str) -> tuple[exp.Expression, list[tuple[str, exp.Expression]]]:
         """A scalar subquery's value that uses outer columns: each aggregate call becomes a column
@@ -274,12 +322,14 @@ class Subqueries:
         return holder, inside
 
     def _place(self, alias: str, plan: pn.Node, kind: str, on: list[exp.Expression], pad: tuple[Expr, ...] | None,
-               node: exp.Expression, aggregated: bool, outside: exp.Expression | None) -> Expr:
+               node: exp.Expression, aggregated: bool, outside: exp.Expression | None, single: bool = False) -> Expr:
         """Join the decorrelated scalar subquery ``plan`` (keys, then its value or its aggregates) and return
         the subquery's value: a FROM item, or (``aggregated``) joined after the aggregation on the GROUP BY
         columns its correlation uses (``join_after_aggregate``), referred to by placeholder columns."""
         if not aggregated:
             self._add(SubqueryItem(alias, plan, kind, on, pad))
+            if single:
+                return self._single_value(alias, plan)
             if outside is None:
                 return self._ref(alias, len(plan.columns) - 1)
             return ExprBinder(self.scope, self.sql, None, "a scalar subquery's value", self.b.dialect).bind(outside)
@@ -287,6 +337,10 @@ class Subqueries:
         binder = ExprBinder(self.scope, self.sql, None, "subquery conditions", self.b.dialect)
         keys = tuple((binder.bind(eq.this), int(eq.expression.name[len("__k"):])) for eq in on)
         self.post_aggregate.append(PostAggregate(plan, kind, keys, pad, node))
+        if single:
+            (_, nt), (_, vt) = plan.columns[-2:]
+            last = POST_AGG_BASE + offset + len(plan.columns) - 1
+            return single_row.value(ColumnRef(nt, last - 1, "__n"), ColumnRef(vt, last, "__v"), self.b.dialect.name)
         if outside is None:
             return ColumnRef(plan.columns[-1][1], POST_AGG_BASE + offset + len(plan.columns) - 1, "__v")
         scope = replace(self.scope, columns=list(self.scope.columns) + [

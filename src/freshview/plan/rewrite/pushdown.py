@@ -11,7 +11,12 @@ with integer weights), and stops above the first node it does not:
   refuses now(), random() ...);
 * Join (inner): a conjunct on one side's columns moves into that side; an
   equality between an expression of the left side and one of the right side
-  (same type) becomes a key pair; the rest filter the join's output;
+  (same type) becomes a key pair; the rest filter the join's output.  A
+  conjunct calling a function defined only where it is read
+  (``plan.functions``' ``where_read``: a scalar subquery's ``single_row``,
+  whose error is due only where an outer row reads a key of several rows)
+  stays above the join: as a key or in one side it would be computed for
+  rows of that side that no row of the other joins;
 * UnionAll, Negate, Distinct, Reweight: into every input
   (σ(A ∪ B) = σA ∪ σB, σ(−A) = −σA, σ(δA) = δ(σA), and a reweight is row-wise);
 * FlatMap (set-returning functions, ``plan.flatmap``): a conjunct on the
@@ -45,6 +50,7 @@ from freshview.plan import nodes as pn
 from freshview.plan.flatmap import FlatMap
 from freshview.plan.rewrite.fold_constants import fold
 from freshview.plan.expr import Call, Expr, Literal, columns_used, conjoin, conjuncts, remap_columns, substitute
+from freshview.plan.functions import where_read
 
 
 def pushdown(plan: pn.Node) -> pn.Node:
@@ -55,7 +61,7 @@ def pushdown(plan: pn.Node) -> pn.Node:
 def split_equality(c: Expr, n_left: int) -> tuple[Expr, Expr] | None:
     """``c`` as (left expression, right expression over the right's own columns) if it is an equality
     between an expression of the first ``n_left`` columns and one of the rest; else None."""
-    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
+    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2) or read_here(c):
         return None
     a, b = c.args
     if a.type != b.type:
@@ -68,6 +74,11 @@ def split_equality(c: Expr, n_left: int) -> tuple[Expr, Expr] | None:
     if max(cb) < n_left <= min(ca):
         return b, _shift(a, n_left, ca)
     return None
+
+
+def read_here(e: Expr) -> bool:
+    """Whether ``e`` calls a function defined only on the rows that read it (``where_read``)."""
+    return (isinstance(e, Call) and where_read(e)) or any(read_here(c) for c in e.children())
 
 
 def _shift(e: Expr, by: int, cols: set[int]) -> Expr:
@@ -148,7 +159,9 @@ class _Pushdown:
         above: list[Expr] = []
         for p in preds:
             cols = columns_used(p)
-            if cols and max(cols) < nl:
+            if read_here(p):
+                above.append(p)
+            elif cols and max(cols) < nl:
                 left.append(p)
             elif cols and min(cols) >= nl:
                 right.append(_shift(p, nl, cols))
@@ -201,4 +214,4 @@ class _Pushdown:
         return _filter(pn.with_inputs(node, [self.push(node.input, over_input)]), above)
 
 
-__all__ = ["pushdown", "split_equality"]
+__all__ = ["pushdown", "split_equality", "read_here"]

@@ -59,7 +59,7 @@ import pyarrow.compute as pc
 
 from freshview.errors import ExecutionError, FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
-from freshview.plan.functions import may_raise
+from freshview.plan.functions import MORE_THAN_ONE_ROW_BY_DIALECT, may_raise
 from freshview.runtime.expressions import arrow_collation, arrow_json, arrow_numeric, arrow_temporal, arrow_text
 from freshview.runtime.expressions.arrow_casts import (
     _CASTS,
@@ -427,6 +427,14 @@ class _Evaluator:
         eq = _compare("=", a, b, e.args[0].type, e.args[1].type, self.n)
         return pc.if_else(pc.fill_null(eq, False), _null(e.type.arrow), _as_type(a, e.type.arrow))
 
+    def op_single_row(self, e: Call, dialect: str) -> Datum:
+        """A scalar subquery's value (``sql.single_row``): v where its row count n is 1, NULL (v is) at 0,
+        the dialect's error where a row reads a count above 1."""
+        n = self.visit(e.args[0])
+        if _any(pc.greater(n, 1)):
+            raise _fail(MORE_THAN_ONE_ROW_BY_DIALECT[dialect])
+        return _as_type(self.visit(e.args[1]), e.type.arrow)
+
     def op_greatest(self, e: Call) -> Datum:
         return self._extreme(e, greatest=True)
 
@@ -515,7 +523,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., Datum]] = {
     "and": _Evaluator.op_and, "or": _Evaluator.op_or, "not": _Evaluator.op_not,
     "is_null": _Evaluator.op_is_null, "in": _Evaluator.op_in,
     "like": _Evaluator.op_like, "ilike": _Evaluator.op_ilike,
-    "coalesce": _Evaluator.op_coalesce, "nullif": _Evaluator.op_nullif,
+    "coalesce": _Evaluator.op_coalesce, "nullif": _Evaluator.op_nullif, "single_row": _Evaluator.op_single_row,
     "greatest": _Evaluator.op_greatest, "least": _Evaluator.op_least,
     "abs": _Evaluator.op_abs,
 }

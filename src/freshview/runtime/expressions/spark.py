@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 
 from freshview.errors import FreshviewError
 from freshview.plan.expr import Call, Case, Cast, ColumnRef, Expr, Literal
+from freshview.plan.functions import MORE_THAN_ONE_ROW_BY_DIALECT
 from freshview.runtime.expressions import pgtext, spark_functions, spark_json
 from freshview.schema import SqlType
 from freshview.plan.typing import common_type
@@ -175,6 +176,13 @@ def _nullif(e: Call, args: list[Column], param: str) -> Column:
     a_cmp = a if ta == common else cast(a, ta, common)
     b_cmp = b if tb == common else cast(b, tb, common)
     return F.when(a_cmp == b_cmp, F.lit(None).cast(e.type.spark())).otherwise(a)
+
+
+def _single_row(e: Call, args: list[Column], param: str) -> Column:
+    """A scalar subquery's value (``sql.single_row``): v at a row count of 0 or 1, the dialect's error above."""
+    n, v = args
+    message = F.lit(MORE_THAN_ONE_ROW_BY_DIALECT[param])
+    return F.when(n > F.lit(1), F.raise_error(message).cast(e.type.spark())).otherwise(v)
 
 
 def _extreme(e: Call, args: list[Column], param: str) -> Column:
@@ -437,6 +445,7 @@ IMPLEMENTATIONS: dict[str, Lower] = {
     "length": lambda e, a, p: F.length(a[0]).cast("int"), "substring": lambda e, a, p: _substring(a),
     "trim": _trim, "ltrim": _trim, "rtrim": _trim,
     "coalesce": lambda e, a, p: F.coalesce(*a), "nullif": _nullif, "greatest": _extreme, "least": _extreme,
+    "single_row": _single_row,
     "abs": _abs, "round": _round, "floor": _floor_ceil, "ceil": _floor_ceil,
     "extract": _extract_call, "date_trunc": _date_trunc,
     **spark_functions.LOWER,  # PostgreSQL's scalar functions (sqrt, replace, make_date, ...)
