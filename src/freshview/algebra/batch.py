@@ -107,21 +107,23 @@ def group_ids(columns: list[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.nda
 
 
 def equal_pairs(probe: Sequence[pa.Array | pa.ChunkedArray], stored: Sequence[pa.Array | pa.ChunkedArray],
-                probe_rows: int, stored_rows: int, nulls_match: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                probe_rows: int, stored_rows: int, nulls_match: bool = True,
+                hashes: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Every pair ``(i, j)`` of a probe row and a stored row whose key columns are equal, as two index
     arrays, probe rows in order and each one's stored rows in ascending order: rows hashed with
     ``hashing.hash_rows`` (the stored side sorted by hash, the probes searched in it), candidates with
     equal hashes compared exactly.  Values compare as in GROUP BY (NaN equals NaN, ``-0.0`` ``0.0``);
     NULL equals NULL, or with ``nulls_match=False`` a row with a NULL key matches nothing (SQL ``=``).
-    Both sides' columns must have the same types; with no key columns every pair matches."""
+    Both sides' columns must have the same types; with no key columns every pair matches.  ``hashes``:
+    the probe's and the stored rows' hashes, when the caller has them (any function of the key columns,
+    the same on both sides: the state store's row hashes); not computed again."""
     if not probe_rows or not stored_rows:
         return np.zeros(0, np.intp), np.zeros(0, np.intp)
     if not probe:
         return np.repeat(np.arange(probe_rows), stored_rows), np.tile(np.arange(stored_rows), probe_rows)
-    stored_hash = hashing.hash_rows(stored)
+    probe_hash, stored_hash = hashes if hashes is not None else (hashing.hash_rows(probe), hashing.hash_rows(stored))
     order = hashing.argsort(stored_hash)
     sorted_hash = stored_hash[order]
-    probe_hash = hashing.hash_rows(probe)
     lo = np.searchsorted(sorted_hash, probe_hash, "left")
     counts = np.searchsorted(sorted_hash, probe_hash, "right") - lo
     total = int(counts.sum())
