@@ -112,12 +112,19 @@ class ArrowKernels:
             return schema.empty_table()
         w = rel.column(WEIGHT)
         names = [f"g{i}" for i in range(len(groups))]
-        arrays = [_value(g, rel) for g in groups] + [w]
+        values: dict[int, pa.Array | pa.ChunkedArray] = {}
+
+        def value(e: Expr) -> pa.Array | pa.ChunkedArray:  # once per expression: SUM's Σ x·w and Σ w share x
+            if id(e) not in values:
+                values[id(e)] = _value(e, rel)
+            return values[id(e)]
+
+        arrays = [value(g) for g in groups] + [w]
         for t in terms:
             if t.expr is None:
                 arrays.append(w)
                 continue
-            x = _value(t.expr, rel)
+            x = value(t.expr)
             if t.op != "sum":
                 arrays.append(x)
             else:
