@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -90,7 +91,8 @@ class AggSpec:
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """An aggregate node's shape: group column types (accumulator keys), group output types, aggregates."""
+    """An aggregate node's shape: group column types (accumulator keys), group output types, aggregates
+    (immutable: its schemas are built once)."""
 
     group_types: tuple[pa.DataType, ...]
     group_results: tuple[pa.DataType, ...]
@@ -100,25 +102,25 @@ class GroupSpec:
     def is_global(self) -> bool:
         return not self.group_types
 
-    @property
+    @cached_property
     def key_schema(self) -> pa.Schema:
         n = len(self.group_types)
         return pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self.group_types)]
                          + [pa.field(f"z{i}", pa.bool_()) for i in range(n)])
 
-    @property
+    @cached_property
     def acc_schema(self) -> pa.Schema:
         fields = list(self.key_schema) + [pa.field("cnt", pa.int64())]
         for j, a in enumerate(self.aggs):
             fields += [pa.field(f"{suffix}{j}", t) for suffix, t in a.acc]
         return pa.schema(fields)
 
-    @property
+    @cached_property
     def out_schema(self) -> pa.Schema:
         types = list(self.group_results) + [a.result for a in self.aggs]
         return pa.schema([pa.field(f"c{i}", t) for i, t in enumerate(types)] + [pa.field(WEIGHT, pa.int64())])
 
-    @property
+    @cached_property
     def partial_schema(self) -> pa.Schema:
         """The partial table's columns (``g*``, ``cnt``, ``s{j}``/``n{j}``; ``lo{j}``/``hi{j}`` of a spelling)."""
         fields = [pa.field(f"g{i}", t) for i, t in enumerate(self.group_types)] + [pa.field("cnt", pa.int64())]

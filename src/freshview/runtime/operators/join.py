@@ -59,9 +59,15 @@ def side_layout(columns: pn.Columns, keys) -> Layout:
                   tuple(key_name(i) for i in range(len(keys))), NullKeys.DISTINCT)
 
 
-def ensure_state(store: StateStore, state: JoinState, node: pn.Join) -> None:
-    store.ensure_arrangement(state.left, side_layout(node.left.columns, node.left_keys))
-    store.ensure_arrangement(state.right, side_layout(node.right.columns, node.right_keys))
+def ensure_state(store: StateStore, state: JoinState, node: pn.Join, memo: dict | None = None) -> None:
+    """Both sides' arrangements (their layouts built once per ``memo``, the join's step memo)."""
+    layouts = memo.get("layouts") if memo is not None else None
+    if layouts is None:
+        layouts = (side_layout(node.left.columns, node.left_keys), side_layout(node.right.columns, node.right_keys))
+        if memo is not None:
+            memo["layouts"] = layouts
+    store.ensure_arrangement(state.left, layouts[0])
+    store.ensure_arrangement(state.right, layouts[1])
 
 
 def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Table:
@@ -69,15 +75,18 @@ def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) 
     bilinear, the store adds weights, and the join's output is consolidated once at the end)."""
     from freshview.plan.expr import ColumnRef
 
-    exprs = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
-    return k.evaluate(d, exprs, side_schema(columns, keys), memo.setdefault(side, {}))
+    side_memo = memo.setdefault(side, {})
+    if "exprs" not in side_memo:  # built once per join and executor
+        side_memo["exprs"] = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
+        side_memo["schema"] = side_schema(columns, keys)
+    return k.evaluate(d, side_memo["exprs"], side_memo["schema"], side_memo)
 
 
 def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, left: Rel | None, right: Rel | None,
                memo: dict, touch: Callable[[pa.Table], None] | None = None) -> Rel | None:
     """The join's output change (module docstring); ``touch(keys)``: the state TTL's record of the join
     keys this step touches (None: no TTL)."""
-    ensure_state(store, state, node)
+    ensure_state(store, state, node, memo)
     nkeys = len(node.left_keys)
     knames = [key_name(i) for i in range(nkeys)]
     dl = keyed(k, left, node.left.columns, node.left_keys, memo, "left") if left is not None else None
