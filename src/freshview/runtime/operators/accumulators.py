@@ -72,6 +72,7 @@ from freshview.runtime.operators.exact import (
     with_scale as _with_scale,
 )
 from freshview.runtime.operators.group_keys import encode_keys, match_keys
+from freshview.runtime.relation import conform
 from freshview.schema import WEIGHT
 
 _MORE_FUNCS = ("bool_and", "bool_or", "var_samp", "var_pop", "stddev_samp", "stddev_pop")  # see linear_aggs
@@ -225,7 +226,7 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: "pa.Table | Touched",
     shown = np.flatnonzero(old_live)
     out = _interleave(_weighted(finalize(spec, old_at.take(shown)), -1), shown,
                       _weighted(finalize(spec, new.take(new_rows)), 1), new_rows)
-    return acc_delta.cast(acc_delta_schema), consolidate(out.cast(spec.out_schema))
+    return conform(acc_delta, acc_delta_schema), consolidate(conform(out, spec.out_schema))
 
 
 def align(spec: GroupSpec, partial: pa.Table | None, old: pa.Table) -> Touched | None:
@@ -241,7 +242,7 @@ def align(spec: GroupSpec, partial: pa.Table | None, old: pa.Table) -> Touched |
     key_names = spec.key_schema.names
     keys = encode_keys([partial.column(f"g{i}") for i in range(len(spec.group_types))], spec.group_types)
     keys = [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
-    old = old.select(acc_schema.names).cast(acc_schema) if old.num_rows else acc_schema.empty_table()
+    old = conform(old, acc_schema) if old.num_rows else acc_schema.empty_table()
     old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
     old_at = old.take(pa.array(old_idx, pa.int64(), mask=old_idx < 0))  # NULL rows where there is none
     return Touched(partial, keys, old, old_idx, old_at)

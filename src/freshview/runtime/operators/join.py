@@ -37,7 +37,7 @@ from freshview.circuit import JoinState
 from freshview.plan import nodes as pn
 from freshview.runtime import ttl as ttl_rules
 from freshview.runtime.kernels import Kernels, Rel
-from freshview.runtime.relation import arrow_schema
+from freshview.runtime.relation import arrow_schema, conform
 from freshview.runtime.state.layout import Layout, NullKeys
 from freshview.schema import WEIGHT
 
@@ -105,7 +105,7 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
     parts = []
     if dl is not None:
         r_old = store.lookup(state.right, dl.select(knames))
-        r_side = pa.concat_tables([r_old.cast(dr.schema) if dr is not None else r_old]
+        r_side = pa.concat_tables([conform(r_old, dr.schema) if dr is not None else r_old]
                                   + ([dr] if dr is not None else []))
         if r_side.num_rows:
             parts.append(k.join(dl, r_side, nkeys, schema, memo))
