@@ -93,11 +93,11 @@ class ArrowKernels:
         nr = right.num_columns - nkeys - 1
         pairs = _equi_pairs(left, right, nl, nr, nkeys)
         if pairs is not None:  # the rows' pairs by hash, then each side's columns taken once
-            li, ri = (pa.array(p, pa.int64()) for p in pairs)
-            lt = normalize_floats(left.select(list(range(nl))).take(li))  # (as Acero's inputs were)
-            rt = normalize_floats(right.select(list(range(nr))).take(ri))
-            lw, rw = left.column(nl + nkeys).take(li), right.column(nr + nkeys).take(ri)
-            arrays = lt.columns + rt.columns
+            li, ri = (pa.array(p, pa.int64()) for p in pairs)  # each side's data and weight taken at once
+            lt = normalize_floats(left.select(list(range(nl)) + [nl + nkeys]).take(li))  # (as Acero's inputs were)
+            rt = normalize_floats(right.select(list(range(nr)) + [nr + nkeys]).take(ri))
+            lw, rw = lt.column(nl), rt.column(nr)
+            arrays = lt.columns[:nl] + rt.columns[:nr]
         else:
             arrays, lw, rw = _acero_join(left, right, nl, nr, nkeys)
         try:
