@@ -92,10 +92,12 @@ class ArrowKernels:
         nl = left.num_columns - nkeys - 1
         nr = right.num_columns - nkeys - 1
         pairs = _equi_pairs(left, right, nl, nr, nkeys)
-        if pairs is not None:  # the rows' pairs by hash, then each side's columns taken once
+        if pairs is not None:  # the rows' pairs by key hash (or every pair: a cross product)
             li, ri = (pa.array(p, pa.int64()) for p in pairs)  # each side's data and weight taken at once
-            lt = normalize_floats(left.select(list(range(nl)) + [nl + nkeys]).take(li))  # (as Acero's inputs were)
-            rt = normalize_floats(right.select(list(range(nr)) + [nr + nkeys]).take(ri))
+            lt = left.select(list(range(nl)) + [nl + nkeys]).take(li)
+            rt = right.select(list(range(nr)) + [nr + nkeys]).take(ri)
+            if nkeys:  # floats normalised, as Acero's inputs were
+                lt, rt = normalize_floats(lt), normalize_floats(rt)
             lw, rw = lt.column(nl), rt.column(nr)
             arrays = lt.columns[:nl] + rt.columns[:nr]
         else:
