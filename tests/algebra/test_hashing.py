@@ -191,3 +191,19 @@ def test_argsort_at_the_edge_of_exact_packing():
         for spread in (64 - bits - 1, 64 - bits, 64 - bits + 1):  # keys fit above the index bits, or just not
             keys = rng.integers(0, 2**spread - 1, n, dtype=np.uint64, endpoint=True) | np.uint64(1)
             assert np.array_equal(argsort(keys), np.argsort(keys, kind="stable")), (n, spread)
+
+
+@pytest.mark.parametrize("values, dtype", [
+    ([1, None, -3, 2**40, 0, 7], pa.int64()), ([1, None, -3, 0, 7, 9], pa.int16()), ([1, None, 3, 0, 7, 9], pa.uint32()),
+    ([1.5, None, -0.0, float("nan"), 2.0, 0.0], pa.float32()), ([True, None, False, True, False, True], pa.bool_()),
+    (["a", None, "", "é", "bb", "c"], pa.string()), (["a", None, "", "é", "bb", "c"], pa.large_string()),
+    ([Decimal("1.5"), None, Decimal("-2.25"), Decimal("0"), Decimal("9.99"), Decimal("1")], pa.decimal128(10, 2)),
+    ([1, None, 3, 4, 5, 6], pa.date32()), ([[1], None, [], [2, None], [3], [4]], pa.list_(pa.int64())),
+])
+def test_canonical_of_a_slice_is_the_slice_of_canonical(values, dtype):
+    """Each type's words are read at the array's offset (a slice reads the same words as a copy)."""
+    arr = pa.array(values, dtype)
+    for start in range(1, 4):
+        sliced, copy = arr.slice(start, 3), pa.array(values[start:start + 3], dtype)
+        assert hash_array(sliced).tolist() == hash_array(copy).tolist()
+        assert values_equal(canonical(sliced), canonical(copy), np.arange(3), np.arange(3)).all()

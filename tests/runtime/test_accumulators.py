@@ -449,9 +449,9 @@ def test_match_keys_null_safe_and_last_wins():
 
 
 def test_match_keys_decides_by_value_when_hashes_collide(monkeypatch):
-    from freshview.runtime.operators import group_keys
+    from freshview.algebra import hashing
 
-    monkeypatch.setattr(group_keys.hashing, "hash_rows", lambda cols: np.zeros(len(cols[0]), np.uint64))
+    monkeypatch.setattr(hashing, "hash_rows", lambda cols: np.zeros(len(cols[0]), np.uint64))
     probe = [pa.array([1.5, math.nan, None, -0.0]), pa.array([False, False, True, False])]
     stored = [pa.array([None, 0.0, math.nan, 1.5, 0.0]), pa.array([True, False, False, False, True])]
     assert match_keys(probe, stored, 4, 5).tolist() == [3, 2, 0, 1]

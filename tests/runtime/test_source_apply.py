@@ -13,11 +13,13 @@ from collections import Counter
 from contextlib import closing
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from freshview.algebra import hashing
 from freshview.errors import DeltaError
 from freshview.runtime.operators.source import Source, SourceChange
 from freshview.runtime.state import SpineStateStore
@@ -93,15 +95,25 @@ def _run(tmp_path, schema, batches) -> None:
                 assert _counter(store.lookup(source.arrangement, probe), names) == model
 
 
+@pytest.fixture(params=["hashes", "3-bit hashes"])
+def hash_quality(request, monkeypatch):
+    """With 3-bit hashes, different rows and keys share hashes all the time: the checks that decide on
+    hashes first (``_plainly_valid``) must fall back to exact comparison, never pass a wrong change."""
+    if request.param == "3-bit hashes":
+        full = hashing.hash_rows
+        monkeypatch.setattr(hashing, "hash_rows", lambda *a, **kw: full(*a, **kw) & np.uint64(7))
+    return request.param
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(keyed_rows, min_size=1, max_size=6))
-def test_keyed_source_rows_equal_brute_force(tmp_path_factory, batches):
+def test_keyed_source_rows_equal_brute_force(tmp_path_factory, hash_quality, batches):
     _run(tmp_path_factory.mktemp("keyed"), KEYED, batches)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(keyless_rows, min_size=1, max_size=6))
-def test_keyless_source_rows_equal_brute_force(tmp_path_factory, batches):
+def test_keyless_source_rows_equal_brute_force(tmp_path_factory, hash_quality, batches):
     _run(tmp_path_factory.mktemp("keyless"), KEYLESS, batches)
 
 
@@ -133,3 +145,27 @@ def test_a_row_inserted_twice_in_one_batch_and_deleted_once_nets_out(tmp_path):
         store.commit()
         assert delta.to_pylist() == [{"c0": "a", "c1": 1, "c2": 0.0, WEIGHT: 1}]
         assert store.scan(source.arrangement).column(WEIGHT).to_pylist() == [1]
+
+
+def test_a_valid_update_is_decided_on_hashes_without_the_exact_checks(tmp_path, monkeypatch):
+    """The common step (an update, an insert, a delete of a held row) passes ``_plainly_valid``, so the
+    exact checks (which build ``S + ΔS``) never run for it; a wrong step goes to them."""
+    from freshview.runtime.operators import source as source_module
+
+    source = Source("s", KEYED)
+    old, new, other = (1, "a", Decimal("1.00"), 0.0), (1, "b", None, float("nan")), (2, None, None, -0.0)
+    exact = []
+    checked = source_module.Source._check_after
+    monkeypatch.setattr(source_module.Source, "_check_after", lambda *a: exact.append(1) or checked(*a))
+    with closing(SpineStateStore(tmp_path / "state")) as store:
+        store.ensure_arrangement(source.arrangement, source.layout)
+        for batch in ([(old, 1), (other, 1)], [(old, -1), (new, 1), (other, -1)]):
+            store.begin()
+            source.apply(store, source.to_engine(SourceChange(rows=_table(KEYED, batch))), None, None)
+            store.commit()
+        assert not exact
+        store.begin()
+        with pytest.raises(DeltaError, match="duplicate primary key"):
+            source.apply(store, source.to_engine(SourceChange(rows=_table(KEYED, [(old, 1)]))), None, None)
+        store.rollback()
+        assert exact == [1]

@@ -11,7 +11,7 @@ store uses it too, passing the row hashes and the sort order it already has.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -104,6 +104,40 @@ def group_ids(columns: list[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.nda
     ids = np.empty(n, np.int64)
     ids[perm] = np.cumsum(starts) - 1
     return ids, perm[starts]
+
+
+def equal_pairs(probe: Sequence[pa.Array | pa.ChunkedArray], stored: Sequence[pa.Array | pa.ChunkedArray],
+                probe_rows: int, stored_rows: int, nulls_match: bool = True,
+                hashes: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(i, j)`` of a probe row and a stored row whose key columns are equal, as two index
+    arrays, probe rows in order and each one's stored rows in ascending order: rows hashed with
+    ``hashing.hash_rows`` (the stored side sorted by hash, the probes searched in it), candidates with
+    equal hashes compared exactly.  Values compare as in GROUP BY (NaN equals NaN, ``-0.0`` ``0.0``);
+    NULL equals NULL, or with ``nulls_match=False`` a row with a NULL key matches nothing (SQL ``=``).
+    Both sides' columns must have the same types; with no key columns every pair matches.  ``hashes``:
+    the probe's and the stored rows' hashes, when the caller has them (any function of the key columns,
+    the same on both sides: the state store's row hashes); not computed again."""
+    if not probe_rows or not stored_rows:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    if not probe:
+        return np.repeat(np.arange(probe_rows), stored_rows), np.tile(np.arange(stored_rows), probe_rows)
+    probe_hash, stored_hash = hashes if hashes is not None else (hashing.hash_rows(probe), hashing.hash_rows(stored))
+    order = hashing.argsort(stored_hash)
+    sorted_hash = stored_hash[order]
+    lo = np.searchsorted(sorted_hash, probe_hash, "left")
+    counts = np.searchsorted(sorted_hash, probe_hash, "right") - lo
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    which = np.repeat(np.arange(probe_rows), counts)
+    candidates = order[np.arange(total) - (np.cumsum(counts) - counts)[which] + lo[which]]
+    equal = np.ones(total, dtype=bool)
+    for p, s in zip(probe, stored):
+        x = _canonical(p)
+        equal &= hashing.values_equal(x, _canonical(s), which, candidates)
+        if not nulls_match and x.valid is not None:
+            equal &= x.valid[which]  # (a NULL stored key then equals no valid probe key either)
+    return which[equal], candidates[equal]  # a probe's equal rows share a hash: stable-sorted, in stored order
 
 
 def grouped(table: pa.Table, keys: list[str], aggs: list[tuple[str, str]]) -> pa.Table:

@@ -203,39 +203,68 @@ class Canonical(NamedTuple):
 
 def canonical(col: pa.Array) -> Canonical:
     """The canonical words of one Arrow array (see the module docstring)."""
-    t = col.type
-    if pa.types.is_null(t):
+    kind, dtype = _kind(col.type)
+    if kind == "null":
         return Canonical(None, None, None, None)
-    valid = _bits(col.buffers()[0], col.offset, len(col)) if col.null_count else None
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        width = np.dtype("<i8") if pa.types.is_large_string(t) else np.dtype("<i4")
-        offsets = _fixed(col, width, count=len(col) + 1).astype(np.int64)
-        data = col.buffers()[2]
+    n, offset, buffers = len(col), col.offset, col.buffers()
+    valid = _bits(buffers[0], offset, n) if col.null_count else None
+    if kind == "int":  # (an int64 column's words are its buffer, not a copy: nobody writes to them)
+        words = np.frombuffer(buffers[1], dtype, count=n, offset=offset * dtype.itemsize)
+        return Canonical(words.astype(np.int64, copy=False).view(np.uint64), None, None, valid)
+    if kind == "string":
+        offsets = np.frombuffer(buffers[1], dtype, count=n + 1, offset=offset * dtype.itemsize).astype(np.int64)
+        data = buffers[2]
         return Canonical(None, offsets, np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8), valid)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        offsets, data = _list_bytes(col)
-        return Canonical(None, offsets, data, valid)
-    if t == pa.month_day_nano_interval():
-        return Canonical(_fixed(col, np.dtype("<u8"), count=2 * len(col), per_value=2).reshape(-1, 2),
-                         None, None, valid)
-    if pa.types.is_decimal(t):
-        if t.bit_width != 128:
-            raise TypeError(f"cannot hash {t}: only decimal128 is supported")
-        return Canonical(_fixed(col, np.dtype("<u8"), count=2 * len(col), per_value=2).reshape(-1, 2),
-                         None, None, valid)
-    if pa.types.is_floating(t) and t.bit_width in (32, 64):
-        values = _fixed(col, np.dtype(f"<f{t.bit_width // 8}")).astype(np.float64)
+    if kind == "pair":  # decimal128, month_day_nano: two little-endian words per value
+        words = np.frombuffer(buffers[1], np.dtype("<u8"), count=2 * n, offset=offset * 16)
+        return Canonical(words.reshape(-1, 2), None, None, valid)
+    if kind == "float":
+        values = np.frombuffer(buffers[1], dtype, count=n, offset=offset * dtype.itemsize).astype(np.float64)
         values += 0.0  # -0.0 + 0.0 == 0.0
         words = values.view(np.uint64)
         words[np.isnan(values)] = _NAN_WORD
         return Canonical(words, None, None, valid)
+    if kind == "uint":
+        words = np.frombuffer(buffers[1], dtype, count=n, offset=offset * dtype.itemsize)
+        return Canonical(words.astype(np.uint64), None, None, valid)
+    if kind == "bool":
+        return Canonical(_bits(buffers[1], offset, n).astype(np.uint64), None, None, valid)
+    offsets, data = _list_bytes(col)  # "list"
+    return Canonical(None, offsets, data, valid)
+
+
+_KINDS: dict[pa.DataType, tuple[str, np.dtype | None]] = {}
+
+
+def _kind(t: pa.DataType) -> tuple[str, np.dtype | None]:
+    """How ``canonical`` reads a type (decided once per type): its kind and buffer dtype."""
+    found = _KINDS.get(t)
+    if found is None:
+        found = _KINDS[t] = _classify(t)
+    return found
+
+
+def _classify(t: pa.DataType) -> tuple[str, np.dtype | None]:
+    if pa.types.is_null(t):
+        return "null", None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string", np.dtype("<i8") if pa.types.is_large_string(t) else np.dtype("<i4")
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return "list", None
+    if t == pa.month_day_nano_interval():
+        return "pair", None
+    if pa.types.is_decimal(t):
+        if t.bit_width != 128:
+            raise TypeError(f"cannot hash {t}: only decimal128 is supported")
+        return "pair", None
+    if pa.types.is_floating(t) and t.bit_width in (32, 64):
+        return "float", np.dtype(f"<f{t.bit_width // 8}")
     if pa.types.is_boolean(t):
-        return Canonical(_bits(col.buffers()[1], col.offset, len(col)).astype(np.uint64), None, None, valid)
+        return "bool", None
     if pa.types.is_unsigned_integer(t):
-        return Canonical(_fixed(col, np.dtype(f"<u{t.bit_width // 8}")).astype(np.uint64), None, None, valid)
+        return "uint", np.dtype(f"<u{t.bit_width // 8}")
     if (pa.types.is_integer(t) or pa.types.is_temporal(t)) and t.bit_width in (8, 16, 32, 64):
-        words = _fixed(col, np.dtype(f"<i{t.bit_width // 8}")).astype(np.int64).view(np.uint64)
-        return Canonical(words, None, None, valid)
+        return "int", np.dtype(f"<i{t.bit_width // 8}")
     raise TypeError(f"cannot hash Arrow type {t}")
 
 
@@ -300,12 +329,6 @@ def _strings_equal(x: Canonical, y: Canonical, i: np.ndarray, j: np.ndarray) -> 
         differ = x.data[np.repeat(start_x[check], counts) + step] != y.data[np.repeat(start_y[check], counts) + step]
         eq[check] = np.add.reduceat(differ, firsts) == 0
     return eq
-
-
-def _fixed(col: pa.Array, dtype: np.dtype, count: int | None = None, per_value: int = 1) -> np.ndarray:
-    """A fixed-width buffer (values, or offsets) of ``col`` as numpy, zero-copy."""
-    return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col) if count is None else count,
-                         offset=col.offset * per_value * dtype.itemsize)
 
 
 def _bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:

@@ -1,12 +1,15 @@
 """Local kernels: a step's relational work in-process over Arrow (the "local" executor).
 
 Expressions are evaluated by ``runtime.expressions.arrow`` (PostgreSQL
-semantics, the same results as the Spark lowering); joins and group sums are
-Arrow's Acero hash join and hash aggregation.  No Spark is imported: a flow
+semantics, the same results as the Spark lowering); group sums are Arrow's
+Acero hash aggregation; an equi-join pairs rows by hashing their keys with
+numpy (``batch.equal_pairs``: a step's few hundred rows cost a few numpy
+passes, where Acero plans a hash join per call), Acero's hash join where
+the key types differ or cannot be hashed (intervals, lists).  No Spark is imported: a flow
 whose steps all run locally never starts a JVM after its first computation.
 
-Join keys are compared as SQL ``=`` does: a NULL key matches nothing (Acero's
-default), floats after normalisation (``-0.0`` = ``0.0``, NaN = NaN, as in
+Join keys are compared as SQL ``=`` does: a NULL key matches nothing (both
+ways), floats after normalisation (``-0.0`` = ``0.0``, NaN = NaN, as in
 PostgreSQL).  Group sums group NULL with NULL (GROUP BY semantics).
 """
 
@@ -18,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra.batch import consolidate, grouped, normalize_floats
+from freshview.algebra.batch import consolidate, equal_pairs, grouped, normalize_floats
 from freshview.errors import ExecutionError
 from freshview.plan.expr import ColumnRef, Expr
 from freshview.plan.flatmap import FlatMap
@@ -88,31 +91,21 @@ class ArrowKernels:
     def join(self, left: pa.Table, right: pa.Table, nkeys: int, schema: pa.Schema, memo: dict) -> pa.Table:
         nl = left.num_columns - nkeys - 1
         nr = right.num_columns - nkeys - 1
-        lkeys, rkeys = [f"lk{i}" for i in range(nkeys)], [f"rk{i}" for i in range(nkeys)]
-        lt = left.rename_columns([f"l{i}" for i in range(nl)] + lkeys + ["lw"])
-        rt = right.rename_columns([f"r{i}" for i in range(nr)] + rkeys + ["rw"])
-        if nkeys:
-            lt, rt = normalize_floats(lt), normalize_floats(rt)
-            if any(_nested(f.type) for f in lt.schema) or any(_nested(f.type) for f in rt.schema):
-                # Acero's hash join carries no list column: join the keys and row numbers, then take the rows
-                lnum = lt.select(lkeys).append_column("_fv_l", pa.array(np.arange(lt.num_rows), pa.int64()))
-                rnum = rt.select(rkeys).append_column("_fv_r", pa.array(np.arange(rt.num_rows), pa.int64()))
-                pairs = lnum.join(rnum, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
-                joined = pa.Table.from_arrays(lt.take(pairs.column("_fv_l")).columns
-                                              + rt.take(pairs.column("_fv_r")).columns,
-                                              names=lt.column_names + rt.column_names)
-            else:
-                joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
-        else:  # a cross product: every left row with every right row
-            li = np.repeat(np.arange(lt.num_rows), rt.num_rows)
-            ri = np.tile(np.arange(rt.num_rows), lt.num_rows)
-            joined = pa.Table.from_arrays(lt.take(li).columns + rt.take(ri).columns,
-                                          names=lt.column_names + rt.column_names)
+        pairs = _equi_pairs(left, right, nl, nr, nkeys)
+        if pairs is not None:  # the rows' pairs by key hash (or every pair: a cross product)
+            li, ri = (pa.array(p, pa.int64()) for p in pairs)  # each side's data and weight taken at once
+            lt = left.select(list(range(nl)) + [nl + nkeys]).take(li)
+            rt = right.select(list(range(nr)) + [nr + nkeys]).take(ri)
+            if nkeys:  # floats normalised, as Acero's inputs were
+                lt, rt = normalize_floats(lt), normalize_floats(rt)
+            lw, rw = lt.column(nl), rt.column(nr)
+            arrays = lt.columns[:nl] + rt.columns[:nr]
+        else:
+            arrays, lw, rw = _acero_join(left, right, nl, nr, nkeys)
         try:
-            weight = pc.multiply_checked(joined.column("lw"), joined.column("rw"))
+            weight = pc.multiply_checked(lw, rw)
         except pa.ArrowInvalid:
             raise ExecutionError("bigint out of range (a row's multiplicity)") from None
-        arrays = [joined.column(f"l{i}") for i in range(nl)] + [joined.column(f"r{i}") for i in range(nr)]
         return conform(pa.Table.from_arrays(arrays + [weight], names=schema.names), schema)
 
     def sums(self, rel: pa.Table, groups: Sequence[Expr], terms: Sequence[Term], memo: dict) -> pa.Table:
@@ -121,12 +114,19 @@ class ArrowKernels:
             return schema.empty_table()
         w = rel.column(WEIGHT)
         names = [f"g{i}" for i in range(len(groups))]
-        arrays = [_value(g, rel) for g in groups] + [w]
+        values: dict[int, pa.Array | pa.ChunkedArray] = {}
+
+        def value(e: Expr) -> pa.Array | pa.ChunkedArray:  # once per expression: SUM's Σ x·w and Σ w share x
+            if id(e) not in values:
+                values[id(e)] = _value(e, rel)
+            return values[id(e)]
+
+        arrays = [value(g) for g in groups] + [w]
         for t in terms:
             if t.expr is None:
                 arrays.append(w)
                 continue
-            x = _value(t.expr, rel)
+            x = value(t.expr)
             if t.op != "sum":
                 arrays.append(x)
             else:
@@ -146,6 +146,41 @@ def _value(e: Expr, rel: pa.Table) -> pa.Array | pa.ChunkedArray:
     if isinstance(e, ColumnRef) and rel.schema.field(col_name(e.index)).type == e.type.arrow:
         return rel.column(col_name(e.index))
     return evaluate(e, rel)
+
+
+def _equi_pairs(left: pa.Table, right: pa.Table, nl: int, nr: int, nkeys: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The row pairs of an equi-join found by hashing the key columns (``batch.equal_pairs``, SQL ``=``: a
+    NULL key matches nothing, floats compared normalised), or None where Acero's join is kept: keys of
+    different types on the two sides, or of a type the hash does not take.  On a step's few hundred rows
+    this is a few numpy passes, where Acero plans and runs a hash join per call (~0.3 ms)."""
+    if not nkeys:  # a cross product: every left row with every right row
+        return np.repeat(np.arange(left.num_rows), right.num_rows), np.tile(np.arange(right.num_rows), left.num_rows)
+    lkeys = [left.column(nl + i) for i in range(nkeys)]
+    rkeys = [right.column(nr + i) for i in range(nkeys)]
+    if any(a.type != b.type or _nested(a.type) or pa.types.is_interval(a.type) for a, b in zip(lkeys, rkeys)):
+        return None
+    try:
+        return equal_pairs(lkeys, rkeys, left.num_rows, right.num_rows, nulls_match=False)
+    except TypeError:  # a type ``hashing`` does not take
+        return None
+
+
+def _acero_join(left: pa.Table, right: pa.Table, nl: int, nr: int, nkeys: int):
+    """Acero's hash join of the two sides: their data columns, and the two weight columns."""
+    lkeys, rkeys = [f"lk{i}" for i in range(nkeys)], [f"rk{i}" for i in range(nkeys)]
+    lt = normalize_floats(left.rename_columns([f"l{i}" for i in range(nl)] + lkeys + ["lw"]))
+    rt = normalize_floats(right.rename_columns([f"r{i}" for i in range(nr)] + rkeys + ["rw"]))
+    if any(_nested(f.type) for f in lt.schema) or any(_nested(f.type) for f in rt.schema):
+        # Acero's hash join carries no list column: join the keys and row numbers, then take the rows
+        lnum = lt.select(lkeys).append_column("_fv_l", pa.array(np.arange(lt.num_rows), pa.int64()))
+        rnum = rt.select(rkeys).append_column("_fv_r", pa.array(np.arange(rt.num_rows), pa.int64()))
+        pairs = lnum.join(rnum, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+        joined = pa.Table.from_arrays(lt.take(pairs.column("_fv_l")).columns + rt.take(pairs.column("_fv_r")).columns,
+                                      names=lt.column_names + rt.column_names)
+    else:
+        joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+    arrays = [joined.column(f"l{i}") for i in range(nl)] + [joined.column(f"r{i}") for i in range(nr)]
+    return arrays, joined.column("lw"), joined.column("rw")
 
 
 def _nested(t: pa.DataType) -> bool:

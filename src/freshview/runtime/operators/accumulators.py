@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import decimal
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -71,6 +72,7 @@ from freshview.runtime.operators.exact import (
     with_scale as _with_scale,
 )
 from freshview.runtime.operators.group_keys import encode_keys, match_keys
+from freshview.runtime.relation import conform
 from freshview.schema import WEIGHT
 
 _MORE_FUNCS = ("bool_and", "bool_or", "var_samp", "var_pop", "stddev_samp", "stddev_pop")  # see linear_aggs
@@ -90,7 +92,8 @@ class AggSpec:
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """An aggregate node's shape: group column types (accumulator keys), group output types, aggregates."""
+    """An aggregate node's shape: group column types (accumulator keys), group output types, aggregates
+    (immutable: its schemas are built once)."""
 
     group_types: tuple[pa.DataType, ...]
     group_results: tuple[pa.DataType, ...]
@@ -100,25 +103,25 @@ class GroupSpec:
     def is_global(self) -> bool:
         return not self.group_types
 
-    @property
+    @cached_property
     def key_schema(self) -> pa.Schema:
         n = len(self.group_types)
         return pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self.group_types)]
                          + [pa.field(f"z{i}", pa.bool_()) for i in range(n)])
 
-    @property
+    @cached_property
     def acc_schema(self) -> pa.Schema:
         fields = list(self.key_schema) + [pa.field("cnt", pa.int64())]
         for j, a in enumerate(self.aggs):
             fields += [pa.field(f"{suffix}{j}", t) for suffix, t in a.acc]
         return pa.schema(fields)
 
-    @property
+    @cached_property
     def out_schema(self) -> pa.Schema:
         types = list(self.group_results) + [a.result for a in self.aggs]
         return pa.schema([pa.field(f"c{i}", t) for i, t in enumerate(types)] + [pa.field(WEIGHT, pa.int64())])
 
-    @property
+    @cached_property
     def partial_schema(self) -> pa.Schema:
         """The partial table's columns (``g*``, ``cnt``, ``s{j}``/``n{j}``; ``lo{j}``/``hi{j}`` of a spelling)."""
         fields = [pa.field(f"g{i}", t) for i, t in enumerate(self.group_types)] + [pa.field("cnt", pa.int64())]
@@ -223,7 +226,7 @@ def merge(spec: GroupSpec, partial: pa.Table | None, old: "pa.Table | Touched",
     shown = np.flatnonzero(old_live)
     out = _interleave(_weighted(finalize(spec, old_at.take(shown)), -1), shown,
                       _weighted(finalize(spec, new.take(new_rows)), 1), new_rows)
-    return acc_delta.cast(acc_delta_schema), consolidate(out.cast(spec.out_schema))
+    return conform(acc_delta, acc_delta_schema), consolidate(conform(out, spec.out_schema))
 
 
 def align(spec: GroupSpec, partial: pa.Table | None, old: pa.Table) -> Touched | None:
@@ -239,7 +242,7 @@ def align(spec: GroupSpec, partial: pa.Table | None, old: pa.Table) -> Touched |
     key_names = spec.key_schema.names
     keys = encode_keys([partial.column(f"g{i}") for i in range(len(spec.group_types))], spec.group_types)
     keys = [_cast(k, f.type) for k, f in zip(keys, spec.key_schema)]
-    old = old.select(acc_schema.names).cast(acc_schema) if old.num_rows else acc_schema.empty_table()
+    old = conform(old, acc_schema) if old.num_rows else acc_schema.empty_table()
     old_idx = match_keys(keys, [old.column(k) for k in key_names], rows, old.num_rows)
     old_at = old.take(pa.array(old_idx, pa.int64(), mask=old_idx < 0))  # NULL rows where there is none
     return Touched(partial, keys, old, old_idx, old_at)

@@ -47,6 +47,7 @@ could not be told to replace them.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -126,13 +127,21 @@ class Aggregation:
 
     # ------------------------------------------------------------------ state
     def ensure_state(self, store: StateStore) -> None:
-        store.ensure_arrangement(self.state.acc, Layout(self.acc_schema, tuple(self.key_names)))
+        for name, layout in self.layouts:
+            store.ensure_arrangement(name, layout)
+
+    @cached_property
+    def layouts(self) -> list[tuple[str, Layout]]:
+        """Its arrangements and their layouts: the accumulators, each MIN/MAX/spelling multiset, each
+        DISTINCT/ordered aggregate's values (built once; every step ensures them)."""
+        out = [(self.state.acc, Layout(self.acc_schema, tuple(self.key_names)))]
         for j, name in self.multisets.items():
             fields = self.key_fields + [pa.field("v", self.node.aggs[j].arg.type.arrow)]  # type: ignore[union-attr]
-            store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names), order="v"))
+            out.append((name, Layout(pa.schema(fields), tuple(self.key_names), order="v")))
         for j, name in zip(self.value_aggs, self.state.values):
             fields = self.key_fields + ordered_aggs.layout_fields(self.node.aggs[j])
-            store.ensure_arrangement(name, Layout(pa.schema(fields), tuple(self.key_names)))
+            out.append((name, Layout(pa.schema(fields), tuple(self.key_names))))
+        return out
 
     def encode_keys(self, table: pa.Table) -> list[pa.Array]:
         """Null-safe key columns (value with NULL replaced, is-NULL flag) for group columns g0..."""

@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra import hashing
-from freshview.runtime.operators.exact import array as _array
+from freshview.algebra.batch import equal_pairs
 
 
 def null_default(t: pa.DataType) -> pa.Scalar:
@@ -53,28 +52,6 @@ def match_keys(probe: Sequence[pa.Array | pa.ChunkedArray], stored: Sequence[pa.
     every stored row matches.  If several stored rows match, the last wins.
     """
     found = np.full(probe_rows, -1, dtype=np.int64)
-    if not probe_rows or not stored_rows:
-        return found
-    if not probe:
-        found[:] = stored_rows - 1
-        return found
-    stored_hash = hashing.hash_rows(stored)
-    order = hashing.argsort(stored_hash)
-    sorted_hash = stored_hash[order]
-    probe_hash = hashing.hash_rows(probe)
-    lo = np.searchsorted(sorted_hash, probe_hash, "left")
-    counts = np.searchsorted(sorted_hash, probe_hash, "right") - lo
-    total = int(counts.sum())
-    if not total:
-        return found
-    which = np.repeat(np.arange(probe_rows), counts)
-    candidates = order[np.arange(total) - (np.cumsum(counts) - counts)[which] + lo[which]]
-    equal = np.ones(total, dtype=bool)
-    for p, s in zip(probe, stored):
-        equal &= hashing.values_equal(_canonical(p), _canonical(s), which, candidates)
-    found[which[equal]] = candidates[equal]  # candidates are in stored order: the last equal row wins
+    which, candidates = equal_pairs(probe, stored, probe_rows, stored_rows)
+    found[which] = candidates  # each probe's equal rows in stored order: the last one wins
     return found
-
-
-def _canonical(col: pa.Array | pa.ChunkedArray) -> hashing.Canonical:
-    return hashing.canonical(_array(col))

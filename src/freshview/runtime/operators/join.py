@@ -37,8 +37,9 @@ from freshview.circuit import JoinState
 from freshview.plan import nodes as pn
 from freshview.runtime import ttl as ttl_rules
 from freshview.runtime.kernels import Kernels, Rel
-from freshview.runtime.relation import arrow_schema
+from freshview.runtime.relation import arrow_schema, conform
 from freshview.runtime.state.layout import Layout, NullKeys
+from freshview.runtime.state.protocol import KEY_HASH
 from freshview.schema import WEIGHT
 
 if TYPE_CHECKING:
@@ -59,9 +60,15 @@ def side_layout(columns: pn.Columns, keys) -> Layout:
                   tuple(key_name(i) for i in range(len(keys))), NullKeys.DISTINCT)
 
 
-def ensure_state(store: StateStore, state: JoinState, node: pn.Join) -> None:
-    store.ensure_arrangement(state.left, side_layout(node.left.columns, node.left_keys))
-    store.ensure_arrangement(state.right, side_layout(node.right.columns, node.right_keys))
+def ensure_state(store: StateStore, state: JoinState, node: pn.Join, memo: dict | None = None) -> None:
+    """Both sides' arrangements (their layouts built once per ``memo``, the join's step memo)."""
+    layouts = memo.get("layouts") if memo is not None else None
+    if layouts is None:
+        layouts = (side_layout(node.left.columns, node.left_keys), side_layout(node.right.columns, node.right_keys))
+        if memo is not None:
+            memo["layouts"] = layouts
+    store.ensure_arrangement(state.left, layouts[0])
+    store.ensure_arrangement(state.right, layouts[1])
 
 
 def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) -> pa.Table:
@@ -69,15 +76,18 @@ def keyed(k: Kernels, d: Rel, columns: pn.Columns, keys, memo: dict, side: str) 
     bilinear, the store adds weights, and the join's output is consolidated once at the end)."""
     from freshview.plan.expr import ColumnRef
 
-    exprs = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
-    return k.evaluate(d, exprs, side_schema(columns, keys), memo.setdefault(side, {}))
+    side_memo = memo.setdefault(side, {})
+    if "exprs" not in side_memo:  # built once per join and executor
+        side_memo["exprs"] = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
+        side_memo["schema"] = side_schema(columns, keys)
+    return k.evaluate(d, side_memo["exprs"], side_memo["schema"], side_memo)
 
 
 def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, left: Rel | None, right: Rel | None,
                memo: dict, touch: Callable[[pa.Table], None] | None = None) -> Rel | None:
     """The join's output change (module docstring); ``touch(keys)``: the state TTL's record of the join
     keys this step touches (None: no TTL)."""
-    ensure_state(store, state, node)
+    ensure_state(store, state, node, memo)
     nkeys = len(node.left_keys)
     knames = [key_name(i) for i in range(nkeys)]
     dl = keyed(k, left, node.left.columns, node.left_keys, memo, "left") if left is not None else None
@@ -93,24 +103,40 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
     if dl is None and dr is None:
         return None
     schema = arrow_schema(node.columns)
+    layouts = memo["layouts"]
+    shared = layouts[0].key_schema.equals(layouts[1].key_schema)  # one key hash probes both sides
+    # Each side's change in the store's form once (hashed): its key hash probes the other side, and
+    # the write of the side does not hash it again.
+    pl = store.prepare_rows(state.left, dl) if dl is not None else None
+    pr = store.prepare_rows(state.right, dr) if dr is not None else None
     parts = []
     if dl is not None:
-        r_old = store.lookup(state.right, dl.select(knames))
-        r_side = pa.concat_tables([r_old.cast(dr.schema) if dr is not None else r_old]
+        r_old = _lookup(store, state.right, layouts[1], pl, knames, shared)
+        r_side = pa.concat_tables([conform(r_old, dr.schema) if dr is not None else r_old]
                                   + ([dr] if dr is not None else []))
         if r_side.num_rows:
             parts.append(k.join(dl, r_side, nkeys, schema, memo))
     if dr is not None:
-        l_old = store.lookup(state.left, dr.select(knames))
+        l_old = _lookup(store, state.left, layouts[0], pr, knames, shared)
         if l_old.num_rows:
             parts.append(k.join(l_old, dr, nkeys, schema, memo))
-    if dl is not None:
-        store.apply(state.left, dl)
-    if dr is not None:
-        store.apply(state.right, dr)
+    if pl is not None:
+        store.apply(state.left, pl)
+    if pr is not None:
+        store.apply(state.right, pr)
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else k.union(parts, schema)
+
+
+def _lookup(store: StateStore, side: str, layout: Layout, prepared: pa.Table, knames: list[str],
+            shared: bool) -> pa.Table:
+    """The rows of ``side`` whose join key is a key of the other side's ``prepared`` change (its rows in
+    the store's form), as ``lookup`` returns them; probed with the change's key hashes when both sides'
+    keys have one schema (the key hash is a function of the key values alone)."""
+    if not shared:
+        return store.lookup(side, prepared.select(knames))
+    return store.lookup_prepared(side, prepared.select(knames + [KEY_HASH])).select(layout.weighted_schema.names)
 
 
 def _for_ttl(store: StateStore, side: str, d: pa.Table | None, knames: list[str]) -> pa.Table | None:

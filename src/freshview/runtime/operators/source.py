@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from freshview.algebra import hashing
-from freshview.algebra.batch import consolidate, negate
+from freshview.algebra.batch import consolidate, equal_pairs, negate
 from freshview.circuit import arrangements
 from freshview.errors import DeltaError
 from freshview.runtime import ttl
@@ -204,6 +204,21 @@ class Source:
         else:
             table = rows
         delta = table
+        late = 0
+        if not _plainly_valid(current, table, bool(self.schema.primary_key), self.layout.schema.names):
+            table, late = self._check_after(current, table, tick)
+        if table.num_rows:
+            store.apply(state, table)  # the run's columns: not hashed again
+            if touch is not None and tick is not None:
+                touch.touch(store, tick, table.select(keys))
+        # (late deletes included: the views may hold those rows)
+        return delta.select(self.row_schema.names), late
+
+    def _check_after(self, current: pa.Table, table: pa.Table, tick: ttl.Tick | None) -> tuple[pa.Table, int]:
+        """``S + ΔS`` checked exactly (``current``: the copy's rows of the touched keys, ``table``: ΔS, both in
+        the run's columns): a row below zero is refused, or under a TTL is a late delete (dropped from
+        ``table``, counted); a primary key held twice is refused.  Returns ``table`` and the late deletes."""
+        keys = self.key
         after = _consolidated(pa.concat_tables([current.cast(table.schema), table]))
         negative = after.filter(pc.less(after.column(WEIGHT), 0))
         late = 0
@@ -220,12 +235,7 @@ class Source:
                 key = ", ".join(f"{k}={dup.column(c)[0].as_py()!r}" for k, c in zip(self.schema.primary_key, keys))
                 raise DeltaError(f"source {self.name!r}: duplicate primary key ({key}); "
                                  "an update is the old row at -1 and the new row at +1")
-        if table.num_rows:
-            store.apply(state, table)  # the run's columns: not hashed again
-            if touch is not None and tick is not None:
-                touch.touch(store, tick, table.select(keys))
-        # (late deletes included: the views may hold those rows)
-        return delta.select(self.row_schema.names), late
+        return table, late
 
     def _current(self, store: StateStore, change: SourceChange, rows: pa.Table) -> pa.Table:
         """The copy's rows of every key ``change`` touches (all of them for a truncate), in the run's
@@ -340,6 +350,37 @@ def _consolidated(rows: pa.Table) -> pa.Table:
 def _hashes(rows: pa.Table, column: str) -> np.ndarray:
     col = rows.column(column)
     return np.asarray(col.chunk(0) if col.num_chunks == 1 else col.combine_chunks(), dtype=np.uint64)
+
+
+def _plainly_valid(current: pa.Table, table: pa.Table, keyed: bool, columns: list[str]) -> bool:
+    """Whether ``S + ΔS`` is valid on its face, decided without building it: each row of ``table`` (ΔS,
+    distinct rows) matched exactly to its equal row of ``current`` (the copy's distinct rows of the
+    touched keys) by their row hashes (``batch.equal_pairs``), no row's weight after the step below 0,
+    and (``keyed``, a primary key) no live row above weight 1 nor two live rows sharing a key hash.
+    False sends the caller to the exact checks (``Source._check_after``), which find what is wrong, or
+    that two keys only share a hash: so True is never wrong, and a valid step builds no ``S + ΔS``."""
+    if not table.num_rows:
+        return True
+    w_new = np.asarray(table.column(WEIGHT), dtype=np.int64)
+    w_old = np.asarray(current.column(WEIGHT), dtype=np.int64) if current.num_rows else np.zeros(0, np.int64)
+    after = w_new.copy()
+    held = np.ones(len(w_old), dtype=bool)  # copy rows no change row matched: they stay as they are
+    if current.num_rows:
+        at_new, at_old = equal_pairs([table.column(c) for c in columns], [current.column(c) for c in columns],
+                                     table.num_rows, current.num_rows,
+                                     hashes=(_hashes(table, ROW_HASH), _hashes(current, ROW_HASH)))
+        after[at_new] += w_old[at_old]
+        held[at_old] = False
+    if (after < 0).any() or (w_old < 0).any():
+        return False
+    if not keyed:
+        return True
+    live_new, live_old = after > 0, held & (w_old > 0)
+    if (after[live_new] > 1).any() or (w_old[live_old] > 1).any():
+        return False
+    key_hashes = np.sort(np.concatenate([_hashes(table, KEY_HASH)[live_new], _hashes(current, KEY_HASH)[live_old]
+                                         if current.num_rows else np.zeros(0, np.uint64)]))
+    return not (key_hashes[1:] == key_hashes[:-1]).any()
 
 
 def _maybe_repeated_keys(rows: pa.Table) -> bool:

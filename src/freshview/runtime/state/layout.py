@@ -36,6 +36,7 @@ contiguous hash ranges without reading another shard's rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -44,13 +45,17 @@ from freshview.schema import WEIGHT
 
 # Column names the store reserves for itself in an arrangement's rows.
 RESERVED = (WEIGHT, "_old_weight")
+KEY_HASH = "_fv_key"  # a run's key hash and row hash columns (``runs``)
+ROW_HASH = "_fv_row"
 
 __all__ = ["Layout", "NullKeys", "RESERVED"]
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Stored columns (no ``_weight``), key columns, NULL-key semantics, optional ordered column."""
+    """Stored columns (no ``_weight``), key columns, NULL-key semantics, optional ordered column.
+
+    Immutable; its derived schemas are built once (every store call of a step reads them)."""
 
     schema: pa.Schema
     key: tuple[str, ...] = ()
@@ -73,19 +78,24 @@ class Layout:
         if self.order is not None and (self.order not in names or self.order in self.key):
             raise ValueError(f"layout order column {self.order!r} must be a non-key column of {names}")
 
-    @property
+    @cached_property
     def values(self) -> tuple[str, ...]:
         """Non-key columns, in schema order."""
         return tuple(n for n in self.schema.names if n not in self.key)
 
-    @property
+    @cached_property
     def key_schema(self) -> pa.Schema:
         return pa.schema([self.schema.field(k) for k in self.key])
 
-    @property
+    @cached_property
     def weighted_schema(self) -> pa.Schema:
         """The rows as the store returns them: stored columns, then ``_weight`` (int64)."""
         return pa.schema(list(self.schema) + [pa.field(WEIGHT, pa.int64())])
+
+    @cached_property
+    def run_schema(self) -> pa.Schema:
+        """A run's columns (``runs``): the weighted rows, then the key hash and the row hash (uint64)."""
+        return pa.schema(list(self.weighted_schema) + [pa.field(KEY_HASH, pa.uint64()), pa.field(ROW_HASH, pa.uint64())])
 
     def to_json(self) -> dict:
         return {

@@ -77,7 +77,8 @@ class StateStore(Protocol):
 
     def lookup_prepared(self, name: str, keys: pa.Table) -> pa.Table:
         """``lookup``, returning the run's columns (hashes included); ``keys`` may carry ``KEY_HASH`` from
-        ``prepare_rows`` of this arrangement, which is then used instead of hashing the keys."""
+        ``prepare_rows`` of this arrangement (or of one whose key columns have the same schema: the key
+        hash is a function of the key values alone), which is then used instead of hashing the keys."""
 
     def load(self, name: str, rows: pa.Table) -> None:
         """Bulk-load an EMPTY arrangement (a first computation): sorted and indexed once, no lookups."""

@@ -78,7 +78,8 @@ def lookup(runs: Sequence[Run], layout: Layout, keys: pa.Table, nulls: NullKeys 
         counts = hi - lo
         if counts.any():
             idx, which = expand(lo, counts)
-            parts.append(run.table.select(columns).take(idx))
+            whole = len(idx) == len(run) and np.array_equal(idx, np.arange(len(run)))  # a small run, all touched
+            parts.append(run.table.select(columns) if whole else run.table.select(columns).take(idx))
             probe_of.append(by_hash[which])
     if not parts:
         return run_schema(layout).empty_table()

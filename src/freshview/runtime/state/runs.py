@@ -25,11 +25,9 @@ import pyarrow.compute as pc
 
 from freshview.algebra import hashing
 from freshview.algebra.batch import consolidate
-from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.layout import KEY_HASH, ROW_HASH, Layout
 from freshview.schema import WEIGHT
 
-KEY_HASH = "_fv_key"
-ROW_HASH = "_fv_row"
 INDEX_MIN_ROWS = 1 << 19  # runs at least this long get an index (below, searchsorted is as fast)
 _KEYS_PER_BUCKET = 2
 _SCAN_KEYS = 8  # buckets of up to this many keys are read whole; longer ones are searched
@@ -39,8 +37,8 @@ __all__ = ["INDEX_MIN_ROWS", "KEY_HASH", "ROW_HASH", "Run", "build_run", "expand
 
 
 def run_schema(layout: Layout) -> pa.Schema:
-    """The columns of a run of ``layout``."""
-    return pa.schema(list(layout.weighted_schema) + [pa.field(KEY_HASH, pa.uint64()), pa.field(ROW_HASH, pa.uint64())])
+    """The columns of a run of ``layout`` (``Layout.run_schema``, built once per layout)."""
+    return layout.run_schema
 
 
 class Run:
