@@ -55,6 +55,10 @@ def build_set_operation(qb: "QueryContext", node: exp.SetOperation) -> pn.Node:
                                   "case-insensitive) "
                                   f"(use {op} ALL, or SELECT DISTINCT over a UNION ALL)", locate(node, qb.sql, op),
                                   qb.sql)
+    if any(t.kind == "jsonb" for _, t in left.columns):  # rows would be matched by their text: refused
+        hint = "; use UNION ALL, or SELECT DISTINCT over a UNION ALL" if op == "UNION" else ""
+        raise qb.unsupported(node, f"{keyword} of a jsonb column (PostgreSQL holds '1.0'::jsonb and '1'::jsonb "
+                                   f"equal{hint})", op.split()[0])
     if any(t.kind == "interval" for _, t in left.columns):  # rows are matched by value: see sql/functions.py
         raise qb.unsupported(node, f"{keyword} over an interval column (PostgreSQL holds '1 day' and "
                                    "'24 hours' equal but prints them apart)", op.split()[0])
