@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freshview import IncrementalFlow
+from freshview.algebra import parallel
 from freshview.errors import DeltaError, StateError
 from freshview.runtime.state import bulk, runs
 from freshview.runtime.state.layout import Layout
@@ -175,3 +178,62 @@ def test_repeated_is_empty_for_distinct_keys_even_when_hashes_collide():
                                              pa.array(np.full(1000, 7, np.uint64))))
     assert bulk.repeated([collided], LAYOUT).num_rows == 0  # every key proposes itself: the comparison decides
     assert bulk.repeated([collided, collided], LAYOUT).num_rows == 1000
+
+
+def test_ahead_computes_on_a_helper_in_order_and_raises_either_sides_error():
+    pulled: list[int] = []
+
+    def items():
+        for i in range(5):
+            pulled.append(i)
+            yield i
+
+    def fn(x: int) -> tuple[int, str, int]:
+        return x * 10, threading.current_thread().name, len(pulled)
+
+    got = list(bulk.ahead(fn, items()))
+    assert [g[0] for g in got] == [0, 10, 20, 30, 40]
+    assert all(g[1].startswith("freshview-bulk") for g in got)
+    assert list(bulk.ahead(fn, iter([]))) == []
+
+    def broken():
+        yield 1
+        raise RuntimeError("the snapshot broke")
+    with pytest.raises(RuntimeError, match="the snapshot broke"):
+        list(bulk.ahead(fn, broken()))
+
+    def refuse(x: int) -> int:
+        if x == 3:
+            raise StateError("run 3 does not fit")
+        return x
+    with pytest.raises(StateError, match="run 3 does not fit"):
+        list(bulk.ahead(refuse, items()))
+
+
+@pytest.mark.parametrize("merge_rows", [0, bulk.MERGE_ROWS])
+def test_a_load_built_on_threads_equals_the_same_rows_applied(tmp_path, monkeypatch, merge_rows):
+    # Hashing, sorting and reordering split over threads (every piece of 8+ rows), runs of ~300 rows
+    # built on the helper: the arrangement holds exactly what one apply of all the rows holds.
+    monkeypatch.setattr(parallel, "MIN_ROWS", 8)
+    monkeypatch.setattr(parallel, "WORKERS", 3)
+    monkeypatch.setattr(bulk, "MERGE_ROWS", merge_rows)
+    rng = np.random.default_rng(7)
+    batches = [weighted([None if k == 0 else int(k) for k in rng.integers(0, 400, 120)],
+                        [None if v == 0 else "v" * int(v) for v in rng.integers(0, 4, 120)]) for _ in range(10)]
+    store = SpineStateStore(tmp_path / "s")
+    try:
+        store.ensure_arrangement("a", LAYOUT)
+        store.ensure_arrangement("b", LAYOUT)
+        assert store.load_runs("a", bulk.regroup(iter(batches), 300)) == 1200
+        store.apply("b", pa.concat_tables(batches))
+        assert len(store._catalog["a"].runs) == (1 if merge_rows else 4)
+        for name in ("a", "b"):
+            assert store.committed_runs(name)[1]
+        key = (lambda r: (r["c0"] is None, r["c0"] or 0, r["c1"] is None, r["c1"] or ""))
+        assert sorted(store.scan("a").to_pylist(), key=key) == sorted(store.scan("b").to_pylist(), key=key)
+        probe = pa.table({"c0": pa.array([None, 1, 5, 399, 7], pa.int64())})
+        assert sorted(store.lookup("a", probe).to_pylist(), key=key) == \
+            sorted(store.lookup("b", probe).to_pylist(), key=key)
+        assert store.repeated("a").num_rows > 0
+    finally:
+        store.close()

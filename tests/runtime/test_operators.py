@@ -206,3 +206,34 @@ def test_linear_filter_and_project(spark, tmp_path_factory, executor):
         run(spark, tmp_path_factory.mktemp("f"), plan, reference, seed=seed, executor=executor)
 
     check()
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_the_in_process_join_kernel_joins_the_same_rows_on_acero_threads(monkeypatch, threads):
+    # A large join (a first computation's) runs on Acero's threads: the same rows, in some order.
+    from freshview.algebra import parallel
+
+    monkeypatch.setattr(parallel, "MIN_ROWS", 8 if threads else 10**12)
+    monkeypatch.setattr(parallel, "WORKERS", 2)
+    rng = random.Random(3)
+    n = 3000
+    left = pa.table({"c0": pa.array([rng.choice([1.5, -0.0, 0.0, None]) for _ in range(n)], pa.float64()),
+                     "k0": pa.array([rng.choice([None] + list(range(300))) for _ in range(n)], pa.int32()),
+                     "lw": pa.array([rng.choice([1, 2, -1]) for _ in range(n)], pa.int64())})
+    right = pa.table({"c0": pa.array([rng.choice(["a", "b", None]) for _ in range(n)], pa.string()),
+                      "k0": pa.array([rng.choice([None] + list(range(300))) for _ in range(n)], pa.int32()),
+                      "rw": pa.array([rng.choice([1, 3]) for _ in range(n)], pa.int64())})
+    schema = pa.schema([("c0", pa.float64()), ("c1", pa.string()), ("_weight", pa.int64())])
+    got = ArrowKernels().join(left, right, 1, schema, {})
+    want: Counter = Counter()
+    by_key: dict = {}
+    for r in right.to_pylist():
+        by_key.setdefault(r["k0"], []).append(r)
+    for l in left.to_pylist():
+        for r in by_key.get(l["k0"], []) if l["k0"] is not None else []:
+            want[(l["c0"], r["c0"])] += l["lw"] * r["rw"]
+    counted: Counter = Counter()
+    for row in got.to_pylist():
+        counted[(row["c0"], row["c1"])] += row["_weight"]
+    nonzero = (lambda c: {k: v for k, v in c.items() if v})
+    assert got.schema == schema and nonzero(counted) == nonzero(want) and len(nonzero(want)) > 5

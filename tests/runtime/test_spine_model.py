@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from freshview.algebra import hashing
+from freshview.algebra import hashing, parallel
 from freshview.runtime.state import SpineStateStore, policy, runs
 from freshview.runtime.state.layout import Layout, NullKeys
 
@@ -141,6 +141,8 @@ def small_thresholds(monkeypatch):
     monkeypatch.setattr(policy, "LARGE_ROWS", 12)
     monkeypatch.setattr(policy, "MAX_RUNS", 6)
     monkeypatch.setattr(policy, "FILE_ROWS", 20)
+    monkeypatch.setattr(parallel, "MIN_ROWS", 8)  # hashing, sorting, reordering split over threads too
+    monkeypatch.setattr(parallel, "WORKERS", 2)
     monkeypatch.setattr(runs, "INDEX_MIN_ROWS", 8)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra import hashing
+from freshview.algebra import hashing, parallel
 from freshview.errors import DeltaError
 from freshview.schema import WEIGHT
 
@@ -64,7 +64,7 @@ def consolidate(table: pa.Table, *, hashes: np.ndarray | None = None, order: np.
         if not rows_equal_at(data, perm[candidates], perm[candidates + 1]).all():  # two rows share a hash
             return _group_stretches(table, perm, same, keep_zero, order is None)
     elif keep_zero or weight.all():  # every row distinct and nonzero: nothing to do
-        return table if order is None else table.take(order)
+        return table if order is None else parallel.take(table, order)
     starts = np.flatnonzero(np.concatenate([[True], ~same]))
     totals = np.cumsum(weight[perm])
     sums = np.diff(totals[np.append(starts[1:], len(perm)) - 1], prepend=0)  # each group's weight
@@ -78,7 +78,7 @@ def consolidate(table: pa.Table, *, hashes: np.ndarray | None = None, order: np.
         placed = np.zeros(len(perm), dtype=np.int64)
         placed[firsts] = sums
         firsts, sums = np.flatnonzero(present), placed[present]
-    return _with_weights(data.take(firsts), sums, table.schema)
+    return _with_weights(parallel.take(data, firsts), sums, table.schema)
 
 
 def group_ids(columns: list[pa.Array | pa.ChunkedArray], n: int) -> tuple[np.ndarray, np.ndarray]:

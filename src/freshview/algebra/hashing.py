@@ -55,6 +55,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import pyarrow as pa
 
+from freshview.algebra import parallel
+
 HASH_VERSION = 1
 
 _G = np.uint64(0x9E3779B97F4A7C15)
@@ -98,13 +100,25 @@ def hash_rows(columns: Sequence[Column], seed: np.ndarray | None = None, first: 
     position of ``columns[0]`` in the row (for NULL's constant); ``length``:
     the row count when there are neither columns nor a seed.
     """
-    if seed is not None:
-        acc = seed.astype(np.uint64, copy=True)
-    else:
-        n = len(columns[0]) if columns else length
-        if n is None:
-            raise ValueError("hash_rows of no columns needs a length")
-        acc = np.full(n, _ROW_SEED, dtype=np.uint64)
+    n = len(seed) if seed is not None else len(columns[0]) if columns else length
+    if n is None:
+        raise ValueError("hash_rows of no columns needs a length")
+    pieces = parallel.workers(n) if columns else 1
+    if pieces < 2:
+        return _hash_rows(columns, seed, first, n)
+    out = np.empty(n, dtype=np.uint64)
+
+    def piece(part: tuple[int, int]) -> None:  # row slices hash independently (a row's hash is its own)
+        start, size = part
+        out[start:start + size] = _hash_rows([c.slice(start, size) for c in columns],
+                                             None if seed is None else seed[start:start + size], first, size)
+
+    parallel.map_leaves(piece, parallel.slices(n, pieces))
+    return out
+
+
+def _hash_rows(columns: Sequence[Column], seed: np.ndarray | None, first: int, n: int) -> np.ndarray:
+    acc = seed.astype(np.uint64, copy=True) if seed is not None else np.full(n, _ROW_SEED, dtype=np.uint64)
     for i, col in enumerate(columns):
         acc ^= hash_array(col, first + i)
         acc *= _G
@@ -347,7 +361,24 @@ def argsort(keys: np.ndarray, presorted: bool = False) -> np.ndarray:
     high bits but not in the dropped low bits are sorted again: for hashes,
     a handful.  ``presorted``: the keys are a few sorted sequences one after
     another (runs to merge), which timsort merges in linear time.
+
+    A large input is sorted as ranges of its top bits on several threads
+    (``parallel``): every key falls in one range, so the ranges' stable
+    orders, one after the other, are the whole's (and a range's part of a
+    sorted sequence is sorted: runs to merge split the same way).
     """
+    pieces = parallel.workers(len(keys))
+    if pieces < 2:
+        return _argsort(keys, presorted)
+    bits = (pieces - 1).bit_length()
+    top = keys >> np.uint64(64 - bits)
+    parts = [np.flatnonzero(top == b) for b in range(1 << bits)] if bits > 1 else \
+        [np.flatnonzero(top == 0), np.flatnonzero(top)]
+    del top
+    return np.concatenate(parallel.map_leaves(lambda rows: rows[_argsort(keys[rows], presorted)], parts))
+
+
+def _argsort(keys: np.ndarray, presorted: bool = False) -> np.ndarray:
     n = len(keys)
     if n < 2:
         return np.arange(n, dtype=np.intp)

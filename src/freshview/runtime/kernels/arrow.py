@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from freshview.algebra import parallel
 from freshview.algebra.batch import consolidate, equal_pairs, grouped, normalize_floats
 from freshview.errors import ExecutionError
 from freshview.plan.expr import ColumnRef, Expr
@@ -177,8 +178,9 @@ def _acero_join(left: pa.Table, right: pa.Table, nl: int, nr: int, nkeys: int):
         pairs = lnum.join(rnum, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
         joined = pa.Table.from_arrays(lt.take(pairs.column("_fv_l")).columns + rt.take(pairs.column("_fv_r")).columns,
                                       names=lt.column_names + rt.column_names)
-    else:
-        joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=False)
+    else:  # (Acero's own threads for a large join, a first computation's: the rows in another order)
+        threads = parallel.workers(lt.num_rows + rt.num_rows) > 1
+        joined = lt.join(rt, lkeys, rkeys, join_type="inner", coalesce_keys=False, use_threads=threads)
     arrays = [joined.column(f"l{i}") for i in range(nl)] + [joined.column(f"r{i}") for i in range(nr)]
     return arrays, joined.column("lw"), joined.column("rw")
 

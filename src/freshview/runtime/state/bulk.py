@@ -13,6 +13,12 @@ the commit (a linear merge: each is sorted), so the first computation scans one
 run and later lookups search one; a larger load is left to the background
 merger, as any spine is.
 
+The two ends overlap (``ahead``): while a helper thread builds and writes one
+run, the caller's thread takes in the next group of batches (the snapshot
+read, its conversion and checks), so memory holds two groups; the build's own
+hashing, sorting and reordering are split over threads too
+(``freshview.algebra.parallel``).
+
 What a step's checks did batch by batch, ``repeated`` does once for the whole
 load: the key hashes of every run, sorted together (each run's are sorted
 already), propose the keys that may hold more than one row; only those rows
@@ -21,7 +27,8 @@ are read from the runs and grouped by their key values (hashes only propose).
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +42,10 @@ RUN_ROWS = 1 << 20  # a bulk load's batches are gathered into runs of about this
 
 MERGE_ROWS = 1 << 24  # a load of up to this many rows ends as one run (more: the background merger merges them)
 
-__all__ = ["MERGE_ROWS", "RUN_ROWS", "merge_now", "regroup", "repeated"]
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+__all__ = ["MERGE_ROWS", "RUN_ROWS", "ahead", "merge_now", "regroup", "repeated"]
 
 
 def merge_now(sizes: Sequence[int], limit: int | None = None) -> bool:
@@ -43,6 +53,26 @@ def merge_now(sizes: Sequence[int], limit: int | None = None) -> bool:
     most ``limit`` rows in all (the merge holds its output in memory once; each run is sorted already,
     so it is a linear merge)."""
     return len(sizes) > 1 and sum(sizes) <= (MERGE_ROWS if limit is None else limit)
+
+
+def ahead(fn: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[_R]:
+    """``fn(x)`` for each of ``items``, in order, each computed on a helper thread while this thread
+    takes the next item from ``items`` (one result computed ahead).  An exception from either side is
+    raised here, once the helper has finished what it was doing."""
+    with ThreadPoolExecutor(1, thread_name_prefix="freshview-bulk") as helper:
+        pending: Future[_R] | None = None
+        try:
+            for item in items:
+                following = helper.submit(fn, item)
+                if pending is not None:
+                    yield pending.result()
+                pending = following
+            if pending is not None:
+                result, pending = pending.result(), None
+                yield result
+        finally:
+            if pending is not None:
+                pending.cancel()
 
 
 def regroup(batches: Iterable[pa.Table], rows: int | None = None) -> Iterator[pa.Table]:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra import hashing
+from freshview.algebra import hashing, parallel
 from freshview.algebra.batch import consolidate
 from freshview.runtime.state.layout import KEY_HASH, ROW_HASH, Layout
 from freshview.schema import WEIGHT
@@ -179,7 +179,7 @@ def sort_run(table: pa.Table, layout: Layout, consolidated: bool = False,
     order_col = table.column(layout.order) if layout.order else None
     perm = sort_order(kh, rh, order_col, run_lengths)
     if consolidated:
-        out = table.take(perm)
+        out = parallel.take(table, perm)
         weight = out.column(WEIGHT)
         if pc.any(pc.equal(weight, 0)).as_py():
             out = out.filter(pc.not_equal(weight, 0))

@@ -410,20 +410,25 @@ class SpineStateStore:
 
     def load_runs(self, name: str, tables: Iterable[pa.Table]) -> int:
         """Fill an EMPTY arrangement from ``tables`` (its columns + ``_weight``; weights add up across
-        them): each table one sorted run (``bulk``), a large one written to its own file at once, so
-        memory holds one table at a time.  The runs are merged after the commit, in the background.
-        Returns the rows loaded."""
+        them): each table one sorted run (``bulk``), a large one written to its own file at once, built
+        on a helper thread while the next table is taken in (``bulk.ahead``: memory holds two tables).
+        A load of up to ``bulk.MERGE_ROWS`` rows ends as one run; a larger one is merged after the
+        commit, in the background.  Returns the rows loaded."""
         spine = self._get(name)
         if spine.runs:
             raise StateError(f"state {name!r} is not empty: a bulk load fills only an empty arrangement")
         loaded = 0
         with self._write() as tx:
             tx.saved.setdefault(id(spine), (spine, spine.runs, spine.committed))
-            for table in tables:
+
+            def built(table: pa.Table) -> tuple[Run | None, int]:  # (on bulk.ahead's helper thread)
                 run = build_run(_conform(table, spine.layout.weighted_schema, name), spine.layout)
+                return (None if run is None else self._spill(run)), table.num_rows
+
+            for run, rows in bulk.ahead(built, tables):
                 if run is not None:
-                    spine.runs += (self._spill(run),)  # (a rolled-back load's files: collected at a checkpoint)
-                loaded += table.num_rows
+                    spine.runs += (run,)  # (a rolled-back load's files: collected at a checkpoint)
+                loaded += rows
             if bulk.merge_now([len(r) for r in spine.runs]):  # one run: scans and lookups read one
                 merged = merge_runs(list(spine.runs), spine.layout)
                 spine.runs = (self._spill(merged),) if merged is not None else ()
