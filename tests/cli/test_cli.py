@@ -47,7 +47,7 @@ def test_setup_installs_the_schema_and_advises(bare_database):
     assert "max_slot_wal_keep_size" in result.output
     assert "ALTER TABLE public.loose REPLICA IDENTITY FULL" in result.output  # the fix for an unfollowable table
     with psycopg.connect(bare_database, autocommit=True) as conn:
-        assert conn.execute("SELECT to_regprocedure('freshview.create_view(text,text,double precision,boolean)')"
+        assert conn.execute("SELECT to_regprocedure('freshview.create_view(text,text,double precision,boolean,boolean)')"
                             ).fetchone()[0] is not None
         assert conn.execute("SELECT to_regprocedure('freshview.create_view_async(text,text)')").fetchone()[0] is not None
         assert conn.execute("SELECT relreplident FROM pg_class WHERE relname = 'wide'").fetchone()[0] == "f"

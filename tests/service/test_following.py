@@ -138,6 +138,19 @@ def test_an_alter_table_explains_a_new_creation_time_a_recreated_table_does_not(
     assert isinstance(judge("CREATE TABLE orders (id int primary key)"), following.Refollow)
 
 
+def test_a_statement_creating_another_table_that_names_a_followed_one_changes_nothing():
+    # The binlog reports a statement for every followed name in it: a result table with a column called
+    # ``orders`` (the demo's customer_lifetime) must not re-create shop.orders and recompute its views.
+    same = Recheck("shop.orders", {"id": INT, "amount": NUM, "note": TEXT}, (("primary key", "id"),))
+    judge = lambda statement: following.ddl_effect("shop.orders", ORDERS, {"id"}, same, (("primary key", "id"),),
+                                                   statement)  # noqa: E731
+    assert judge("CREATE TABLE `shop`.`customer_lifetime` (`_fv_key` binary(16), `orders` bigint)") is None
+    assert judge("DROP TABLE IF EXISTS `shop`.`_fv_old_1` /* orders */") is None
+    assert judge("CREATE TABLE orders2 LIKE orders") is None
+    assert isinstance(judge("DROP TABLE IF EXISTS a, `shop`.`orders`"), following.Refollow)
+    assert isinstance(judge("create or replace table Orders (id int)"), following.Refollow)
+
+
 def test_a_dropped_or_unfollowable_table_fails_its_views():
     gone = effect(set(), name=None, statement="DROP TABLE orders")
     assert gone.error.startswith("freshview: public.orders no longer exists (dropped, or renamed and the new name "

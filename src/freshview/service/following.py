@@ -164,7 +164,7 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
         explained = REBUILT_BY_ALTER if statement is not None and _ALTERS.match(statement) else set()
         unread += [f"its {what} changed" for what, value in was.items()
                    if current_identity.get(what) != value and what not in explained]
-    if statement is not None and _RECREATES.match(statement):
+    if statement is not None and _recreates(statement, (before, now.name)):
         unread.append(f"{now.name} was dropped and created again")
     kept = {c: n for c, n in columns.items() if c in types}  # (a column the engine does not keep: nothing)
     rename = None
@@ -183,8 +183,32 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
 # that alters or renames the table explains them (the same table); the table re-created does not.
 REBUILT_BY_ALTER = {"creation time"}
 _ALTERS = re.compile(r"\s*(?:/\*.*?\*/\s*)*(ALTER|RENAME)\b", re.I | re.S)
-_RECREATES = re.compile(r"\s*(?:/\*.*?\*/\s*)*(DROP|CREATE)\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\b",
-                        re.I | re.S)
+_RECREATES = re.compile(r"\s*(?:/\*.*?\*/\s*)*(DROP|CREATE)\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+"
+                        r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?", re.I | re.S)
+_NAME = re.compile(r"\s*((?:`(?:[^`]|``)*`|\"(?:[^\"]|\"\")*\"|[\w$]+)(?:\s*\.\s*(?:`(?:[^`]|``)*`|\"(?:[^\"]|\"\")*\"|[\w$]+))?)"
+                   r"\s*(,)?")
+
+
+_PART = re.compile(r"`(?:[^`]|``)*`|\"(?:[^\"]|\"\")*\"|[\w$]+")
+
+
+def _recreates(statement: str, tables: Iterable[str | None]) -> bool:
+    """Whether ``statement`` drops or creates one of ``tables`` (qualified names): the table(s) the statement
+    is about, not any name in it (the stream reports a statement for every followed name it mentions, a column
+    named like a table too: ``CREATE TABLE t (orders int)`` does not re-create ``orders``)."""
+    head = _RECREATES.match(statement)
+    if head is None:
+        return False
+    targets, at = [], head.end()
+    while (m := _NAME.match(statement, at)) is not None:
+        parts = [p[1:-1].replace(p[0] * 2, p[0]).lower() if p[0] in '`"' else p.lower()
+                 for p in _PART.findall(m.group(1))]
+        targets.append(parts)
+        at = m.end()
+        if m.group(2) is None:  # (DROP TABLE a, b: a list)
+            break
+    wanted = [t.lower().split(".") for t in tables if t]
+    return any(target == table[-len(target):] for target in targets for table in wanted)
 
 
 def _renamed_columns(last: Sequence[str], now: Mapping[str, SqlType | None],
