@@ -56,6 +56,8 @@ PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' plac
 # (table, rows done, estimated total rows or None, finished) while a base table is snapshotted (from a
 # population's worker thread when a view is populated beside the stream: ``population``)
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
+ALTERING = "altering"  # freshview.views.phase of an active view being altered (then the population's phases)
+SWAPPING = "swapping"  # ... whose new definition is being swapped in (a crash then: rebuilt, ``reconcile``)
 
 
 class ViewCatalog:
@@ -96,6 +98,9 @@ class ViewCatalog:
         wanted = recovery.wanted_views(listed)
         for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
+        for name in recovery.half_swapped(listed):  # (its engine view may be either definition: rebuilt)
+            if self.names.engine(name) in self.flow.views and not self.flow.readers(self.names.engine(name)):
+                self.flow.drop_view(self.names.engine(name))
         for name, view_sql in wanted.items():
             if self.names.engine(name) in self.flow.views:
                 self.connector.results.attach(self.result_spec(name))
@@ -206,18 +211,8 @@ class ViewCatalog:
         try:
             if view in flow.views:
                 flow.drop_view(view)
-            started = time.perf_counter()
-            # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
-            # that lacks columns this view reads is read again, widened, its views recomputed).
-            reads = columns_read(plan)
-            wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
-            self.widen(wanted, position)
-            self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
-            read = time.perf_counter()
-            loading.compute_first(flow, view, engine_sql)
+            self._compute_now(name, plan, engine_sql, probe, position)
             registered = True
-            log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
-                     time.perf_counter() - read)
             initial: pa.Table = flow.snapshot(view, weighted=True)
             results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
                            request=request)
@@ -226,10 +221,122 @@ class ViewCatalog:
             raise
         log.info("view %s created (%d rows)", name, initial.num_rows)
 
+    def _compute_now(self, name: str, plan: Any, engine_sql: str, probe: "TableProbe", position: Any) -> None:
+        """The view's tables followed (or widened) and its first result computed in the engine, in the loop."""
+        started = time.perf_counter()
+        # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
+        # that lacks columns this view reads is read again, widened, its views recomputed).
+        reads = columns_read(plan)
+        wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
+        self.widen(wanted, position)
+        self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
+        read = time.perf_counter()
+        loading.compute_first(self.flow, self.names.engine(name), engine_sql)
+        log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
+                 time.perf_counter() - read)
+
+    # ------------------------------------------------------------------ alter_view
+    def _admit_alter(self, name: str, view_sql: str, request: int | None, reader: str | None) -> str | None:
+        """Whether view ``name`` may be altered to ``view_sql`` now (refusals raise ``CatalogError``): its SQL
+        now, or None when it has ``view_sql`` already (the request answered)."""
+        control = self.connector.control
+        existing = control.view(name)
+        if existing is None:
+            raise CatalogError(f"freshview: no view named {name} to alter; create it with "
+                               f"CALL freshview.create_view('{name}', ...)")
+        if name in self.running or name in self.rebuilds:
+            raise CatalogError(f"freshview: view {name} is being populated or altered; alter it once it is active "
+                               f"again (freshview.views shows its phase)")
+        if existing[1] != "active":
+            raise CatalogError(f"freshview: view {name} is {existing[1]}; only an active view can be altered "
+                               f"(drop it and create it again)")
+        if request is not None:
+            refusal = control.drop_refusal(name, reader)
+            if refusal:
+                raise CatalogError(refusal.replace("to drop view", "to alter view").replace("may drop it",
+                                                                                            "may alter it"))
+        readers = self.flow.readers(self.names.engine(name))
+        if readers:
+            raise CatalogError(f"freshview: views {', '.join(self.names.qualified(r) for r in readers)} read {name}; "
+                               f"drop them before altering it")
+        if existing[0] == view_sql:
+            if request is not None:
+                control.finish_request(request)
+            return None
+        return str(existing[0])
+
+    def _alter_now(self, name: str, view_sql: str, replaces: str, position: Any, request: int | None,
+                   reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe") -> None:
+        """An alter whose new SQL reads another freshview view, or columns a followed table's copy lacks: done
+        at once, in the loop (as ``create`` is): the old view leaves the engine, its tables are widened (their
+        other views recomputed), the new view is computed and swapped in (``_swap``); on failure the old
+        view is computed again (``_restore``)."""
+        self.connector.control.show_alter(name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
+        self.flow.drop_view(self.names.engine(name))
+        try:
+            self._compute_now(name, plan, engine_sql, probe, position)
+            self._swap(name, view_sql, position, request, reader)
+        except BaseException:
+            self._restore(name, replaces, position)
+            raise
+
+    def _swap(self, name: str, view_sql: str, position: Any, request: int | None, reader: str | None,
+              altered: bool = True) -> None:
+        """The engine's view ``name`` (computed at ``position``) replaces the result table's rows and the
+        stored SQL in one database transaction (``ResultSink.alter``)."""
+        initial: pa.Table = self.flow.snapshot(self.names.engine(name), weighted=True)
+        self.connector.results.alter(self.result_spec(name), view_sql, initial, position, reader=reader,
+                                     request=request, altered=altered)
+        log.info("view %s %s (%d rows)", name, "altered" if altered else "restored", initial.num_rows)
+
+    def _restore(self, name: str, old_sql: str, position: Any) -> None:
+        """An alter failed after the old view left the engine: the old SQL is computed again and its rows put
+        back (the table kept).  If even that fails the view fails (a fault: it is rebuilt at the next attach,
+        its row still ``swapping``)."""
+        view = self.names.engine(name)
+        try:
+            if view in self.flow.views:
+                self.flow.drop_view(view)
+            owner = self.connector.control.owners().get(name)
+            plan, engine_sql, probe = self._compile(name, old_sql, owner, None, True, position)
+            self._compute_now(name, plan, engine_sql, probe, position)
+            self._swap(name, old_sql, position, None, owner, altered=False)
+        except Fault:
+            log.warning("view %s: the old definition could not be restored after a failed alter (the service "
+                        "lost the database); it is rebuilt when the service attaches again", name)
+        except Exception as exc:  # noqa: BLE001 - the alter's own error is the one reported
+            log.error("view %s: the old definition could not be restored after a failed alter", name, exc_info=True)
+            self.fail_views([name], f"freshview: an alter_view failed and the view's old definition could not be "
+                                    f"computed again: {exc}")
+
+    def _join_alter(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
+        """An alter's population joins: the old view leaves the engine, the new one is adopted in its place
+        and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``)."""
+        flow = self.flow
+        new = [t for t in plan.new if t not in self.follow_from]
+        before = dict(self.follow_from)
+        started = time.perf_counter()
+        self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
+        self.running.pop(plan.name, None)
+        try:
+            flow.drop_view(plan.view)
+            flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
+            for table in new:
+                self._remember(table, plan.new[table].described, pins[table])
+            self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader)
+        except BaseException:
+            self.follow_from = before
+            self._save_follow_from()
+            assert plan.replaces is not None
+            self._restore(plan.name, plan.replaces, position)
+            raise
+        self.drop_unused_sources(pinned=True)  # (what only the old definition read)
+        log.info("view %s altered beside the stream (joined in %.2f s)", plan.name, time.perf_counter() - started)
+
     # ------------------------------------------------------------------ populations (beside the loop)
     def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
                  reader: str | None = None, blocking: bool = True, processed: Any = None, admitted: bool = False,
-                 rebuild: bool = False) -> Plan | None:
+                 rebuild: bool = False, alter: bool = False) -> Plan | None:
         """A user's ``create_view`` (or, ``rebuild``, a view of ``freshview.views`` whose state is lost): checked
         and compiled here, then (the plan returned) populated beside the loop (``population``); ``processed``:
         the last position the loop processed (the pinned copies hold it; default ``position``, the engine's).
@@ -237,14 +344,24 @@ class ViewCatalog:
         view that reads another freshview view, or columns a followed table's copy lacks: ``create``'s path).
         Raises ``populating.MustWait`` while running populations are in its way (its row stays, phase
         ``waiting``; ``admitted``: it is tried again).  A failure of a request nobody waits for (``blocking``
-        False) leaves the view ``failed`` with its message; else no trace."""
+        False) leaves the view ``failed`` with its message; else no trace.
+
+        ``alter`` (``alter_view``): the active view ``name`` gets the new SQL, populated the same way beside the
+        loop while the old view goes on (``Plan.replaces``); ``join`` swaps them.  Refused (the old view
+        untouched) as a create is, and when the view is not active, is being populated or altered, or is
+        read by other views (``_admit_alter``)."""
         name = self.names.qualify(name)
         processed = position if processed is None else processed
-        if rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
+        replaces = None
+        if alter:
+            replaces = self._admit_alter(name, view_sql, request, reader)
+            if replaces is None:
+                return None
+        elif rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
             reader = self._admit(name, view_sql, rebuild, request, reader)
             if reader is _DONE:
                 return None
-        abandon = blocking and request is not None and not rebuild
+        abandon = blocking and request is not None and not rebuild and not alter
         try:
             unfinished = {*self.running, *self.rebuilds} - {name}
             plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position, unfinished)
@@ -254,6 +371,9 @@ class ViewCatalog:
             waits = populating.must_wait([q for q in probe.tables if q not in self.follow_from], in_loop,
                                          {n: list(p.new) for n, p in self.running.items()},
                                          list(probe.tables), unfinished)
+            if waits is None and in_loop and replaces is not None:
+                self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe)
+                return None
             if waits is None and in_loop:
                 self._create_now(name, view_sql, position, rebuild, request, reader, plan, engine_sql, probe,
                                  abandon=blocking)
@@ -270,6 +390,9 @@ class ViewCatalog:
         except populating.MustWait as wait:  # (it names a view not created yet)
             waits = str(wait)
         except Exception as exc:
+            if replaces is not None:  # a refused alter: the old view goes on as it was
+                self.connector.control.show_alter(name, None)
+                raise
             self._undo_create(self.names.engine(name), name, False, abandon=abandon)
             if rebuild and not isinstance(exc, Fault):
                 self.fail_views([name], str(exc))
@@ -277,14 +400,20 @@ class ViewCatalog:
                 self.connector.control.mark_failed(name, requests.failure_text("create", name, exc, self.errors))
             raise
         except BaseException:
-            self._undo_create(self.names.engine(name), name, False, abandon=request is not None and not rebuild)
+            if replaces is None:
+                self._undo_create(self.names.engine(name), name, False, abandon=request is not None and not rebuild)
             raise
         if waits is not None:
-            self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
+            if replaces is not None:
+                self.connector.control.show_alter(name, populating.Phase.WAITING.value)
+            else:
+                self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
             raise populating.MustWait(waits)
         found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
-                     rebuild)
+                     rebuild, replaces)
         self.running[name] = found
+        if replaces is not None:
+            self.connector.control.show_alter(name, ALTERING)
         return found
 
     @property
@@ -296,6 +425,9 @@ class ViewCatalog:
         """A population caught up to ``position`` (the loop's, the engine's) joins: the engine adopts its view
         and new tables (``IncrementalFlow.adopt_view``), then the result table is created, filled and made
         active at ``position`` in one database transaction.  On failure nothing of it stays."""
+        if plan.replaces is not None:
+            self._join_alter(plan, scratch, pins, position)
+            return
         flow = self.flow
         new = [t for t in plan.new if t not in self.follow_from]
         registered = False
@@ -330,6 +462,8 @@ class ViewCatalog:
         control = self.connector.control
         if dropped:
             pass
+        elif plan.replaces is not None:  # an alter: the old view goes on
+            control.show_alter(plan.name, None)
         elif plan.rebuild:
             if error is not None:
                 self.fail_views([plan.name], error)
