@@ -23,17 +23,19 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    ChangeError, Connector, Renamed, ResultSpec, Source, SourceTable, Transaction, after,
+    ChangeError, Connector, Renamed, ResultSpec, SourceTable, Transaction, after,
 )
 from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
 from freshview.service import access, loading, populating, recovery, requests
+from freshview.service.altering import ALTERING, Altering
 from freshview.service.following import (
     Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
 )
 from freshview.service.names import Names
+from freshview.service.probe import TableProbe
 from freshview.service.population import Followed, New, Plan
 from freshview.sql import compile_view
 from freshview.sql.rename import renamed as renamed_sql
@@ -56,11 +58,9 @@ PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' plac
 # (table, rows done, estimated total rows or None, finished) while a base table is snapshotted (from a
 # population's worker thread when a view is populated beside the stream: ``population``)
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
-ALTERING = "altering"  # freshview.views.phase of an active view being altered (then the population's phases)
-SWAPPING = "swapping"  # ... whose new definition is being swapped in (a crash then: rebuilt, ``reconcile``)
 
 
-class ViewCatalog:
+class ViewCatalog(Altering):
     """The views of one database in one engine (module docstring); made anew at every attach."""
 
     def __init__(self, flow: TwoPhaseFlow, connector: Connector, names: Names, *, chunk_rows: int,
@@ -234,104 +234,6 @@ class ViewCatalog:
         loading.compute_first(self.flow, self.names.engine(name), engine_sql)
         log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
                  time.perf_counter() - read)
-
-    # ------------------------------------------------------------------ alter_view
-    def _admit_alter(self, name: str, view_sql: str, request: int | None, reader: str | None) -> str | None:
-        """Whether view ``name`` may be altered to ``view_sql`` now (refusals raise ``CatalogError``): its SQL
-        now, or None when it has ``view_sql`` already (the request answered)."""
-        control = self.connector.control
-        existing = control.view(name)
-        if existing is None:
-            raise CatalogError(f"freshview: no view named {name} to alter; create it with "
-                               f"CALL freshview.create_view('{name}', ...)")
-        if name in self.running or name in self.rebuilds:
-            raise CatalogError(f"freshview: view {name} is being populated or altered; alter it once it is active "
-                               f"again (freshview.views shows its phase)")
-        if existing[1] != "active":
-            raise CatalogError(f"freshview: view {name} is {existing[1]}; only an active view can be altered "
-                               f"(drop it and create it again)")
-        if request is not None:
-            refusal = control.drop_refusal(name, reader)
-            if refusal:
-                raise CatalogError(refusal.replace("to drop view", "to alter view").replace("may drop it",
-                                                                                            "may alter it"))
-        readers = self.flow.readers(self.names.engine(name))
-        if readers:
-            raise CatalogError(f"freshview: views {', '.join(self.names.qualified(r) for r in readers)} read {name}; "
-                               f"drop them before altering it")
-        if existing[0] == view_sql:
-            if request is not None:
-                control.finish_request(request)
-            return None
-        return str(existing[0])
-
-    def _alter_now(self, name: str, view_sql: str, replaces: str, position: Any, request: int | None,
-                   reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe") -> None:
-        """An alter whose new SQL reads another freshview view, or columns a followed table's copy lacks: done
-        at once, in the loop (as ``create`` is): the old view leaves the engine, its tables are widened (their
-        other views recomputed), the new view is computed and swapped in (``_swap``); on failure the old
-        view is computed again (``_restore``)."""
-        self.connector.control.show_alter(name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
-        self.flow.drop_view(self.names.engine(name))
-        try:
-            self._compute_now(name, plan, engine_sql, probe, position)
-            self._swap(name, view_sql, position, request, reader)
-        except BaseException:
-            self._restore(name, replaces, position)
-            raise
-
-    def _swap(self, name: str, view_sql: str, position: Any, request: int | None, reader: str | None,
-              altered: bool = True) -> None:
-        """The engine's view ``name`` (computed at ``position``) replaces the result table's rows and the
-        stored SQL in one database transaction (``ResultSink.alter``)."""
-        initial: pa.Table = self.flow.snapshot(self.names.engine(name), weighted=True)
-        self.connector.results.alter(self.result_spec(name), view_sql, initial, position, reader=reader,
-                                     request=request, altered=altered)
-        log.info("view %s %s (%d rows)", name, "altered" if altered else "restored", initial.num_rows)
-
-    def _restore(self, name: str, old_sql: str, position: Any) -> None:
-        """An alter failed after the old view left the engine: the old SQL is computed again and its rows put
-        back (the table kept).  If even that fails the view fails (a fault: it is rebuilt at the next attach,
-        its row still ``swapping``)."""
-        view = self.names.engine(name)
-        try:
-            if view in self.flow.views:
-                self.flow.drop_view(view)
-            owner = self.connector.control.owners().get(name)
-            plan, engine_sql, probe = self._compile(name, old_sql, owner, None, True, position)
-            self._compute_now(name, plan, engine_sql, probe, position)
-            self._swap(name, old_sql, position, None, owner, altered=False)
-        except Fault:
-            log.warning("view %s: the old definition could not be restored after a failed alter (the service "
-                        "lost the database); it is rebuilt when the service attaches again", name)
-        except Exception as exc:  # noqa: BLE001 - the alter's own error is the one reported
-            log.error("view %s: the old definition could not be restored after a failed alter", name, exc_info=True)
-            self.fail_views([name], f"freshview: an alter_view failed and the view's old definition could not be "
-                                    f"computed again: {exc}")
-
-    def _join_alter(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
-        """An alter's population joins: the old view leaves the engine, the new one is adopted in its place
-        and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``)."""
-        flow = self.flow
-        new = [t for t in plan.new if t not in self.follow_from]
-        before = dict(self.follow_from)
-        started = time.perf_counter()
-        self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
-        self.running.pop(plan.name, None)
-        try:
-            flow.drop_view(plan.view)
-            flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
-            for table in new:
-                self._remember(table, plan.new[table].described, pins[table])
-            self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader)
-        except BaseException:
-            self.follow_from = before
-            self._save_follow_from()
-            assert plan.replaces is not None
-            self._restore(plan.name, plan.replaces, position)
-            raise
-        self.drop_unused_sources(pinned=True)  # (what only the old definition read)
-        log.info("view %s altered beside the stream (joined in %.2f s)", plan.name, time.perf_counter() - started)
 
     # ------------------------------------------------------------------ populations (beside the loop)
     def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
@@ -861,53 +763,3 @@ class ViewCatalog:
 
 def _pairs(stored: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in stored or ())
-
-
-class TableProbe:
-    """Catalog for a first compile: engine relations, else the database's tables (recorded); the database's
-    views and inheritance parents are read through their definitions (``Source.expansion``)."""
-
-    def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names,
-                 settle: Callable[[str], None] | None = None, unfinished: Collection[str] = ()) -> None:
-        self.flow = flow
-        self.source = source
-        self.names = names
-        self.settle = settle  # called with each table named, before it is looked up (``ViewCatalog._settle_rename``)
-        self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
-        self.tables: dict[str, SourceTable] = {}
-        self.expansions: dict[str, str | None] = {}
-        self.unfinished = unfinished  # views being populated or rebuilt: naming one waits (``MustWait``)
-
-    def _check_finished(self, name: str) -> None:
-        qualified = self.names.qualified(name)
-        if qualified in self.unfinished:
-            raise populating.MustWait(f"it reads {qualified}, not created yet")
-
-    def relation_expansion(self, name: str) -> str | None:
-        if name in self.flow.views:  # a freshview view: its result table is a table
-            return None
-        self._check_finished(name)
-        qualified = self.names.qualified(name)
-        if qualified not in self.expansions:
-            self.expansions[qualified] = self.source.expansion(qualified)
-        return self.expansions[qualified]
-
-    def relation_columns(self, name: str):
-        if name not in self.flow.views:
-            self._check_finished(name)
-        if self.settle is not None and name not in self.flow.views:
-            self.settle(self.names.qualified(name))
-        # A followed table as the database has it: the engine keeps only the columns its views read.
-        found = self.flow.relation_columns(name) if name not in self.flow.sources else None
-        if found is not None:
-            return found
-        qualified = self.names.qualified(name)  # the front end names tables as the engine does
-        if qualified not in self.tables:
-            try:
-                self.tables[qualified] = self.source.describe(qualified)
-            except CatalogError as exc:
-                if "does not exist" in str(exc):
-                    return None
-                raise
-        schema = self.tables[qualified].schema
-        return tuple((c.name, c.type) for c in schema.columns), False
