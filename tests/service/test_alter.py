@@ -276,3 +276,58 @@ def test_a_service_killed_mid_alter_keeps_the_old_view_and_retries_the_alter(sho
             raise AssertionError(f"{exc}\nservice log:\n{service.output()}") from None
         assert conn.execute("SELECT state FROM freshview.requests WHERE action = 'alter'").fetchone() == ("done",)
         assert service.terminate() == 0, service.output()
+
+
+def test_while_an_alter_populates_the_old_view_goes_on_and_shows_its_phase(shop, start_service, monkeypatch):
+    from freshview.service import loading
+    gate, reached = threading.Event(), threading.Event()
+    original = loading.compute_first
+
+    def held(flow, view, sql):
+        if "1000000" in sql:  # the new definition's first computation waits
+            reached.set()
+            assert gate.wait(120)
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", held)
+    start_service()
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view('public.totals', %s)", (OLD,))
+        try:
+            conn.execute("SELECT freshview._submit('alter', 'public.totals', %s, NULL, false)", (NEW,))
+            assert reached.wait(60)
+            deadline = time.monotonic() + 30
+            while conn.execute("SELECT phase FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] != \
+                    "computing":
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            from freshview.service.status import view_status
+            assert view_status({"status": "active", "phase": "computing", "rows_read": 600}) == \
+                "active, altering: computing, 600 rows read"
+            rng, next_id = random.Random(12), [5000]
+            for _ in range(15):
+                random_transaction(conn, rng, next_id)
+            wait_until_fresh(shop, ["public.totals"], timeout=60)  # the old view, stepped meanwhile
+            with pytest.raises(psycopg.errors.RaiseException, match="is being populated or altered"):
+                conn.execute("CALL freshview.alter_view('public.totals', %s)", (OLD + " HAVING COUNT(*) > 1",))
+        finally:
+            gate.set()
+        deadline = time.monotonic() + 60
+        while conn.execute("SELECT sql FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] != NEW:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        wait_until_fresh(shop, ["public.totals"], timeout=60)
+        gate.clear()
+        reached.clear()
+        conn.execute("SELECT freshview._submit('alter', 'public.totals', %s, NULL, false)", (NEW + " HAVING "
+                                                                                          "COUNT(*) > 1000000",))
+        try:  # (its SQL holds "1000000" too: held again, then dropped)
+            assert reached.wait(60)
+            conn.execute("CALL freshview.drop_view('public.totals')")
+        finally:
+            gate.set()
+        assert conn.execute("SELECT to_regclass('totals'), (SELECT count(*) FROM freshview.views)").fetchone() == (
+            None, 0)
+        assert conn.execute("SELECT state, error FROM freshview.requests WHERE action = 'alter' ORDER BY id DESC "
+                            "LIMIT 1").fetchone() == (
+            "failed", "freshview: view public.totals was dropped while it was being altered")
