@@ -294,7 +294,9 @@ def test_while_an_alter_populates_the_old_view_goes_on_and_shows_its_phase(shop,
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("CALL freshview.create_view('public.totals', %s)", (OLD,))
         try:
-            conn.execute("SELECT freshview._submit('alter', 'public.totals', %s, NULL, false)", (NEW,))
+            with pytest.raises(psycopg.errors.RaiseException,  # (the CALL's timeout: the alter goes on)
+                               match=r"still working on request \d+ after 3 s \(public.totals is being altered: "):
+                conn.execute("CALL freshview.alter_view('public.totals', %s, timeout_s => 3)", (NEW,))
             assert reached.wait(60)
             deadline = time.monotonic() + 30
             while conn.execute("SELECT phase FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] != \

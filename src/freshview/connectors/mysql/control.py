@@ -178,10 +178,12 @@ body: BEGIN
             ELSE
                 COMMIT;
                 SET msg = LEFT(CONCAT('freshview: the service is still working on request ', req, ' after ',
-                                      p_timeout, ' s', COALESCE((SELECT CONCAT(' (', name, ' is populating: ', phase,
+                                      p_timeout, ' s', COALESCE((SELECT CONCAT(' (', name, ' is ',
+                                      IF(status = 'active', 'being altered', 'populating'), ': ', phase,
                                       ', ', COALESCE(rows_read, 0), ' rows read',
                                       COALESCE(CONCAT(' of ~', rows_total), ''), ', ', ROUND(elapsed_s, 1), ' s)')
-                                      FROM freshview.views WHERE status = 'populating' AND
+                                      FROM freshview.views WHERE (status = 'populating' OR
+                                      (status = 'active' AND phase IS NOT NULL)) AND
                                       name = IF(LOCATE('.', p_name) > 0, p_name, CONCAT(DATABASE(), '.', p_name))
                                       LIMIT 1), ''), '; see freshview.views and freshview.requests'), 512);
             END IF;

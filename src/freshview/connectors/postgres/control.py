@@ -178,11 +178,13 @@ BEGIN
                 RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
             END IF;
             RAISE EXCEPTION 'freshview: the service is still working on request % after % s%; see freshview.views and freshview.requests', req, timeout_s,
-                COALESCE((SELECT format(' (%s is populating: %s, %s rows read%s, %s s)', v.name, v.phase,
+                COALESCE((SELECT format(' (%s is %s: %s, %s rows read%s, %s s)', v.name,
+                                        CASE WHEN v.status = 'active' THEN 'being altered' ELSE 'populating' END,
+                                        v.phase,
                                         COALESCE(v.rows_read, 0),
                                         COALESCE(' of ~' || v.rows_total, ''), round(v.elapsed_s::numeric, 1))
                           FROM freshview.views v WHERE v.name = freshview._qualified(view_name)
-                          AND v.status = 'populating'), '');
+                          AND (v.status = 'populating' OR (v.status = 'active' AND v.phase IS NOT NULL))), '');
         END IF;
         PERFORM pg_sleep(0.02);
     END LOOP;
