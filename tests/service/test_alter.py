@@ -241,11 +241,22 @@ def test_a_service_stopped_mid_swap_rebuilds_the_view_from_its_stored_sql(shop, 
         # as a service killed between the engine's swap and the table's leaves it
         conn.execute("UPDATE freshview.views SET phase = 'swapping' WHERE name = 'public.totals'")
         conn.execute("UPDATE orders SET status = 'open' WHERE id <= 30")
-        start_service(tmp_path / "s")
+        service = start_service(tmp_path / "s")
         assert wait_for_status(conn, "public.totals", "active", timeout=60)[0] == "active"
         wait_until_fresh(shop, ["public.totals"], timeout=60)
         assert conn.execute("SELECT sql, phase FROM freshview.views WHERE name = 'public.totals'").fetchone() == (
             OLD, None)
+        # the same with the alter's request still to do (retried at start): it waits for the rebuild, then is done
+        service.stop()
+        conn.execute("UPDATE freshview.views SET phase = 'swapping' WHERE name = 'public.totals'")
+        conn.execute("SELECT freshview._submit('alter', 'public.totals', %s, NULL, false)", (NEW,))
+        start_service(tmp_path / "s")
+        deadline = time.monotonic() + 60
+        while conn.execute("SELECT sql FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] != NEW:
+            assert time.monotonic() < deadline, conn.execute("SELECT * FROM freshview.requests").fetchall()
+            time.sleep(0.1)
+        wait_until_fresh(shop, ["public.totals"], timeout=60)
+        assert conn.execute("SELECT state FROM freshview.requests WHERE action = 'alter'").fetchone() == ("done",)
 
 
 def test_a_service_killed_mid_alter_keeps_the_old_view_and_retries_the_alter(shop, tmp_path):
@@ -333,3 +344,30 @@ def test_while_an_alter_populates_the_old_view_goes_on_and_shows_its_phase(shop,
         assert conn.execute("SELECT state, error FROM freshview.requests WHERE action = 'alter' ORDER BY id DESC "
                             "LIMIT 1").fetchone() == (
             "failed", "freshview: view public.totals was dropped while it was being altered")
+
+
+def test_an_alter_that_fails_late_puts_the_old_view_back(shop, start_service):
+    """Failures after the new query was computed: the swap refused by PostgreSQL (a database view over a
+    column the new query drops), and a first computation that fails inside the loop (a column not kept yet,
+    divided by zero): the old view is computed again, its table kept, and goes on."""
+    start_service()
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view('public.totals', %s)", (OLD,))
+        conn.execute("CREATE VIEW totals_big AS SELECT customer FROM totals WHERE total > 1000")
+        oid = conn.execute("SELECT 'totals'::regclass::oid").fetchone()[0]
+        with pytest.raises(psycopg.errors.RaiseException, match="cannot alter the result table public.totals: .*"
+                                                                "depend"):
+            conn.execute("CALL freshview.alter_view('public.totals', %s)",
+                         ("SELECT customer, COUNT(*) AS n FROM orders GROUP BY customer",))
+        with pytest.raises(psycopg.errors.RaiseException, match="division by zero|divide"):
+            conn.execute("CALL freshview.alter_view('public.totals', %s)",
+                         ("SELECT customer, COUNT(*) AS n, SUM(amount) AS total, MAX(100 / (length(note) - 2)) AS x "
+                          "FROM orders WHERE status <> 'cancelled' GROUP BY customer",))
+        assert conn.execute("SELECT sql, status, phase FROM freshview.views WHERE name = 'public.totals'").fetchone() \
+            == (OLD, "active", None)
+        rng, next_id = random.Random(14), [5000]
+        for _ in range(15):
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(shop, ["public.totals"], timeout=60)
+        assert conn.execute("SELECT 'totals'::regclass::oid, (SELECT count(*) FROM totals_big) >= 0").fetchone() == (
+            oid, True)

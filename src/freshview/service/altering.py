@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from freshview.errors import CatalogError, Fault
 from freshview.flow import TwoPhaseFlow
+from freshview.service import populating
 from freshview.service.population import Plan
 
 log = logging.getLogger("freshview.service")
@@ -47,7 +48,9 @@ class Altering:
         if existing is None:
             raise CatalogError(f"freshview: no view named {name} to alter; create it with "
                                f"CALL freshview.create_view('{name}', ...)")
-        if name in self.running or name in self.rebuilds:
+        if name in self.rebuilds or (name in self.running and self.running[name].rebuild):
+            raise populating.MustWait(f"{name} is being rebuilt")  # (an alter retried after a crash mid-swap)
+        if name in self.running:
             raise CatalogError(f"freshview: view {name} is being populated or altered; alter it once it is active "
                                f"again (freshview.views shows its phase)")
         if existing[1] != "active":
