@@ -344,6 +344,17 @@ def test_while_an_alter_populates_the_old_view_goes_on_and_shows_its_phase(shop,
         assert conn.execute("SELECT state, error FROM freshview.requests WHERE action = 'alter' ORDER BY id DESC "
                             "LIMIT 1").fetchone() == (
             "failed", "freshview: view public.totals was dropped while it was being altered")
+        gate.clear()
+        reached.clear()
+        conn.execute("CALL freshview.create_view_async('public.later', %s)", (NEW,))
+        try:  # a view still being populated is not altered
+            assert reached.wait(60)
+            with pytest.raises(psycopg.errors.RaiseException, match="view public.later is being populated or altered"):
+                conn.execute("CALL freshview.alter_view('public.later', %s)", (OLD,))
+        finally:
+            gate.set()
+        assert wait_for_status(conn, "public.later", "active", timeout=60)[0] == "active"
+        wait_until_fresh(shop, ["public.later"], timeout=60)
 
 
 def test_an_alter_that_fails_late_puts_the_old_view_back(shop, start_service):
