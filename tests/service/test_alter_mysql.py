@@ -38,6 +38,8 @@ def test_alter_view_on_mariadb_swaps_without_a_gap(shop, start_service):
 
     with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
         cur.execute("CALL freshview.create_view(%s, %s)", (name, OLD))
+        cur.execute("CREATE USER IF NOT EXISTS 'fv_alter_r'@'%'")
+        cur.execute(f"GRANT SELECT ON `{database}`.totals TO 'fv_alter_r'@'%'")
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         rng, next_id = random.Random(8), [300]
@@ -55,6 +57,10 @@ def test_alter_view_on_mariadb_swaps_without_a_gap(shop, start_service):
             cur.execute("CALL freshview.alter_view(%s, 'SELECT 1 AS x')", (f"{database}.nothing",))
         cur.execute("SELECT `sql`, status, phase, altered_at IS NOT NULL FROM freshview.views WHERE name = %s", (name,))
         assert cur.fetchone() == (WIDER, "active", None, 1)
+        cur.execute("SHOW GRANTS FOR 'fv_alter_r'@'%'")  # (kept through the RENAME: MySQL grants by name)
+        grants = " ".join(g for g, in cur.fetchall())
+        cur.execute("DROP USER 'fv_alter_r'@'%'")
+        assert f"`{database}`.`totals`" in grants, grants
     wait_until_fresh(shop, ["totals"], timeout=120)
     run_transactions(shop, random.Random(9), 20, [2000])
     wait_until_fresh(shop, ["totals"], timeout=120)

@@ -151,6 +151,8 @@ class MySqlResults:
                 raise
             raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
+        log.info("view %s: result table %s", spec.name, "kept and refilled" if old is not None and
+                 old.shape == table.shape else "filled aside and swapped in by RENAME TABLE")
 
     def _swap_in(self, name: str, table: sink.ResultTable, initial: pa.Table) -> None:
         """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE."""
