@@ -391,9 +391,9 @@ def is_installed(conn: Any) -> bool:
     current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
                          "AND table_name = 'requests' AND column_name = 'blocking'")  # else: setup upgrades it
     verifiable = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
-                            "AND table_name = 'views' AND column_name = 'verify_detail'")
+                            "AND table_name = 'views' AND column_name IN ('verify_detail', 'altered_at')")
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 1
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 2
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:

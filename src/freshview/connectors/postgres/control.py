@@ -364,10 +364,10 @@ def is_installed(conn: psycopg.Connection) -> bool:
 
 
 def is_verifiable(conn: psycopg.Connection) -> bool:
-    """The schema has verify_view's columns and use_existing_table's (an older one is upgraded by ``freshview
-    setup``)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
-                        "AND attname = 'existing')").fetchone()[0]
+    """The schema has verify_view's columns, use_existing_table's and alter_view's (an older one is upgraded by
+    ``freshview setup``)."""
+    return conn.execute("SELECT count(*) = 2 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
+                        "AND attname IN ('existing', 'altered_at') AND NOT attisdropped").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
