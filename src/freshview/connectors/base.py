@@ -305,6 +305,12 @@ class ResultSink(Protocol):
         """In one transaction: (re)create the result table, fill it, mark the view active (and the request
         done).  ``CatalogError`` when the database refuses."""
 
+    def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
+              reader: str | None, request: int | None, altered: bool = True) -> None:
+        """``alter_view``'s swap: the view's table gets ``initial`` (its new definition's rows at ``position``)
+        and the view's row ``sql`` (and ``altered_at``, when ``altered``), readers seeing the old rows or the
+        new ones (the request done with it).  The table is kept where the database can (README: alter_view)."""
+
     def attach(self, spec: ResultSpec) -> None:
         """Know an existing result table again (after a restart)."""
 
@@ -411,6 +417,9 @@ class ControlSchema(Protocol):
     def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
                         elapsed_s: float) -> None:
         """A populating view's progress (``freshview.views``: phase, rows read of the estimated total, elapsed)."""
+
+    def show_alter(self, name: str, phase: str | None) -> None:
+        """An active view's alter: its phase (None: no alter any more); ``show_population`` then updates it."""
 
     def uses_existing_table(self, request_id: int) -> bool:
         """The request asked to fill a table the user made (``use_existing_table``; PostgreSQL)."""

@@ -23,17 +23,19 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
 import pyarrow as pa
 
 from freshview.connectors.base import (
-    ChangeError, Connector, Renamed, ResultSpec, Source, SourceTable, Transaction, after,
+    ChangeError, Connector, Renamed, ResultSpec, SourceTable, Transaction, after,
 )
 from freshview.errors import CatalogError, Fault, FreshviewError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
 from freshview.service import access, loading, populating, recovery, requests
+from freshview.service.altering import ALTERING, Altering
 from freshview.service.following import (
     Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
 )
 from freshview.service.names import Names
+from freshview.service.probe import TableProbe
 from freshview.service.population import Followed, New, Plan
 from freshview.sql import compile_view
 from freshview.sql.rename import renamed as renamed_sql
@@ -58,7 +60,7 @@ PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' plac
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
-class ViewCatalog:
+class ViewCatalog(Altering):
     """The views of one database in one engine (module docstring); made anew at every attach."""
 
     def __init__(self, flow: TwoPhaseFlow, connector: Connector, names: Names, *, chunk_rows: int,
@@ -96,6 +98,9 @@ class ViewCatalog:
         wanted = recovery.wanted_views(listed)
         for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
+        for name in recovery.half_swapped(listed):  # (its engine view may be either definition: rebuilt)
+            if self.names.engine(name) in self.flow.views and not self.flow.readers(self.names.engine(name)):
+                self.flow.drop_view(self.names.engine(name))
         for name, view_sql in wanted.items():
             if self.names.engine(name) in self.flow.views:
                 self.connector.results.attach(self.result_spec(name))
@@ -206,18 +211,8 @@ class ViewCatalog:
         try:
             if view in flow.views:
                 flow.drop_view(view)
-            started = time.perf_counter()
-            # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
-            # that lacks columns this view reads is read again, widened, its views recomputed).
-            reads = columns_read(plan)
-            wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
-            self.widen(wanted, position)
-            self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
-            read = time.perf_counter()
-            loading.compute_first(flow, view, engine_sql)
+            self._compute_now(name, plan, engine_sql, probe, position)
             registered = True
-            log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
-                     time.perf_counter() - read)
             initial: pa.Table = flow.snapshot(view, weighted=True)
             results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
                            request=request)
@@ -226,10 +221,24 @@ class ViewCatalog:
             raise
         log.info("view %s created (%d rows)", name, initial.num_rows)
 
+    def _compute_now(self, name: str, plan: Any, engine_sql: str, probe: "TableProbe", position: Any) -> None:
+        """The view's tables followed (or widened) and its first result computed in the engine, in the loop."""
+        started = time.perf_counter()
+        # Only the columns the view reads are read and kept (a table's copy is shared by its views: one
+        # that lacks columns this view reads is read again, widened, its views recomputed).
+        reads = columns_read(plan)
+        wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
+        self.widen(wanted, position)
+        self.follow({q: t for q, t in probe.tables.items() if q not in self.follow_from}, wanted)
+        read = time.perf_counter()
+        loading.compute_first(self.flow, self.names.engine(name), engine_sql)
+        log.info("view %s: sources read in %.1f s, first computation %.1f s", name, read - started,
+                 time.perf_counter() - read)
+
     # ------------------------------------------------------------------ populations (beside the loop)
     def populate(self, name: str, view_sql: str, position: Any, *, request: int | None = None,
                  reader: str | None = None, blocking: bool = True, processed: Any = None, admitted: bool = False,
-                 rebuild: bool = False) -> Plan | None:
+                 rebuild: bool = False, alter: bool = False) -> Plan | None:
         """A user's ``create_view`` (or, ``rebuild``, a view of ``freshview.views`` whose state is lost): checked
         and compiled here, then (the plan returned) populated beside the loop (``population``); ``processed``:
         the last position the loop processed (the pinned copies hold it; default ``position``, the engine's).
@@ -237,14 +246,24 @@ class ViewCatalog:
         view that reads another freshview view, or columns a followed table's copy lacks: ``create``'s path).
         Raises ``populating.MustWait`` while running populations are in its way (its row stays, phase
         ``waiting``; ``admitted``: it is tried again).  A failure of a request nobody waits for (``blocking``
-        False) leaves the view ``failed`` with its message; else no trace."""
+        False) leaves the view ``failed`` with its message; else no trace.
+
+        ``alter`` (``alter_view``): the active view ``name`` gets the new SQL, populated the same way beside the
+        loop while the old view goes on (``Plan.replaces``); ``join`` swaps them.  Refused (the old view
+        untouched) as a create is, and when the view is not active, is being populated or altered, or is
+        read by other views (``_admit_alter``)."""
         name = self.names.qualify(name)
         processed = position if processed is None else processed
-        if rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
+        replaces = None
+        if alter:
+            replaces = self._admit_alter(name, view_sql, request, reader)
+            if replaces is None:
+                return None
+        elif rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
             reader = self._admit(name, view_sql, rebuild, request, reader)
             if reader is _DONE:
                 return None
-        abandon = blocking and request is not None and not rebuild
+        abandon = blocking and request is not None and not rebuild and not alter
         try:
             unfinished = {*self.running, *self.rebuilds} - {name}
             plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position, unfinished)
@@ -254,6 +273,9 @@ class ViewCatalog:
             waits = populating.must_wait([q for q in probe.tables if q not in self.follow_from], in_loop,
                                          {n: list(p.new) for n, p in self.running.items()},
                                          list(probe.tables), unfinished)
+            if waits is None and in_loop and replaces is not None:
+                self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe)
+                return None
             if waits is None and in_loop:
                 self._create_now(name, view_sql, position, rebuild, request, reader, plan, engine_sql, probe,
                                  abandon=blocking)
@@ -270,6 +292,9 @@ class ViewCatalog:
         except populating.MustWait as wait:  # (it names a view not created yet)
             waits = str(wait)
         except Exception as exc:
+            if replaces is not None:  # a refused alter: the old view goes on as it was
+                self.connector.control.show_alter(name, None)
+                raise
             self._undo_create(self.names.engine(name), name, False, abandon=abandon)
             if rebuild and not isinstance(exc, Fault):
                 self.fail_views([name], str(exc))
@@ -277,14 +302,20 @@ class ViewCatalog:
                 self.connector.control.mark_failed(name, requests.failure_text("create", name, exc, self.errors))
             raise
         except BaseException:
-            self._undo_create(self.names.engine(name), name, False, abandon=request is not None and not rebuild)
+            if replaces is None:
+                self._undo_create(self.names.engine(name), name, False, abandon=request is not None and not rebuild)
             raise
         if waits is not None:
-            self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
+            if replaces is not None:
+                self.connector.control.show_alter(name, populating.Phase.WAITING.value)
+            else:
+                self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
             raise populating.MustWait(waits)
         found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
-                     rebuild)
+                     rebuild, replaces)
         self.running[name] = found
+        if replaces is not None:
+            self.connector.control.show_alter(name, ALTERING)
         return found
 
     @property
@@ -296,6 +327,9 @@ class ViewCatalog:
         """A population caught up to ``position`` (the loop's, the engine's) joins: the engine adopts its view
         and new tables (``IncrementalFlow.adopt_view``), then the result table is created, filled and made
         active at ``position`` in one database transaction.  On failure nothing of it stays."""
+        if plan.replaces is not None:
+            self._join_alter(plan, scratch, pins, position)
+            return
         flow = self.flow
         new = [t for t in plan.new if t not in self.follow_from]
         registered = False
@@ -330,6 +364,8 @@ class ViewCatalog:
         control = self.connector.control
         if dropped:
             pass
+        elif plan.replaces is not None:  # an alter: the old view goes on
+            control.show_alter(plan.name, None)
         elif plan.rebuild:
             if error is not None:
                 self.fail_views([plan.name], error)
@@ -727,53 +763,3 @@ class ViewCatalog:
 
 def _pairs(stored: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in stored or ())
-
-
-class TableProbe:
-    """Catalog for a first compile: engine relations, else the database's tables (recorded); the database's
-    views and inheritance parents are read through their definitions (``Source.expansion``)."""
-
-    def __init__(self, flow: TwoPhaseFlow, source: Source, names: Names,
-                 settle: Callable[[str], None] | None = None, unfinished: Collection[str] = ()) -> None:
-        self.flow = flow
-        self.source = source
-        self.names = names
-        self.settle = settle  # called with each table named, before it is looked up (``ViewCatalog._settle_rename``)
-        self.default_schema = names.default  # bare table names are this schema's (sql.build.Catalog)
-        self.tables: dict[str, SourceTable] = {}
-        self.expansions: dict[str, str | None] = {}
-        self.unfinished = unfinished  # views being populated or rebuilt: naming one waits (``MustWait``)
-
-    def _check_finished(self, name: str) -> None:
-        qualified = self.names.qualified(name)
-        if qualified in self.unfinished:
-            raise populating.MustWait(f"it reads {qualified}, not created yet")
-
-    def relation_expansion(self, name: str) -> str | None:
-        if name in self.flow.views:  # a freshview view: its result table is a table
-            return None
-        self._check_finished(name)
-        qualified = self.names.qualified(name)
-        if qualified not in self.expansions:
-            self.expansions[qualified] = self.source.expansion(qualified)
-        return self.expansions[qualified]
-
-    def relation_columns(self, name: str):
-        if name not in self.flow.views:
-            self._check_finished(name)
-        if self.settle is not None and name not in self.flow.views:
-            self.settle(self.names.qualified(name))
-        # A followed table as the database has it: the engine keeps only the columns its views read.
-        found = self.flow.relation_columns(name) if name not in self.flow.sources else None
-        if found is not None:
-            return found
-        qualified = self.names.qualified(name)  # the front end names tables as the engine does
-        if qualified not in self.tables:
-            try:
-                self.tables[qualified] = self.source.describe(qualified)
-            except CatalogError as exc:
-                if "does not exist" in str(exc):
-                    return None
-                raise
-        schema = self.tables[qualified].schema
-        return tuple((c.name, c.type) for c in schema.columns), False

@@ -466,7 +466,8 @@ class Core:
         self.populations[plan.name] = population
         population.start()
         self._next_progress = 0.0
-        log.info("%s %s beside the stream (request %s)", "rebuilding" if plan.rebuild else "populating", plan.name,
+        log.info("%s %s beside the stream (request %s)", "rebuilding" if plan.rebuild else "altering" if plan.replaces
+                 else "populating", plan.name,
                  plan.request)
 
     def _scratch_flow(self, directory: Path) -> IncrementalFlow:
@@ -512,7 +513,7 @@ class Core:
                 log.warning("population of %s interrupted: %s; it starts again", plan.name, outage.reason(exc))
                 self.views.abandon(plan, None)
             else:
-                self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
+                self.views.abandon(plan, requests.failure_text(plan.action, plan.name, exc, self.views.errors))
             return
         if not population.may_join():
             return
@@ -533,7 +534,7 @@ class Core:
             self.populations.pop(plan.name, None)
             self._retry = True
             log.error("view %s could not join", plan.name, exc_info=True)
-            self.views.abandon(plan, requests.failure_text("create", plan.name, exc, self.views.errors))
+            self.views.abandon(plan, requests.failure_text(plan.action, plan.name, exc, self.views.errors))
         if plan.name not in self.populations:  # (its engine closed, its directory deleted, off the loop)
             threading.Thread(target=population.close, name=f"freshview population {plan.name} cleanup",
                              daemon=True).start()
@@ -547,7 +548,8 @@ class Core:
         if population is not None:
             self._retry = True
             population.cancel(wait_s=0.0)  # (the loop goes on; a worker still computing cleans up after itself)
-            self.views.abandon(population.plan, f"freshview: view {name} was dropped while it was being populated",
+            self.views.abandon(population.plan, f"freshview: view {name} was dropped while it was being "
+                                                f"{'altered' if population.plan.replaces else 'populated'}",
                                dropped=True)
             if self.metrics is not None:  # metrics hook
                 self.metrics.forget_population(name)

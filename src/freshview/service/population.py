@@ -93,6 +93,11 @@ class Plan:
     followed: Mapping[str, Followed] = field(default_factory=dict)  # qualified table -> ...
     new: Mapping[str, New] = field(default_factory=dict)
     rebuild: bool = False  # a view of freshview.views rebuilt (status ``rebuilding``), not a user's request
+    replaces: str | None = None  # alter_view: the SQL of the view it replaces (which goes on until it joins)
+
+    @property
+    def action(self) -> str:
+        return "alter" if self.replaces is not None else "create"
 
     @property
     def tables(self) -> frozenset[str]:

@@ -32,6 +32,13 @@ def wanted_views(rows: Sequence[tuple[str, str, str]]) -> dict[str, str]:
     return {name: sql for name, sql, status in rows if status in ("active", "rebuilding")}
 
 
+def half_swapped(rows: Sequence[tuple[str, str, str]]) -> list[str]:
+    """Views being rebuilt: a service that died between a view's engine state and its result table (a
+    rebuild or an ``alter_view`` joining: ``ViewCatalog.join``) may have left either definition in the
+    engine, so whatever the engine has of them is computed again from the stored SQL."""
+    return [name for name, _, status in rows if status == "rebuilding"]
+
+
 def still_active(rows: Sequence[tuple[str, str, str]], rebuilt: Collection[str]) -> list[str]:
     """Of the views to rebuild, those ``freshview.views`` still shows active (their state alone was lost)."""
     return [name for name, _, status in rows if status == "active" and name in rebuilt]

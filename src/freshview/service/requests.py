@@ -1,4 +1,4 @@
-"""``create_view`` / ``drop_view`` / ``verify_view`` requests: served between steps, from the control schema's queue
+"""``create_view`` / ``alter_view`` / ``drop_view`` / ``verify_view`` requests: served between steps, from the control schema's queue
 (what a create or drop does is ``ViewCatalog``'s).
 
 No request, however malformed, stops the service: every failure of one is
@@ -62,11 +62,11 @@ def failure(request: Request, exc: BaseException, expected: tuple[type[BaseExcep
 
 
 def failure_text(action: str, name: str, exc: BaseException, expected: tuple[type[BaseException], ...]) -> str:
-    """``failure`` for a ``create`` or ``drop`` of view ``name``."""
+    """``failure`` for a ``create``, ``alter``, ``verify`` or ``drop`` of view ``name``."""
     if isinstance(exc, expected):
         text = str(exc)
         return text if text.startswith("freshview") else f"freshview: {text}"
-    what = {"create": "creating", "verify": "verifying"}.get(action, "dropping") + f" view {name}"
+    what = {"create": "creating", "verify": "verifying", "alter": "altering"}.get(action, "dropping") + f" view {name}"
     detail = (str(exc).strip().splitlines() or [""])[0][:300]
     return (f"freshview: {what} failed with an internal error ({type(exc).__name__}"
             f"{': ' + detail if detail else ''}); the service's log has the details")
@@ -78,7 +78,8 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], pro
     """Answer every pending request (a view created starts at ``position``, the engine's) until
     ``stopping()``; the ``create``s to be populated beside the loop are returned as plans, their requests
     still running (``ViewCatalog.populate``; ``processed``: the last position the loop processed, default
-    ``position``); a failed one gets its error (``freshview: ...``).  A create that must wait for running
+    ``position``); an ``alter`` likewise (``ViewCatalog.populate(alter=True)``); a failed one gets its error
+    (``freshview: ...``).  A create that must wait for running
     populations (``populating.MustWait``) stays claimed in ``held``, tried again first at the next call
     with ``retry`` (the caller's: once a population ended); a drop first ends the population of its view,
     or its waiting create (``cancel``, with its name).  A ``verify`` request goes to ``verify`` (queued beside
@@ -96,20 +97,22 @@ def serve(views: "ViewCatalog", position: Any, stopping: Callable[[], bool], pro
         if not admitted:
             log.info("request %s: %s %s", request.id, request.action, request.name)
         try:
-            if request.action == "create":
+            if request.action in ("create", "alter"):  # (an alter is populated as a create is: ``populate``)
                 plan = views.populate(request.name, request.sql or "", position, request=request.id,
                                       reader=request.requested_by, blocking=request.blocking,
-                                      processed=position if processed is None else processed, admitted=admitted)
+                                      processed=position if processed is None else processed, admitted=admitted,
+                                      **({"alter": True} if request.action == "alter" else {}))
                 if plan is not None:
                     plans.append(plan)
             elif request.action == "verify" and verify is not None:
                 verify(request)
             else:
                 name = views.names.qualify(request.name)
-                for other in [r for r in (*waiting, *held) if r.action == "create" and views.names.qualify(r.name) ==
-                              name]:  # a create waiting for populations: answered, its row dropped with the view
-                    (waiting if other in waiting else held).remove(other)
-                    control.finish_request(other.id, f"freshview: view {name} was dropped before it was created")
+                for other in [r for r in (*waiting, *held) if r.action in ("create", "alter") and
+                              views.names.qualify(r.name) == name]:  # waiting for populations: answered, its row
+                    (waiting if other in waiting else held).remove(other)  # dropped with the view
+                    done = "created" if other.action == "create" else "altered"
+                    control.finish_request(other.id, f"freshview: view {name} was dropped before it was {done}")
                 cancel(name)
                 views.drop(request.name, request=request.id, requested_by=request.requested_by)
         except MustWait as wait:

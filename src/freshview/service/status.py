@@ -49,7 +49,8 @@ def read_status(conn: psycopg.Connection, dsn: str) -> Status:
     slot_row = cur.fetchone()
     slot_info = dict(zip([d.name for d in cur.description], slot_row)) if slot_row else None
     cur = conn.execute("SELECT name, status, phase, rows_read, rows_total, elapsed_s, rows, lag_ms, "
-                       "changes_applied, last_lsn::text, error, created_at, updated_at FROM freshview.views ORDER BY name")
+                       "changes_applied, last_lsn::text, error, created_at, updated_at "
+                       "FROM freshview.views ORDER BY name")
     names = [d.name for d in cur.description]
     return Status(service, slot_info, [dict(zip(names, r)) for r in cur.fetchall()])
 
@@ -76,10 +77,12 @@ def describe(service: dict[str, Any]) -> str:
 
 def view_status(view: dict[str, Any]) -> str:
     """A view's status as ``freshview status`` shows it: a populating (or rebuilding) one with its phase
-    and progress."""
+    and progress; an active one being altered (``alter_view``: a phase on an active view) likewise."""
     status = str(view.get("status") or "-")
-    if status not in ("populating", "rebuilding") or not view.get("phase"):
+    if status not in ("populating", "rebuilding", "active") or not view.get("phase"):
         return status
+    if status == "active":
+        status = "active, altering"
     read = view.get("rows_read") or 0
     total = view.get("rows_total")
     elapsed = view.get("elapsed_s")

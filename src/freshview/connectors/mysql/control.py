@@ -34,7 +34,7 @@ DEFINER (the administrator who ran ``freshview setup``): it alone may write
 the queue, and it checks that the account named matches the session's login
 (``USER()``: same user name, the login host matches the account's host
 pattern), so a caller reaching it directly can name no one else.  Callers need
-EXECUTE on the six procedures of ``USER_PROCEDURES`` and no other right on
+EXECUTE on the procedures of ``USER_PROCEDURES`` and no other right on
 ``freshview``.  ``requested_by`` (views made before: the login) is the view's
 ``owner``.
 
@@ -54,6 +54,8 @@ from freshview.connectors.mysql.catalog import parse_table_name, quote, spell, s
 
 DATABASE = "freshview"
 CREATE_TIMEOUT_S = 120
+INTERRUPTED_ALTER = ("freshview: the service stopped while an alter_view swapped this view's definition; it is "
+                     "rebuilt from the definition stored here")
 DROP_TIMEOUT_S = 60
 VERIFY_TIMEOUT_S = 300
 MESSAGE_CHARS = 512  # MariaDB's limit on SIGNAL's MESSAGE_TEXT
@@ -110,6 +112,8 @@ TABLES_SQL = (
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_at datetime(6)",
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS last_step_ms double",
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor varchar(8)",
+    # alter_view: when the view's definition was last changed (its new SQL swapped in with its rows)
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS altered_at datetime(6)",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -174,10 +178,12 @@ body: BEGIN
             ELSE
                 COMMIT;
                 SET msg = LEFT(CONCAT('freshview: the service is still working on request ', req, ' after ',
-                                      p_timeout, ' s', COALESCE((SELECT CONCAT(' (', name, ' is populating: ', phase,
+                                      p_timeout, ' s', COALESCE((SELECT CONCAT(' (', name, ' is ',
+                                      IF(status = 'active', 'being altered', 'populating'), ': ', phase,
                                       ', ', COALESCE(rows_read, 0), ' rows read',
                                       COALESCE(CONCAT(' of ~', rows_total), ''), ', ', ROUND(elapsed_s, 1), ' s)')
-                                      FROM freshview.views WHERE status = 'populating' AND
+                                      FROM freshview.views WHERE (status = 'populating' OR
+                                      (status = 'active' AND phase IS NOT NULL)) AND
                                       name = IF(LOCATE('.', p_name) > 0, p_name, CONCAT(DATABASE(), '.', p_name))
                                       LIMIT 1), ''), '; see freshview.views and freshview.requests'), 512);
             END IF;
@@ -237,6 +243,14 @@ BEGIN
     CALL freshview._request('create', view_name, query, timeout_s, CURRENT_USER());
 END
 """
+
+
+# alter_view_timeout: the same probe as create_view_timeout's, then an 'alter' request
+_ALTER_PROC = _PROBE_PROC.replace("freshview.create_view_timeout(", "freshview.alter_view_timeout(").replace(
+    "'freshview: create a view and fill its table, waiting up to timeout_s seconds'",
+    "'freshview: change a view''s SQL (populated beside it, then swapped in), waiting up to timeout_s seconds'").replace(
+    "CALL freshview._request('create',", "CALL freshview._request('alter',")
+assert "alter_view_timeout" in _ALTER_PROC and "_request('alter'" in _ALTER_PROC
 
 
 # Epsio's non-blocking form: the same probe (create_view_timeout), then the request queued without waiting.
@@ -312,6 +326,10 @@ PROCEDURES_SQL = (
              "_request('drop', view_name, NULL, timeout_s, CURRENT_USER())",
              "freshview: drop a view and its table, waiting up to timeout_s seconds"),
     _ASYNC_PROC,
+    _ALTER_PROC,
+    _wrapper("alter_view", "view_name varchar(255), query longtext",
+             f"alter_view_timeout(view_name, query, {CREATE_TIMEOUT_S})",
+             f"freshview: change a view''s SQL (populated beside it, then swapped in; waits up to {CREATE_TIMEOUT_S} s)"),
     _ANSWER_PROC,
     _VERIFY_PROC,
     _wrapper("verify_view", "view_name varchar(255)", f"verify_view_timeout(view_name, {VERIFY_TIMEOUT_S})",
@@ -320,7 +338,7 @@ PROCEDURES_SQL = (
 
 #: The procedures a user needs EXECUTE on to manage views from SQL.
 USER_PROCEDURES = ("create_view", "create_view_timeout", "create_view_async", "drop_view", "drop_view_timeout",
-                   "_request", "verify_view", "verify_view_timeout", "_answer")
+                   "_request", "verify_view", "verify_view_timeout", "_answer", "alter_view", "alter_view_timeout")
 
 
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
@@ -373,9 +391,9 @@ def is_installed(conn: Any) -> bool:
     current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
                          "AND table_name = 'requests' AND column_name = 'blocking'")  # else: setup upgrades it
     verifiable = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
-                            "AND table_name = 'views' AND column_name = 'verify_detail'")
+                            "AND table_name = 'views' AND column_name IN ('verify_detail', 'altered_at')")
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 1
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 2
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:
@@ -570,6 +588,12 @@ class MySqlControl:
                             (spell(self.source),)):
             _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
+        # an alter_view interrupted: before its swap the old view goes on; during it, the view is rebuilt
+        _run(self.conn, "UPDATE freshview.views SET status = IF(phase = 'swapping', 'rebuilding', status), "
+                        "error = IF(phase = 'swapping', %s, error), phase = NULL "
+                        f"WHERE status = 'active' AND phase IS NOT NULL AND {_OWNED}",
+             (INTERRUPTED_ALTER, spell(self.source)))
+        self.conn.commit()
 
     def interrupted_requests(self) -> list[Request]:
         return interrupted_requests(self.conn, self.source)
@@ -640,8 +664,13 @@ class MySqlControl:
                         elapsed_s: float) -> None:
         _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
                         "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s AND "
-                        "status IN ('populating', 'rebuilding')",
+                        "(status IN ('populating', 'rebuilding') OR (status = 'active' AND phase IS NOT NULL))",
              (phase, rows_read, rows_total, elapsed_s, name))
+        self.conn.commit()
+
+    def show_alter(self, name: str, phase: str | None) -> None:
+        _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = NULL, rows_total = NULL, "
+                        "elapsed_s = NULL WHERE name = %s AND status = 'active'", (phase, name))
         self.conn.commit()
 
     def uses_existing_table(self, request_id: int) -> bool:

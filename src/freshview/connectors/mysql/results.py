@@ -114,6 +114,69 @@ class MySqlResults:
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
 
+    def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
+              reader: str | None, request: int | None, altered: bool = True) -> None:
+        """``alter_view``'s swap.  The same columns: the table kept, emptied and filled in one transaction
+        (InnoDB: readers see the old rows or the new).  Other columns: MariaDB's DDL commits, so a new table
+        is filled aside and swapped in by one atomic ``RENAME TABLE`` (grants, made by name, stay; the old
+        table's own indexes, triggers, and its identity do not); the view's row then gets the new SQL."""
+        conn = self.conn
+        table = result_table(spec)
+        old = self.tables.get(spec.name)
+        rows = pc.sum(initial.column(WEIGHT)).as_py() or 0
+        at = position.to_text() if position is not None else None
+        try:
+            if old is None or old.shape != table.shape:
+                self._swap_in(spec.name, table, initial)
+            conn.begin()
+            try:
+                if old is not None and old.shape == table.shape:
+                    with conn.cursor() as cur:
+                        cur.execute(f"DELETE FROM {table.table}")
+                    table.apply(conn, initial)
+                control.activate_view(conn, spec.name, sql, rows, at)
+                if altered:
+                    with conn.cursor() as cur:
+                        cur.execute("UPDATE freshview.views SET altered_at = CURRENT_TIMESTAMP(6) WHERE name = %s",
+                                    (spec.name,))
+                if request is not None:
+                    control.finish_request(conn, request)  # commits the whole transaction
+                else:
+                    conn.commit()
+            except BaseException:
+                faults.rollback_quietly(conn)
+                raise
+        except (pymysql.err.MySQLError, SchemaError) as exc:
+            if faults.classify(exc) is not None:
+                raise
+            raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}") from None
+        self.tables[spec.name] = table
+        log.info("view %s: result table %s", spec.name, "kept and refilled" if old is not None and
+                 old.shape == table.shape else "filled aside and swapped in by RENAME TABLE")
+
+    def _swap_in(self, name: str, table: sink.ResultTable, initial: pa.Table) -> None:
+        """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE."""
+        conn = self.conn
+        database, _ = split_table_name(name)
+        tag = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+        shadow = sink.ResultTable(f"{spell(database)}._fv_new_{tag}", table.shape)
+        old = f"{quote(database)}.{quote('_fv_old_' + tag)}"
+        with conn.cursor() as cur:
+            for statement in shadow.drop_sql() + shadow.create_sql():
+                cur.execute(statement)  # commits implicitly
+        conn.begin()
+        try:
+            shadow.apply(conn, initial)
+            conn.commit()
+        except BaseException:
+            faults.rollback_quietly(conn)
+            _drop_quietly(conn, shadow)
+            raise
+        with conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {old}")
+            cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
+            cur.execute(f"DROP TABLE {old}")
+
     def _exists(self, database: str, name: str) -> bool:
         with self.conn.cursor() as cur:
             cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",

@@ -34,6 +34,8 @@ from freshview.connectors.edge import guarded
 from freshview.connectors.postgres import faults
 
 SCHEMA = "freshview"
+INTERRUPTED_ALTER = ("freshview: the service stopped while an alter_view swapped this view's definition; it is "
+                     "rebuilt from the definition stored here")
 PUBLICATION = "freshview"
 
 
@@ -109,6 +111,8 @@ ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor text;
 ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS existing boolean NOT NULL
     DEFAULT coalesce(current_setting('freshview.use_existing_table', true), '') = 'on';
 ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS existing boolean NOT NULL DEFAULT false;
+-- alter_view: when the view's definition was last changed (its new SQL swapped in with its rows)
+ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS altered_at timestamptz;
 
 CREATE TABLE IF NOT EXISTS freshview.progress (
     slot          text PRIMARY KEY,
@@ -174,11 +178,13 @@ BEGIN
                 RAISE EXCEPTION 'freshview: no freshview service answered within % s; is `freshview run` running against this database? (request % cancelled)', timeout_s, req;
             END IF;
             RAISE EXCEPTION 'freshview: the service is still working on request % after % s%; see freshview.views and freshview.requests', req, timeout_s,
-                COALESCE((SELECT format(' (%s is populating: %s, %s rows read%s, %s s)', v.name, v.phase,
+                COALESCE((SELECT format(' (%s is %s: %s, %s rows read%s, %s s)', v.name,
+                                        CASE WHEN v.status = 'active' THEN 'being altered' ELSE 'populating' END,
+                                        v.phase,
                                         COALESCE(v.rows_read, 0),
                                         COALESCE(' of ~' || v.rows_total, ''), round(v.elapsed_s::numeric, 1))
                           FROM freshview.views v WHERE v.name = freshview._qualified(view_name)
-                          AND v.status = 'populating'), '');
+                          AND (v.status = 'populating' OR (v.status = 'active' AND v.phase IS NOT NULL))), '');
         END IF;
         PERFORM pg_sleep(0.02);
     END LOOP;
@@ -251,6 +257,15 @@ BEGIN
     END IF;
     PERFORM freshview._submit('create', view_name, query, denied, false);
     COMMIT;  -- the service must see the request
+END
+$proc$;
+
+-- alter_view(name, sql): the view's new definition, checked as create_view's, populated beside the old one
+-- (which goes on) and swapped into its table in one transaction (README: alter_view)
+CREATE OR REPLACE PROCEDURE freshview.alter_view(view_name text, query text, timeout_s double precision DEFAULT 120)
+LANGUAGE plpgsql AS $proc$
+BEGIN
+    CALL freshview._request('alter', view_name, query, timeout_s, freshview._probe(query));
 END
 $proc$;
 
@@ -349,10 +364,10 @@ def is_installed(conn: psycopg.Connection) -> bool:
 
 
 def is_verifiable(conn: psycopg.Connection) -> bool:
-    """The schema has verify_view's columns and use_existing_table's (an older one is upgraded by ``freshview
-    setup``)."""
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
-                        "AND attname = 'existing')").fetchone()[0]
+    """The schema has verify_view's columns, use_existing_table's and alter_view's (an older one is upgraded by
+    ``freshview setup``)."""
+    return conn.execute("SELECT count(*) = 2 FROM pg_attribute WHERE attrelid = to_regclass('freshview.views') "
+                        "AND attname IN ('existing', 'altered_at') AND NOT attisdropped").fetchone()[0]
 
 
 def next_request(conn: psycopg.Connection) -> Request | None:
@@ -397,6 +412,10 @@ class PostgresControl:
         self.conn.execute("INSERT INTO freshview.progress (slot) VALUES (%s) ON CONFLICT DO NOTHING", (self.slot,))
         # their requests are still running: retried or failed (service.requests.recover)
         self.conn.execute("DELETE FROM freshview.views WHERE status IN ('creating', 'populating')")
+        # an alter_view interrupted: before its swap the old view goes on; during it, the view is rebuilt
+        self.conn.execute("UPDATE freshview.views SET status = CASE WHEN phase = 'swapping' THEN 'rebuilding' "
+                          "ELSE status END, error = CASE WHEN phase = 'swapping' THEN %s ELSE error END, "
+                          "phase = NULL WHERE status = 'active' AND phase IS NOT NULL", (INTERRUPTED_ALTER,))
 
     def interrupted_requests(self) -> list[Request]:
         return interrupted_requests(self.conn)
@@ -456,8 +475,13 @@ class PostgresControl:
     def show_population(self, name: str, phase: str, rows_read: int, rows_total: int | None,
                         elapsed_s: float) -> None:
         self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
-                          "updated_at = now() WHERE name = %s AND status IN ('populating', 'rebuilding')",
+                          "updated_at = now() WHERE name = %s AND (status IN ('populating', 'rebuilding') "
+                          "OR (status = 'active' AND phase IS NOT NULL))",
                           (phase, rows_read, rows_total, elapsed_s, name))
+
+    def show_alter(self, name: str, phase: str | None) -> None:
+        self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = NULL, rows_total = NULL, "
+                          "elapsed_s = NULL WHERE name = %s AND status = 'active'", (phase, name))
 
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome (``service.verify``): on the view's row, and as its request's answer (an

@@ -18,7 +18,7 @@ from psycopg import sql as psql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.edge import guarded
-from freshview.connectors.postgres import control, existing as users_table, faults
+from freshview.connectors.postgres import control, existing as users_table, faults, swap
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
@@ -121,6 +121,37 @@ class PostgresResults:
                 raise  # the connection, not the table: the guard raises its fault
             raise CatalogError(f"freshview: cannot create the result table {spec.name}: {exc}".strip()) from None
         self.tables[spec.name] = table
+
+    def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
+              reader: str | None, request: int | None, altered: bool = True) -> None:
+        """``alter_view``'s swap, one transaction: the table kept, altered or replaced (``swap.reshape``),
+        filled, the view's row given the new SQL (and ``altered_at``), the request done."""
+        table = result_table(spec)
+        old = self.tables.get(spec.name)
+        conn = self.conn
+        try:
+            with conn.transaction():
+                chosen = swap.reshape(conn, old.shape if old is not None else None, table)
+                if chosen is swap.How.REPLACE:
+                    owner = conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (spec.name,)).fetchone()
+                    readable_only_by(conn, table.name, owner[0] if owner else reader)
+                table.apply(conn, initial)
+                conn.execute(
+                    "UPDATE freshview.views SET sql = %s, status = 'active', error = NULL, phase = NULL, "
+                    "rows_read = NULL, rows_total = NULL, elapsed_s = NULL, rows = %s, last_lsn = %s, "
+                    "updated_at = now(), altered_at = CASE WHEN %s THEN now() ELSE altered_at END WHERE name = %s",
+                    (sql, pc.sum(initial.column(WEIGHT)).as_py() or 0, (position or Lsn(0)).to_text(), altered,
+                     spec.name))
+                if request is not None:
+                    control.finish_request(conn, request)
+        except psycopg.Error as exc:
+            if faults.classify(exc) is not None:
+                raise
+            raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}".strip()) from None
+        self.tables[spec.name] = table
+        log.info("view %s: result table %s", spec.name, {swap.How.REFILL: "kept and refilled",
+                                                          swap.How.ALTER: "altered in place and refilled",
+                                                          swap.How.REPLACE: "replaced"}[chosen])
 
     def _existing(self, name: str, request: int | None) -> bool:
         """Whether the view fills a table the user made: its request asked so, or it did when created."""

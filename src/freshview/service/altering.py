@@ -1,0 +1,140 @@
+"""``alter_view`` in ``ViewCatalog`` (which this class is a part of): a view's new SQL, checked as a create's,
+is populated beside the loop while the old view goes on (``ViewCatalog.populate(alter=True)``, a ``Plan`` with
+``replaces``), then swapped in when it joins (``_join_alter``): the old view leaves the engine, the new one is
+adopted under its name, and the result table gets its rows and the view's row its SQL in one database
+transaction (``ResultSink.alter``: the table kept where the database can).  A new SQL that reads another
+freshview view or columns the engine does not keep is done at once, in the loop (``_alter_now``), as such a
+create is.  A failure after the old view left the engine computes it again (``_restore``).  A crash during
+the swap (``freshview.views.phase`` ``swapping``) leaves the view to be rebuilt from its stored SQL at the
+next start (``ControlSchema.start``, ``ViewCatalog.reconcile``); a crash before it leaves the old view as it
+was, the request retried (``requests.recover``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from freshview.errors import CatalogError, Fault
+from freshview.flow import TwoPhaseFlow
+from freshview.service import populating
+from freshview.service.population import Plan
+
+log = logging.getLogger("freshview.service")
+
+ALTERING = "altering"  # freshview.views.phase of an active view being altered (then the population's phases)
+SWAPPING = "swapping"  # ... whose new definition is being swapped in (a crash then: rebuilt, ``reconcile``)
+
+
+class Altering:
+    """``ViewCatalog``'s ``alter_view`` part (module docstring); the attributes are ``ViewCatalog``'s."""
+
+    flow: TwoPhaseFlow
+    connector: Any
+    names: Any
+    running: dict[str, Plan]
+    rebuilds: dict[str, str]
+    follow_from: dict[str, Any]
+    errors: tuple[type[BaseException], ...]
+
+    def _admit_alter(self, name: str, view_sql: str, request: int | None, reader: str | None) -> str | None:
+        """Whether view ``name`` may be altered to ``view_sql`` now (refusals raise ``CatalogError``): its SQL
+        now, or None when it has ``view_sql`` already (the request answered)."""
+        control = self.connector.control
+        existing = control.view(name)
+        if existing is None:
+            raise CatalogError(f"freshview: no view named {name} to alter; create it with "
+                               f"CALL freshview.create_view('{name}', ...)")
+        if name in self.rebuilds or (name in self.running and self.running[name].rebuild):
+            raise populating.MustWait(f"{name} is being rebuilt")  # (an alter retried after a crash mid-swap)
+        if name in self.running:
+            raise CatalogError(f"freshview: view {name} is being populated or altered; alter it once it is active "
+                               f"again (freshview.views shows its phase)")
+        if existing[1] != "active":
+            raise CatalogError(f"freshview: view {name} is {existing[1]}; only an active view can be altered "
+                               f"(drop it and create it again)")
+        if request is not None:
+            refusal = control.drop_refusal(name, reader)
+            if refusal:
+                raise CatalogError(refusal.replace("to drop view", "to alter view").replace("may drop it",
+                                                                                            "may alter it"))
+        readers = self.flow.readers(self.names.engine(name))
+        if readers:
+            raise CatalogError(f"freshview: views {', '.join(self.names.qualified(r) for r in readers)} read {name}; "
+                               f"drop them before altering it")
+        if existing[0] == view_sql:
+            if request is not None:
+                control.finish_request(request)
+            return None
+        return str(existing[0])
+
+    def _alter_now(self, name: str, view_sql: str, replaces: str, position: Any, request: int | None,
+                   reader: str | None, plan: Any, engine_sql: str, probe: Any) -> None:
+        """An alter whose new SQL reads another freshview view, or columns a followed table's copy lacks: done
+        at once, in the loop (as ``create`` is): the old view leaves the engine, its tables are widened (their
+        other views recomputed), the new view is computed and swapped in (``_swap``); on failure the old
+        view is computed again (``_restore``)."""
+        self.connector.control.show_alter(name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
+        self.flow.drop_view(self.names.engine(name))
+        try:
+            self._compute_now(name, plan, engine_sql, probe, position)
+            self._swap(name, view_sql, position, request, reader)
+        except BaseException:
+            self._restore(name, replaces, position)
+            raise
+
+    def _swap(self, name: str, view_sql: str, position: Any, request: int | None, reader: str | None,
+              altered: bool = True) -> None:
+        """The engine's view ``name`` (computed at ``position``) replaces the result table's rows and the
+        stored SQL in one database transaction (``ResultSink.alter``)."""
+        initial: pa.Table = self.flow.snapshot(self.names.engine(name), weighted=True)
+        self.connector.results.alter(self.result_spec(name), view_sql, initial, position, reader=reader,
+                                     request=request, altered=altered)
+        log.info("view %s %s (%d rows)", name, "altered" if altered else "restored", initial.num_rows)
+
+    def _restore(self, name: str, old_sql: str, position: Any) -> None:
+        """An alter failed after the old view left the engine: the old SQL is computed again and its rows put
+        back (the table kept).  If even that fails the view fails (a fault: it is rebuilt at the next attach,
+        its row still ``swapping``)."""
+        view = self.names.engine(name)
+        try:
+            if view in self.flow.views:
+                self.flow.drop_view(view)
+            owner = self.connector.control.owners().get(name)
+            plan, engine_sql, probe = self._compile(name, old_sql, owner, None, True, position)
+            self._compute_now(name, plan, engine_sql, probe, position)
+            self._swap(name, old_sql, position, None, owner, altered=False)
+        except Fault:
+            log.warning("view %s: the old definition could not be restored after a failed alter (the service "
+                        "lost the database); it is rebuilt when the service attaches again", name)
+        except Exception as exc:  # noqa: BLE001 - the alter's own error is the one reported
+            log.error("view %s: the old definition could not be restored after a failed alter", name, exc_info=True)
+            self.fail_views([name], f"freshview: an alter_view failed and the view's old definition could not be "
+                                    f"computed again: {exc}")
+
+    def _join_alter(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
+        """An alter's population joins: the old view leaves the engine, the new one is adopted in its place
+        and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``)."""
+        flow = self.flow
+        new = [t for t in plan.new if t not in self.follow_from]
+        before = dict(self.follow_from)
+        started = time.perf_counter()
+        self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
+        self.running.pop(plan.name, None)
+        try:
+            flow.drop_view(plan.view)
+            flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
+            for table in new:
+                self._remember(table, plan.new[table].described, pins[table])
+            self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader)
+        except BaseException:
+            self.follow_from = before
+            self._save_follow_from()
+            assert plan.replaces is not None
+            self._restore(plan.name, plan.replaces, position)
+            raise
+        self.drop_unused_sources(pinned=True)  # (what only the old definition read)
+        log.info("view %s altered beside the stream (joined in %.2f s)", plan.name, time.perf_counter() - started)
