@@ -67,6 +67,16 @@ class PositionLost(StreamError):
     invalidated or gone; MariaDB: the binlog was purged): every view is rebuilt from a new snapshot."""
 
 
+class SinkError(FreshviewError):
+    """A view's result table refused the step's rows: it was changed by hand (a constraint or a trigger that
+    rejects them, a column dropped or retyped, the table dropped).  ``table``: the result table (qualified);
+    that view stops with status ``sink error`` and is rebuilt into its table later, the others go on."""
+
+    def __init__(self, message: str, table: str) -> None:
+        super().__init__(message)
+        self.table = table
+
+
 class UnsupportedTypeError(CatalogError):
     """A source column whose type freshview does not maintain."""
 

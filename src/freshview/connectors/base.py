@@ -55,6 +55,11 @@ def after(position: Position | None, mark: Position | None) -> bool:
     return mark is None or mark < position
 
 
+def sink_refused(table: str, exc: BaseException) -> str:
+    """The message of a ``SinkError``: the result table ``table`` refused a step's rows with ``exc``."""
+    return f"freshview: the result table {table} refused a step's rows: {' '.join(str(exc).split())}"
+
+
 @dataclass(frozen=True)
 class Transaction:
     """One whole committed source transaction, as the core sees it.
@@ -409,7 +414,8 @@ class ControlSchema(Protocol):
     def mark_rebuilding(self, reason: str, names: Sequence[str] | None = None) -> None:
         """Every active view (of ``names``, when given) goes to status rebuilding, with the reason."""
 
-    def mark_failed(self, name: str, error: str) -> None: ...
+    def mark_failed(self, name: str, error: str, status: str = "failed") -> None:
+        """The view stopped with ``error``: status ``failed``, or ``sink error`` (its result table refused rows)."""
 
     def set_sql(self, name: str, sql: str) -> None:
         """The view's definition is now ``sql`` (rewritten after a table it reads was renamed)."""

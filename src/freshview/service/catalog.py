@@ -25,17 +25,18 @@ import pyarrow as pa
 from freshview.connectors.base import (
     ChangeError, Connector, Renamed, ResultSpec, SourceTable, Transaction, after,
 )
-from freshview.errors import CatalogError, Fault, FreshviewError
+from freshview.errors import CatalogError, Fault, FreshviewError, SinkError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
 from freshview.plan.shape import result_key
-from freshview.service import access, loading, populating, recovery, requests
+from freshview.service import access, loading, populating, recovery, requests, sink_errors
 from freshview.service.altering import ALTERING, Altering
 from freshview.service.following import (
     Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
 )
 from freshview.service.names import Names
 from freshview.service.probe import TableProbe
+from freshview.service.sink_errors import SINK_ERROR, SinkErrors
 from freshview.service.population import Followed, New, Plan
 from freshview.sql import compile_view
 from freshview.sql.rename import renamed as renamed_sql
@@ -65,7 +66,7 @@ class ViewCatalog(Altering):
 
     def __init__(self, flow: TwoPhaseFlow, connector: Connector, names: Names, *, chunk_rows: int,
                  snapshot_progress: SnapshotProgress | None = None, metrics: "ServiceMetrics | None" = None,
-                 keepalive: Callable[[], None] = lambda: None) -> None:
+                 keepalive: Callable[[], None] = lambda: None, sink_retry_s: float = 30.0) -> None:
         self.flow = flow
         self.connector = connector
         self.names = names
@@ -83,6 +84,7 @@ class ViewCatalog(Altering):
         self.wanted_columns: dict[str, set[str]] = {}
         self.running: dict[str, Plan] = {}  # views being populated (``populate``), not joined yet
         self.rebuilds: dict[str, str] = {}  # views to rebuild beside the loop (``reconcile``): name -> SQL
+        self.sink_errors = SinkErrors(sink_retry_s)  # views stopped by their result table (``fail_sink``)
         source.rename(self._renames())
 
     # ------------------------------------------------------------------ views
@@ -96,6 +98,7 @@ class ViewCatalog(Altering):
         the loop (``rebuilds``, in creation order: ``start_rebuilds``)."""
         listed = self.connector.control.views()
         wanted = recovery.wanted_views(listed)
+        self.sink_errors.found_at_start(listed)
         for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
         for name in recovery.half_swapped(listed):  # (its engine view may be either definition: rebuilt)
@@ -714,14 +717,34 @@ class ViewCatalog(Altering):
             return False
         return True
 
+    def fail_sink(self, exc: SinkError, now: float) -> None:
+        """A result table refused a step's rows: its view and the views reading it stop (``sink_errors``)."""
+        names = [self.names.qualified(v) for v in self._with_readers([self.names.engine(exc.table)])]
+        self.fail_views([exc.table], sink_errors.message(str(exc), self.sink_errors.retry_s), SINK_ERROR)
+        self.sink_errors.stopped(names, now)
+
+    def rebuild_sinks(self, now: float) -> bool:
+        """Views stopped by a sink error whose wait is over go to ``rebuilds`` (status ``rebuilding``); True if
+        any did (a view dropped meanwhile is not rebuilt)."""
+        due = self.sink_errors.take_due(now)
+        if not due:
+            return False
+        rows = {name: (view_sql, status) for name, view_sql, status in self.connector.control.views()}
+        for name in due:
+            if name in rows and rows[name][1] == SINK_ERROR:
+                self.rebuilds[name] = rows[name][0]
+                self.connector.control.mark_failed(name, "freshview: rebuilding after its result table refused "
+                                                         "rows", "rebuilding")
+        return True
+
     def fail_table(self, table: str, error: str) -> None:
         """Stop every view that reads ``table`` and forget the table."""
         readers = self.flow.readers(self.names.engine(table))
         self.fail_views([self.names.qualified(v) for v in readers], error)
         self.drop_unused_sources()
 
-    def fail_views(self, names: list[str], error: str) -> None:
-        """Views (and the views reading them) go to status failed; their tables stay as they were."""
+    def fail_views(self, names: list[str], error: str, status: str = "failed") -> None:
+        """Views (and the views reading them) go to ``status``; their tables stay as they were."""
         primary = {self.names.engine(n) for n in names}
         doomed = self._with_readers(self.names.engine(n) for n in names)
         for view in reversed(list(self.flow.views)):
@@ -731,8 +754,8 @@ class ViewCatalog(Altering):
             name = self.names.qualified(view)
             self.connector.results.forget(name)
             message = error if view in primary else f"freshview: a view it reads failed: {error}"
-            log.error("view %s failed: %s", name, message)
-            self.connector.control.mark_failed(name, message)
+            log.error("view %s %s: %s", name, status, message)
+            self.connector.control.mark_failed(name, message, status)
 
     def _with_readers(self, views: Iterable[str]) -> dict[str, None]:
         """``views`` and every view reading them, directly or not (in the order found)."""

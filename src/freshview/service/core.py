@@ -51,7 +51,7 @@ import pyarrow as pa
 from freshview.connectors.base import (
     Attached, ChangeError, Connector, Request, StepStats, Stream, StreamError, Transaction, ViewRun, after,
 )
-from freshview.errors import CatalogError, Fault, FreshviewError, StateError
+from freshview.errors import CatalogError, Fault, FreshviewError, SinkError, StateError
 from freshview.flow import ChangeRefused, IncrementalFlow, SourceChange, TwoPhaseFlow
 from freshview.runtime.state.files import probe_space
 from freshview.service import batching, decide, following, outage, populating, recovery, requests, verify
@@ -97,6 +97,7 @@ class ServiceOptions:
     retry_first_s: float = 0.25  # after a fault: the first retry at once, then this long, doubling ...
     retry_cap_s: float = 2.0  # ... up to this (so the service is back this long after the database)
     verify_every_s: float | None = None  # --verify-every: each view verified this often, staggered (verify)
+    sink_retry_s: float = 30.0  # a view whose result table refused rows is rebuilt after this long (sink_errors)
 
     def batching(self) -> batching.Rule:
         return batching.Rule(max_rows=self.max_batch_rows, max_wait_s=self.max_batch_wait_s,
@@ -193,6 +194,8 @@ class Core:
                 next_poll = now + self.options.poll_s
             self._responsive.update(bool(self.populations))
             self._tend_verification(now)
+            if self.views.rebuild_sinks(now):
+                self._retry = True
             if now >= next_check:  # DDL on a table no change arrives for (a rename ...)
                 self.views.check_catalog(self.at.engine)
                 next_check = now + self.options.catalog_check_s
@@ -376,7 +379,7 @@ class Core:
             self.at = decide.Positions(None, self.at.results)
         self.views = ViewCatalog(self.flow, self.connector, self.names, chunk_rows=self.options.snapshot_chunk_rows,
                                  snapshot_progress=self.snapshot_progress, metrics=self.metrics,
-                                 keepalive=self._keepalive)
+                                 keepalive=self._keepalive, sink_retry_s=self.options.sink_retry_s)
         self.views.reconcile(self.at.engine)
 
     def _keepalive(self) -> None:
@@ -676,15 +679,19 @@ class Core:
                 if not self.views.fail_step(exc):  # the view (or the table) it names stops, the step goes on
                     raise
                 continue
-            with prepared:  # leaving it without commit (the write failed): the engine is as before
-                self.timings["engine"] += time.perf_counter() - prepared_at
-                prepared.set_meta("position", step.position.to_text())
-                outputs = prepared.outputs
-                committed_at = self._write(outputs, step, sum(t.size for t in relevant),
-                                           min(t.commit_time for t in step.transactions), prepared.summary)
-                committing = time.perf_counter()
-                summary = prepared.commit()
-                self.timings["engine"] += time.perf_counter() - committing
+            try:
+                with prepared:  # leaving it without commit (the write failed): the engine is as before
+                    self.timings["engine"] += time.perf_counter() - prepared_at
+                    prepared.set_meta("position", step.position.to_text())
+                    outputs = prepared.outputs
+                    committed_at = self._write(outputs, step, sum(t.size for t in relevant),
+                                               min(t.commit_time for t in step.transactions), prepared.summary)
+                    committing = time.perf_counter()
+                    summary = prepared.commit()
+                    self.timings["engine"] += time.perf_counter() - committing
+            except SinkError as exc:  # a result table changed by hand: its view stops, the step goes on
+                self.views.fail_sink(exc, time.monotonic())
+                continue
             self._after_commit(step)
             if step.write and self.verification is not None:
                 self.verification.record(step.transactions[0].position, step.position,
@@ -716,14 +723,18 @@ class Core:
                 if not self.views.fail_step(exc):
                     raise
                 continue
-            with prepared:
-                prepared.set_meta("position", position.to_text())
-                started = time.perf_counter()
-                self.connector.results.commit_step({self.names.qualified(v): d for v, d in prepared.outputs.items()},
-                                                   position, StepStats(0, 0.0, self._rate_after(0),
-                                                                       self._ran(prepared.summary)))
-                self.timings["write"] += time.perf_counter() - started
-                summary = prepared.commit()
+            try:
+                with prepared:
+                    prepared.set_meta("position", position.to_text())
+                    started = time.perf_counter()
+                    self.connector.results.commit_step(
+                        {self.names.qualified(v): d for v, d in prepared.outputs.items()}, position,
+                        StepStats(0, 0.0, self._rate_after(0), self._ran(prepared.summary)))
+                    self.timings["write"] += time.perf_counter() - started
+                    summary = prepared.commit()
+            except SinkError as exc:
+                self.views.fail_sink(exc, time.monotonic())
+                continue
             if self.metrics is not None:
                 self.metrics.record_step(summary, None)
             return

@@ -65,7 +65,7 @@ TABLES_SQL = (
     """CREATE TABLE IF NOT EXISTS freshview.views (
         name        varchar(255) NOT NULL PRIMARY KEY,   -- the result table, database-qualified
         `sql`       longtext NOT NULL,
-        status      varchar(16) NOT NULL,                -- populating | active | failed | rebuilding
+        status      varchar(16) NOT NULL,                -- populating | active | failed | sink error | rebuilding
         error       text,
         `rows`      bigint,
         lag_ms      double,                              -- source commit to result commit, last change
@@ -652,8 +652,8 @@ class MySqlControl:
              (reason, spell(self.source), *(names or ())))
         self.conn.commit()
 
-    def mark_failed(self, name: str, error: str) -> None:
-        set_view_status(self.conn, name, "failed", error=error)
+    def mark_failed(self, name: str, error: str, status: str = "failed") -> None:
+        set_view_status(self.conn, name, status, error=error)
 
     def set_sql(self, name: str, sql: str) -> None:
         _run(self.conn, "UPDATE freshview.views SET `sql` = %s, updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s",

@@ -49,12 +49,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pymysql
 import pyarrow.compute as pc
 
+from freshview.connectors.base import sink_refused
 from freshview.connectors.mysql import control, faults
 from freshview.connectors.mysql.catalog import quote, split_table_name
 from freshview.connectors.result_changes import net_changes
-from freshview.errors import SchemaError
+from freshview.errors import SchemaError, SinkError
 from freshview.plan import nodes as pn
 from freshview.plan.shape import ResultKey, result_key
 from freshview.schema import WEIGHT, SqlType
@@ -389,9 +391,11 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
     prepare_session(conn)
     with conn.cursor() as cur:
         texts, sent, added, written = ["START TRANSACTION"], 0, {}, {}
+        tables: list[tuple[str, list[str]]] = []
         for table, delta in writes:
             more, rows = table.texts(delta, conn.escape, cur.mogrify)
             texts += more
+            tables.append((table.qualified_name, more))
             sent += rows
             grown = pc.sum(delta.column(WEIGHT)).as_py() or 0
             added[table.qualified_name] = added.get(table.qualified_name, 0) + grown
@@ -404,10 +408,32 @@ def commit_step(conn: Any, writes: Iterable[tuple[ResultTable, pa.Table]], sourc
                 cur.execute(packet)
                 while cur.nextset():  # a multi-statement packet: each statement's result in turn
                     pass
-        except BaseException:
+        except BaseException as exc:
             faults.rollback_quietly(conn)  # never over the error that got us here
+            if isinstance(exc, pymysql.Error) and faults.classify(exc) is None:
+                refused = _refusing(conn, cur, tables)
+                if refused is not None:
+                    raise SinkError(sink_refused(*refused), refused[0]) from exc
             raise
         return sent, float(cur.fetchone()[0])
+
+
+def _refusing(conn: Any, cur: Any, tables: Sequence[tuple[str, list[str]]]) -> tuple[str, BaseException] | None:
+    """After a step's transaction failed on a statement (one packet: which one is not told): the first result
+    table whose statements the database refuses alone (each tried in a transaction rolled back), with its error;
+    None if none does (the step's own statements failed)."""
+    for name, texts in tables:
+        try:
+            cur.execute("START TRANSACTION")
+            for text in texts:
+                cur.execute(text)
+        except pymysql.Error as exc:
+            if faults.classify(exc) is not None:
+                raise
+            return name, exc
+        finally:
+            faults.rollback_quietly(conn)
+    return None
 
 
 SERVER_CLOCK = "SELECT UNIX_TIMESTAMP(SYSDATE(6))"  # the clock binlog commit times are on

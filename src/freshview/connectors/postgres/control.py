@@ -50,7 +50,7 @@ CREATE SCHEMA IF NOT EXISTS freshview;
 CREATE TABLE IF NOT EXISTS freshview.views (
     name        text PRIMARY KEY,          -- the result table, schema-qualified
     sql         text NOT NULL,
-    status      text NOT NULL,             -- populating | active | failed | rebuilding
+    status      text NOT NULL,             -- populating | active | failed | sink error | rebuilding
     error       text,
     rows        bigint,
     lag_ms      double precision,          -- source commit to result commit, last change
@@ -465,9 +465,9 @@ class PostgresControl:
                               "WHERE status = 'active' AND (%s::text[] IS NULL OR name = ANY(%s::text[]))",
                               (reason, *[None if names is None else list(names)] * 2))
 
-    def mark_failed(self, name: str, error: str) -> None:
-        self.conn.execute("UPDATE freshview.views SET status = 'failed', error = %s, phase = NULL, updated_at = now() "
-                          "WHERE name = %s", (error, name))
+    def mark_failed(self, name: str, error: str, status: str = "failed") -> None:
+        self.conn.execute("UPDATE freshview.views SET status = %s, error = %s, phase = NULL, updated_at = now() "
+                          "WHERE name = %s", (status, error, name))
 
     def set_sql(self, name: str, sql: str) -> None:
         self.conn.execute("UPDATE freshview.views SET sql = %s, updated_at = now() WHERE name = %s", (sql, name))

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg import sql as psql
 
-from freshview.connectors.base import ResultSpec, StepStats
+from freshview.connectors.base import ResultSpec, StepStats, sink_refused
 from freshview.connectors.edge import guarded
 from freshview.connectors.postgres import control, existing as users_table, faults, swap
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
-from freshview.errors import CatalogError
+from freshview.errors import CatalogError, SinkError
 from freshview.schema import WEIGHT
 
 log = logging.getLogger("freshview.service")
@@ -200,7 +200,12 @@ class PostgresResults:
                 table = self.tables.get(name)
                 if table is None:
                     continue
-                table.apply(self.conn, delta)
+                try:
+                    table.apply(self.conn, delta)
+                except psycopg.Error as exc:
+                    if faults.classify(exc) is not None:
+                        raise
+                    raise SinkError(sink_refused(name, exc), name) from exc
                 changed.append(name)
                 added.append(pc.sum(delta.column(WEIGHT)).as_py() or 0)
                 written.append(delta.num_rows)
