@@ -317,9 +317,14 @@ def test_a_table_is_read_for_the_columns_its_views_read_and_widened_for_a_new_vi
     with psycopg.connect(shop, autocommit=True) as conn:
         create_views(conn, {"public.by_note": VIEWS["public.by_note"]})
         assert kept() == ["id", "placed", "note"] and snapshots == ["public.orders"]
+        conn.execute("CREATE INDEX by_note_idx ON public.by_note (note)")  # the user's, on a result table
+        oid = conn.execute("SELECT 'public.by_note'::regclass::oid").fetchone()[0]
         create_views(conn, {"public.big_orders": VIEWS["public.big_orders"]})
         assert kept() == ["id", "customer", "amount", "status", "placed", "note"]
         assert snapshots == ["public.orders"] * 2
+        # by_note was recomputed from the new copy into its own table: the same table, the user's index kept
+        assert conn.execute("SELECT 'public.by_note'::regclass::oid").fetchone()[0] == oid
+        assert conn.execute("SELECT to_regclass('public.by_note_idx')").fetchone()[0] is not None
         create_views(conn, {"public.amounts": "SELECT status, SUM(amount) AS total FROM orders GROUP BY status"})
         assert snapshots == ["public.orders"] * 2
         # A table without a key (REPLICA IDENTITY FULL) kept for one column: updates of the other change nothing.

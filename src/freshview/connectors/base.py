@@ -322,6 +322,9 @@ class ResultSink(Protocol):
     def forget(self, name: str) -> None:
         """No longer write this view's changes (its table stays)."""
 
+    def knows(self, name: str) -> bool:
+        """Whether this view's result table is known (created or attached, not forgotten)."""
+
     def drop(self, name: str, request: int | None) -> None:
         """In one transaction: drop the result table and the view's status (and finish the request)."""
 

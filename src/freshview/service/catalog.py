@@ -153,7 +153,7 @@ class ViewCatalog(Altering):
                 self.wanted_columns.setdefault(table, set()).update(reads.get(self.names.engine(table), ()))
 
     def create(self, name: str, view_sql: str, position: Any, *, replace: bool = False, request: int | None = None,
-               reader: str | None = None) -> None:
+               reader: str | None = None, keep_table: bool = False) -> None:
         """Compile, follow the new base tables (snapshots), compute, write the result table (one transaction,
         starting at ``position``, the engine's), all at once, inside the loop (a rebuild, a table followed
         anew; a user's request goes beside the loop: ``populate``).  On any failure the engine and the
@@ -163,7 +163,8 @@ class ViewCatalog(Altering):
         if reader is _DONE:
             return
         self._create_now(name, view_sql, position, replace, request, reader, *self._compile(name, view_sql, reader,
-                                                                                        request, replace, position))
+                                                                                        request, replace, position),
+                         keep_table=keep_table)
 
     def _admit(self, name: str, view_sql: str, replace: bool, request: int | None, reader: str | None) -> Any:
         """Whether ``name`` may be created (a rebuild: yes; the same view active: ``_DONE``, the request
@@ -207,7 +208,10 @@ class ViewCatalog(Altering):
 
     def _create_now(self, name: str, view_sql: str, position: Any, replace: bool, request: int | None,
                     reader: str | None, plan: Any, engine_sql: str, probe: "TableProbe",
-                    abandon: bool = True) -> None:
+                    abandon: bool = True, keep_table: bool = False) -> None:
+        """``create``'s work (``keep_table``: the view's result table is there and stays, refilled in one
+        transaction as ``alter_view``'s swap does: a view recomputed because its table is followed anew keeps
+        its table's identity, indexes and grants)."""
         flow, results = self.flow, self.connector.results
         view = self.names.engine(name)
         registered = False
@@ -217,8 +221,12 @@ class ViewCatalog(Altering):
             self._compute_now(name, plan, engine_sql, probe, position)
             registered = True
             initial: pa.Table = flow.snapshot(view, weighted=True)
-            results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
-                           request=request)
+            if keep_table:
+                results.alter(self.result_spec(name), view_sql, initial, position, reader=reader, request=request,
+                              altered=False)
+            else:
+                results.create(self.result_spec(name), view_sql, initial, position, replace=replace, reader=reader,
+                               request=request)
         except BaseException:
             self._undo_create(view, name, registered, abandon=abandon and request is not None and not replace)
             raise
@@ -696,7 +704,8 @@ class ViewCatalog(Altering):
                 continue
             for attempt in range(REFOLLOW_ATTEMPTS):  # more DDL may land between the definition and the snapshot
                 try:
-                    self.create(name, definitions[name], position, replace=True)  # with its requester's rights
+                    self.create(name, definitions[name], position, replace=True,  # with its requester's rights
+                                keep_table=self.connector.results.knows(name))
                     break
                 except self.errors as exc:
                     if attempt + 1 == REFOLLOW_ATTEMPTS:

@@ -68,6 +68,9 @@ class MySqlResults:
     def forget(self, name: str) -> None:
         self.tables.pop(name, None)
 
+    def knows(self, name: str) -> bool:
+        return name in self.tables
+
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
                replace: bool, reader: str | None, request: int | None) -> None:
         """``reader`` (the requester's account) gets SELECT on the table, and no other account keeps a

@@ -88,6 +88,9 @@ class PostgresResults:
     def forget(self, name: str) -> None:
         self.tables.pop(name, None)
 
+    def knows(self, name: str) -> bool:
+        return name in self.tables
+
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
                replace: bool, reader: str | None, request: int | None) -> None:
         table = result_table(spec)
