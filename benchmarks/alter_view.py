@@ -16,8 +16,8 @@ change is made:
 
 Printed per case: the CALL(s)' wall time; the reader's longest gap (from a read that failed or found
 the table empty to the next good one), its longest single read (a read waiting on a lock) and the
-fewest rows a good read saw; the probe's lag during the CALL; and, once the writer has stopped, whether
-the result table equals PostgreSQL's answer to the new SQL (exactly, as sorted rows).  Which freshview
+row counts its good reads saw (old, then new); the probe's lag during the CALL; and, once the writer
+has stopped, whether the result table equals PostgreSQL's answer to the new SQL (exactly, as sorted rows).  Which freshview
 runs is whatever ``PYTHONPATH`` puts first:
 
     PYTHONPATH=src:. python3 -m benchmarks.alter_view [N]
@@ -211,22 +211,22 @@ def main() -> int:
             gap, bad, empty, reads = load.gaps()
             during = [r for r in load.reads if began <= r[0] <= ended]
             longest_read = max((r[1] - r[0] for r in during), default=0.0)
-            fewest = f"{min(r[3] for r in during if r[2]):,}" if any(r[2] for r in during) else "none good"
+            seen = " / ".join(f"{c:,}" for c in dict.fromkeys(r[3] for r in during if r[2])) or "none"
             lags = sorted(lag for wrote, lag in load.lags if began <= wrote <= ended)
             lag = (f"{statistics.median(lags) * 1000:.0f} / {lags[-1] * 1000:.0f} ms ({len(lags)})" if lags
                    else "no probe")
             print(f"  took {took:.1f} s; reads {reads} ({len(during)} during), bad {bad}, longest gap {gap:.2f} s, "
-                  f"empty {empty}, longest read {longest_read * 1000:.0f} ms, fewest rows {fewest}; errors "
+                  f"empty {empty}, longest read {longest_read * 1000:.0f} ms, row counts seen {seen}; errors "
                   f"{sorted(set(load.errors))[:2]}; writes {load.writes}; probe lag {lag}; "
                   f"equal {equal} ({groups} groups, after {waited:.1f} s); load {os.getloadavg()}", flush=True)
             rows.append(f"| {label} | {took:.1f} s | {gap:.2f} s ({bad} of {reads}; {empty} empty) "
-                        f"| {longest_read * 1000:.0f} ms | {fewest} | {lag} | {equal} |")
+                        f"| {longest_read * 1000:.0f} ms | {seen} | {lag} | {equal} |")
         svc.stop()
     finally:
         server.stop()
     print(f"\nN = {n}\n")
-    print("| case | CALL(s) took | longest gap (bad reads of all; empty) | longest read during | fewest rows seen "
-          "| probe lag p50 / max during | equal |")
+    print("| case | CALL(s) took | longest gap (bad reads of all; empty) | longest read during "
+          "| row counts seen during (in order) | probe lag p50 / max during | equal |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows), flush=True)
     return 0
