@@ -12,13 +12,13 @@ change is made:
 * alter, column added: ``CALL freshview.alter_view`` to ``... SUM(amount) AS total, COUNT(*) AS n ...``;
 * alter, same columns: ``CALL freshview.alter_view`` to ``... WHERE status <> 'cancelled' ...`` (a column
   the service does not keep yet: computed inside the step loop) and to ``... WHERE amount >= 1 ...``;
-* drop + create of each new SQL (the way before ``alter_view``).
+* drop + create of the first two new SQLs (the way before ``alter_view``).
 
 Printed per case: the CALL(s)' wall time; the reader's longest gap (from a read that failed or found
 the table empty to the next good one), its longest single read (a read waiting on a lock) and the
 row counts its good reads saw (old, then new); the probe's lag during the CALL; and, once the writer
-has stopped, whether the result table equals PostgreSQL's answer to the new SQL (exactly, as sorted rows).  Which freshview
-runs is whatever ``PYTHONPATH`` puts first:
+has stopped, whether the result table equals PostgreSQL's answer to the new SQL (exactly, as sorted rows).
+Which freshview runs is whatever ``PYTHONPATH`` puts first:
 
     PYTHONPATH=src:. python3 -m benchmarks.alter_view [N]
 """
