@@ -81,9 +81,7 @@ class MySqlResults:
             database, name = split_table_name(spec.name)
             shadow = None
             if replace and database and self._exists(database, name):  # filled aside, then swapped in
-                tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
-                shadow = sink.ResultTable(f"{spell(database)}._fv_new_{tag}", table.shape)
-                old = f"{quote(database)}.{quote('_fv_old_' + tag)}"
+                shadow, old = _shadow_of(spec.name, table.shape)
             filled = shadow or table
             with conn.cursor() as cur:
                 for statement in filled.drop_sql() + filled.create_sql():
@@ -98,19 +96,13 @@ class MySqlResults:
                 filled.apply(conn, initial)
                 control.activate_view(conn, spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
                                       position.to_text() if position is not None else None)
-                if request is not None:
-                    control.finish_request(conn, request)  # commits the whole transaction
-                else:
-                    conn.commit()
+                _commit(conn, request)
             except BaseException:
                 faults.rollback_quietly(conn)
                 _drop_quietly(conn, filled)
                 raise
             if shadow is not None:
-                with conn.cursor() as cur:
-                    cur.execute(f"DROP TABLE IF EXISTS {old}")
-                    cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
-                    cur.execute(f"DROP TABLE {old}")
+                _rename_in(conn, table, shadow, old)
         except (pymysql.err.MySQLError, SchemaError) as exc:
             if faults.classify(exc) is not None:
                 raise  # the connection, not the table: the guard raises its fault
@@ -142,10 +134,7 @@ class MySqlResults:
                     with conn.cursor() as cur:
                         cur.execute("UPDATE freshview.views SET altered_at = CURRENT_TIMESTAMP(6) WHERE name = %s",
                                     (spec.name,))
-                if request is not None:
-                    control.finish_request(conn, request)  # commits the whole transaction
-                else:
-                    conn.commit()
+                _commit(conn, request)
             except BaseException:
                 faults.rollback_quietly(conn)
                 raise
@@ -160,10 +149,7 @@ class MySqlResults:
     def _swap_in(self, name: str, table: sink.ResultTable, initial: pa.Table) -> None:
         """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE."""
         conn = self.conn
-        database, _ = split_table_name(name)
-        tag = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
-        shadow = sink.ResultTable(f"{spell(database)}._fv_new_{tag}", table.shape)
-        old = f"{quote(database)}.{quote('_fv_old_' + tag)}"
+        shadow, old = _shadow_of(name, table.shape)
         with conn.cursor() as cur:
             for statement in shadow.drop_sql() + shadow.create_sql():
                 cur.execute(statement)  # commits implicitly
@@ -175,10 +161,7 @@ class MySqlResults:
             faults.rollback_quietly(conn)
             _drop_quietly(conn, shadow)
             raise
-        with conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {old}")
-            cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
-            cur.execute(f"DROP TABLE {old}")
+        _rename_in(conn, table, shadow, old)
 
     def _exists(self, database: str, name: str) -> bool:
         with self.conn.cursor() as cur:
@@ -234,3 +217,28 @@ class MySqlResults:
 
     def record_position(self, position: BinlogPosition) -> None:
         control.record_position(self.conn, self.source, position.to_text())
+
+
+def _shadow_of(name: str, shape: Any) -> tuple[sink.ResultTable, str]:
+    """A table to fill aside for result table ``name`` (``_fv_new_<tag>`` beside it), and the name the old
+    table takes while ``_rename_in`` swaps them."""
+    database, _ = split_table_name(name)
+    tag = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+    return (sink.ResultTable(f"{spell(database)}._fv_new_{tag}", shape),
+            f"{quote(database)}.{quote('_fv_old_' + tag)}")
+
+
+def _rename_in(conn: Any, table: sink.ResultTable, shadow: sink.ResultTable, old: str) -> None:
+    """``shadow`` replaces ``table`` by one atomic RENAME TABLE (readers see one or the other); the old one goes."""
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {old}")
+        cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
+        cur.execute(f"DROP TABLE {old}")
+
+
+def _commit(conn: Any, request: int | None) -> None:
+    """Commit the open transaction, with ``request`` marked done in it (if any)."""
+    if request is not None:
+        control.finish_request(conn, request)  # commits the whole transaction
+    else:
+        conn.commit()
