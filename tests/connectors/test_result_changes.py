@@ -7,7 +7,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshview.connectors.result_changes import net_changes, net_changes_small
+from freshview.algebra.batch import consolidate
+from freshview.connectors.result_changes import net_changes, net_changes_small, replacing
 from freshview.schema import WEIGHT
 
 NAMES = ["k", "v"]
@@ -78,3 +79,33 @@ def test_the_single_row_without_key():
         assert ([tuple(r.values()) for r in rows.to_pylist()], ops.to_pylist()) == want
         columns, small_ops = net_changes_small(table(delta), NAMES, [], counted=False)
         assert (list(zip(*columns)), small_ops) == want
+
+
+def _multiset(t: pa.Table) -> dict:
+    out: dict = {}
+    for row in t.to_pylist():
+        w = row.pop(WEIGHT)
+        out[tuple(row.values())] = out.get(tuple(row.values()), 0) + w
+    return {k: w for k, w in out.items() if w}
+
+
+weighted_rows = st.lists(st.tuples(values, values, st.integers(1, 3)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(weighted_rows, weighted_rows)
+def test_replacing_writes_the_difference_that_turns_the_old_rows_into_the_new(old, new):
+    # (an alter's swap into a kept table: the rows it holds plus the difference are the new rows, NULLs and
+    # repeated rows included; rows in both are not written)
+    previous, wanted = consolidate(table(old)), consolidate(table(new))
+    change = replacing(previous, wanted)
+    assert _multiset(consolidate(pa.concat_tables([previous, change]))) == _multiset(wanted)
+    both = set(_multiset(previous).items()) & set(_multiset(wanted).items())
+    assert not {k for k, _ in both} & set(_multiset(change))
+
+
+def test_replacing_other_columns_is_not_a_difference():
+    other = pa.table({"k": pa.array([1]), "x": pa.array([1]), WEIGHT: pa.array([1])})
+    assert replacing(other, table([(1, 1, 1)])) is None
+    widened = table([(1, 1, 1)]).cast(pa.schema([("k", pa.int32()), ("v", pa.int64()), (WEIGHT, pa.int64())]))
+    assert _multiset(replacing(widened, table([(1, 1, 1), (2, 2, 1)]))) == {(2, 2): 1}  # (cast to the new types)

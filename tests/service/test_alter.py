@@ -5,6 +5,7 @@ definitions, every result compared with PostgreSQL's own answer to the view's SQ
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -126,7 +127,8 @@ class Reader:
         self.thread.join(30)
 
 
-def test_alter_with_the_same_columns_keeps_the_table_and_readers_never_see_a_gap(shop, start_service):
+def test_alter_with_the_same_columns_keeps_the_table_and_readers_never_see_a_gap(shop, start_service, caplog):
+    caplog.set_level(logging.INFO, logger="freshview")
     start_service()
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("CALL freshview.create_view('public.totals', %s)", (OLD,))
@@ -148,6 +150,9 @@ def test_alter_with_the_same_columns_keeps_the_table_and_readers_never_see_a_gap
             reader.finish()
         assert writer.committed > 20 and reader.reads > 20
         assert reader.problems == [] and reader.seen == ["old", "new"], (reader.problems[:5], reader.seen)
+        # the table kept: only the rows that differ were written (``result_changes.replacing``)
+        assert any("result table kept, " in r.getMessage() and "rows changed" in r.getMessage()
+                   for r in caplog.records), [r.getMessage() for r in caplog.records if "result table" in r.getMessage()]
         wait_until_fresh(shop, ["public.totals"], timeout=60)  # (compared with the stored SQL: the new one)
         row = conn.execute("SELECT sql, status, phase, error, altered_at IS NOT NULL FROM freshview.views "
                            "WHERE name = 'public.totals'").fetchone()

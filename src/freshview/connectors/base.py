@@ -311,10 +311,13 @@ class ResultSink(Protocol):
         done).  ``CatalogError`` when the database refuses."""
 
     def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
-              reader: str | None, request: int | None, altered: bool = True) -> None:
+              reader: str | None, request: int | None, altered: bool = True,
+              previous: pa.Table | None = None) -> None:
         """``alter_view``'s swap: the view's table gets ``initial`` (its new definition's rows at ``position``)
         and the view's row ``sql`` (and ``altered_at``, when ``altered``), readers seeing the old rows or the
-        new ones (the request done with it).  The table is kept where the database can (README: alter_view)."""
+        new ones (the request done with it).  The table is kept where the database can (README: alter_view);
+        kept with its columns, and ``previous`` given (the rows it holds now), only the difference is written
+        (``result_changes.replacing``)."""
 
     def attach(self, spec: ResultSpec) -> None:
         """Know an existing result table again (after a restart)."""

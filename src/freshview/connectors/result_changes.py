@@ -26,10 +26,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from freshview.algebra.batch import group_ids
+from freshview.algebra.batch import consolidate, group_ids, negate
 from freshview.schema import WEIGHT
 
 _AT = "_fv_at"
+
+
+def replacing(previous: pa.Table, new: pa.Table) -> pa.Table | None:
+    """The delta that turns a result table holding the weighted rows ``previous`` into one holding ``new``
+    (a view's columns and the weight, as ``snapshot(weighted=True)`` gives them), consolidated: only what
+    differs; None when the two cannot be compared (other columns or types: the table is refilled)."""
+    if previous.schema != new.schema:
+        try:
+            previous = previous.select(new.schema.names).cast(new.schema)
+        except (KeyError, ValueError, pa.ArrowException):
+            return None
+    return consolidate(pa.concat_tables([negate(previous), new]))
 
 
 def net_changes(delta: pa.Table, names: Sequence[str], key: Sequence[str],

@@ -87,12 +87,13 @@ class Altering:
             raise
 
     def _swap(self, name: str, view_sql: str, position: Any, request: int | None, reader: str | None,
-              altered: bool = True) -> None:
+              altered: bool = True, previous: pa.Table | None = None) -> None:
         """The engine's view ``name`` (computed at ``position``) replaces the result table's rows and the
-        stored SQL in one database transaction (``ResultSink.alter``)."""
+        stored SQL in one database transaction (``ResultSink.alter``; ``previous``: the rows the table holds,
+        so only the difference is written where the table is kept)."""
         initial: pa.Table = self.flow.snapshot(self.names.engine(name), weighted=True)
         self.connector.results.alter(self.result_spec(name), view_sql, initial, position, reader=reader,
-                                     request=request, altered=altered)
+                                     request=request, altered=altered, previous=previous)
         log.info("view %s %s (%d rows)", name, "altered" if altered else "restored", initial.num_rows)
 
     def _restore(self, name: str, old_sql: str, position: Any) -> None:
@@ -125,11 +126,14 @@ class Altering:
         self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
         self.running.pop(plan.name, None)
         try:
+            # the old view's rows, which its table holds if the results are at ``position`` (not replaying)
+            previous = flow.snapshot(plan.view, weighted=True) \
+                if self.connector.results.stored_position() == position else None
             flow.drop_view(plan.view)
             flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
             for table in new:
                 self._remember(table, plan.new[table].described, pins[table])
-            self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader)
+            self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader, previous=previous)
         except BaseException:
             self.follow_from = before
             self._save_follow_from()

@@ -27,6 +27,7 @@ from freshview.connectors.mysql import control, faults, sink
 from freshview.connectors.mysql.access import Account, resolve_account
 from freshview.connectors.mysql.catalog import quote, spell, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
+from freshview.connectors.result_changes import replacing
 from freshview.errors import CatalogError, SchemaError
 from freshview.schema import WEIGHT
 
@@ -110,7 +111,8 @@ class MySqlResults:
         self.tables[spec.name] = table
 
     def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
-              reader: str | None, request: int | None, altered: bool = True) -> None:
+              reader: str | None, request: int | None, altered: bool = True,
+              previous: pa.Table | None = None) -> None:
         """``alter_view``'s swap.  The same columns: the table kept, emptied and filled in one transaction
         (InnoDB: readers see the old rows or the new).  Other columns: MariaDB's DDL commits, so a new table
         is filled aside and swapped in by one atomic ``RENAME TABLE`` (grants, made by name, stay; the old
@@ -126,9 +128,11 @@ class MySqlResults:
             conn.begin()
             try:
                 if old is not None and old.shape == table.shape:
-                    with conn.cursor() as cur:
-                        cur.execute(f"DELETE FROM {table.table}")
-                    table.apply(conn, initial)
+                    change = replacing(previous, initial) if previous is not None else None
+                    if change is None:
+                        with conn.cursor() as cur:
+                            cur.execute(f"DELETE FROM {table.table}")
+                    table.apply(conn, initial if change is None else change)
                 control.activate_view(conn, spec.name, sql, rows, at)
                 if altered:
                     with conn.cursor() as cur:

@@ -22,6 +22,7 @@ from freshview.connectors.postgres import control, existing as users_table, faul
 from freshview.connectors.postgres.identifiers import identifier
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
+from freshview.connectors.result_changes import replacing
 from freshview.errors import CatalogError, SinkError
 from freshview.schema import WEIGHT
 
@@ -126,7 +127,8 @@ class PostgresResults:
         self.tables[spec.name] = table
 
     def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
-              reader: str | None, request: int | None, altered: bool = True) -> None:
+              reader: str | None, request: int | None, altered: bool = True,
+              previous: pa.Table | None = None) -> None:
         """``alter_view``'s swap, one transaction: the table kept, altered or replaced (``swap.reshape``),
         filled, the view's row given the new SQL (and ``altered_at``), the request done."""
         table = result_table(spec)
@@ -134,11 +136,14 @@ class PostgresResults:
         conn = self.conn
         try:
             with conn.transaction():
-                chosen = swap.reshape(conn, old.shape if old is not None else None, table)
+                shape = old.shape if old is not None else None
+                change = replacing(previous, initial) if previous is not None and \
+                    swap.how(shape, table.shape) is swap.How.REFILL else None
+                chosen = swap.reshape(conn, shape, table, keep_rows=change is not None)
                 if chosen is swap.How.REPLACE:
                     owner = conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (spec.name,)).fetchone()
                     readable_only_by(conn, table.name, owner[0] if owner else reader)
-                table.apply(conn, initial)
+                table.apply(conn, initial if change is None else change)
                 conn.execute(
                     "UPDATE freshview.views SET sql = %s, status = 'active', error = NULL, phase = NULL, "
                     "rows_read = NULL, rows_total = NULL, elapsed_s = NULL, rows = %s, last_lsn = %s, "
@@ -152,7 +157,8 @@ class PostgresResults:
                 raise
             raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}".strip()) from None
         self.tables[spec.name] = table
-        log.info("view %s: result table %s", spec.name, {swap.How.REFILL: "kept and refilled",
+        log.info("view %s: result table %s", spec.name, {swap.How.REFILL: "kept and refilled" if change is None else
+                                                          f"kept, {change.num_rows} rows changed",
                                                           swap.How.ALTER: "altered in place and refilled",
                                                           swap.How.REPLACE: "replaced"}[chosen])
 

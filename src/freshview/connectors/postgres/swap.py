@@ -53,9 +53,13 @@ def alter_columns(old: ResultShape, new: ResultShape) -> list[tuple[str, str, st
     return out
 
 
-def reshape(conn: psycopg.Connection, old: ResultShape | None, table: ResultTable) -> How:
-    """In the caller's transaction: the result table emptied and made of ``table``'s shape (``how``)."""
+def reshape(conn: psycopg.Connection, old: ResultShape | None, table: ResultTable, keep_rows: bool = False) -> How:
+    """In the caller's transaction: the result table emptied and made of ``table``'s shape (``how``);
+    ``keep_rows``: a table kept as it is (``How.REFILL``) keeps its rows too (the caller writes the
+    difference)."""
     chosen = how(old, table.shape)
+    if chosen is How.REFILL and keep_rows:
+        return chosen
     if chosen is How.REPLACE:
         conn.execute(psql.SQL("DROP TABLE {}").format(table.name))
         for statement in table.create_sql():
