@@ -4,6 +4,7 @@ stepped, its progress in ``freshview.views``, then caught up and equal to MariaD
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -16,7 +17,8 @@ from tests.service.test_mysql_service import (  # noqa: F401 - fixtures
 HELD, PROBE = "order_regions", "event_totals"
 
 
-def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypatch):
+def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="freshview")
     gate, reached = threading.Event(), threading.Event()
     original = loading.compute_first
 
@@ -60,3 +62,10 @@ def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypa
         gate.set()
     run_transactions(shop, rng, 20, next_id)
     wait_until_fresh(shop, [PROBE, HELD], timeout=180)
+    # written aside by the worker, renamed into place at the join (the changes since written then)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"{HELD}: " in m and "rows written aside" in m for m in said), said
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME LIKE '\\_fv\\_fill\\_%%'", (database,))
+        assert cur.fetchone()[0] == 0

@@ -8,6 +8,7 @@ then it is let go, catches up on what was written meanwhile and ends equal to th
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import signal
@@ -67,7 +68,11 @@ def _poll(what, timeout: float = 60.0):
         time.sleep(0.1)
 
 
-def test_a_view_populates_beside_the_stream(shop, start_service, gate):
+FILLS = "SELECT count(*) FROM pg_tables WHERE tablename LIKE '\\_fv\\_fill\\_%'"  # tables written aside
+
+
+def test_a_view_populates_beside_the_stream(shop, start_service, gate, caplog):
+    caplog.set_level(logging.INFO, logger="freshview")
     start_service()
     rng = random.Random(3)
     next_id = [600]
@@ -97,6 +102,12 @@ def test_a_view_populates_beside_the_stream(shop, start_service, gate):
         for _ in range(20):
             random_transaction(conn, rng, next_id)
     wait_until_fresh(shop, [PROBE, HELD], timeout=180)
+    # its rows were written aside by the worker and the table renamed into place at the join (the changes
+    # committed meanwhile written then): the result table's fill is not the loop's
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"view {HELD}: " in m and "rows written aside" in m for m in said), said
+    with psycopg.connect(shop, autocommit=True) as conn:
+        assert conn.execute(FILLS).fetchone()[0] == 0
 
 
 def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, start_service, monkeypatch):
@@ -194,6 +205,8 @@ def test_requests_are_served_while_a_view_populates_and_a_drop_ends_its_populati
         gate.set()  # (its worker ends and cleans up after itself)
         conn.execute("UPDATE customers SET region = 'north' WHERE id = 3")
     wait_until_fresh(shop, [PROBE, "public.regions"], timeout=180)
+    with psycopg.connect(shop, autocommit=True) as conn:
+        assert _poll(lambda: conn.execute(FILLS).fetchone()[0] == 0)  # nothing written aside is left behind
 
 
 def test_a_lost_slot_rebuilds_view_by_view_the_first_rebuilt_staying_fresh(shop, start_service, tmp_path,

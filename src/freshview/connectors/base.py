@@ -34,7 +34,7 @@ from typing import Any, Callable, Collection, ContextManager, Iterator, Mapping,
 import pyarrow as pa
 
 from freshview.errors import ChangeError, PositionLost, StreamError  # noqa: F401  (the connectors' errors)
-from freshview.plan.shape import ResultKey
+from freshview.plan.shape import ResultKey, result_key
 from freshview.schema import SqlType, TableSchema
 
 
@@ -300,15 +300,31 @@ class ResultSpec:
     columns: tuple[tuple[str, SqlType], ...]
     key: ResultKey
 
+    @classmethod
+    def of(cls, name: str, plan: Any) -> "ResultSpec":
+        """The result table of view ``name`` whose plan is ``plan`` (its columns, ``plan.shape``'s key)."""
+        return cls(name, tuple(plan.columns), result_key(plan))
+
 
 class ResultSink(Protocol):
     def stored_position(self) -> Position | None:
         """The position whose effects the result tables hold (committed with them)."""
 
+    def prefill(self, spec: ResultSpec, rows: pa.Table, request: int | None) -> str | None:
+        """(A population's worker, on a connection of its own.)  ``rows`` written aside into a new table beside
+        the result table's name: that table's name, for ``create(prefilled=(name, rows))``; None if the view
+        cannot be filled so (it fills the user's table)."""
+
+    def drop_prefill(self, shadow: str) -> None:
+        """A table ``prefill`` wrote that no create will rename into place."""
+
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
-               replace: bool, reader: str | None, request: int | None) -> None:
+               replace: bool, reader: str | None, request: int | None,
+               prefilled: tuple[str, pa.Table] | None = None) -> None:
         """In one transaction: (re)create the result table, fill it, mark the view active (and the request
-        done).  ``CatalogError`` when the database refuses."""
+        done).  ``prefilled``: a table ``prefill`` wrote and the rows it holds: renamed into place, only the
+        rows that differ from ``initial`` written (if it is gone: created and filled as without it).
+        ``CatalogError`` when the database refuses."""
 
     def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
               reader: str | None, request: int | None, altered: bool = True,

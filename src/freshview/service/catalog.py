@@ -28,7 +28,6 @@ from freshview.connectors.base import (
 from freshview.errors import CatalogError, Fault, FreshviewError, SinkError
 from freshview.flow import TwoPhaseFlow
 from freshview.plan.rewrite.prune import columns_read
-from freshview.plan.shape import result_key
 from freshview.service import access, loading, populating, recovery, requests, sink_errors
 from freshview.service.altering import ALTERING, Altering
 from freshview.service.following import (
@@ -89,8 +88,7 @@ class ViewCatalog(Altering):
 
     # ------------------------------------------------------------------ views
     def result_spec(self, name: str) -> ResultSpec:
-        plan = self.flow.view_plan(self.names.engine(name))
-        return ResultSpec(name, tuple(plan.columns), result_key(plan))
+        return ResultSpec.of(name, self.flow.view_plan(self.names.engine(name)))
 
     def reconcile(self, position: Any) -> None:
         """Make the engine's views and the database's agree (after a crash, a lost position, lost state):
@@ -334,10 +332,13 @@ class ViewCatalog(Altering):
         """Tables followed anew by running populations (``populate``), not joined yet."""
         return {t for plan in self.running.values() for t in plan.new}
 
-    def join(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
+    def join(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any,
+             prefilled: tuple[str, pa.Table] | None = None) -> None:
         """A population caught up to ``position`` (the loop's, the engine's) joins: the engine adopts its view
         and new tables (``IncrementalFlow.adopt_view``), then the result table is created, filled and made
-        active at ``position`` in one database transaction.  On failure nothing of it stays."""
+        active at ``position`` in one database transaction (``prefilled``: the table its worker wrote aside
+        and the rows in it: renamed into place, only what changed since written).  On failure nothing of it
+        stays."""
         if plan.replaces is not None:
             self._join_alter(plan, scratch, pins, position)
             return
@@ -354,7 +355,8 @@ class ViewCatalog(Altering):
                 self._remember(table, plan.new[table].described, pins[table])
             initial: pa.Table = flow.snapshot(plan.view, weighted=True)
             self.connector.results.create(self.result_spec(plan.name), plan.view_sql, initial, position,
-                                          replace=plan.rebuild, reader=plan.reader, request=plan.request)
+                                          replace=plan.rebuild, reader=plan.reader, request=plan.request,
+                                          prefilled=prefilled)
         except BaseException:
             self.follow_from = before
             self._save_follow_from()

@@ -528,7 +528,7 @@ class Core:
                 return
             self.populations.pop(plan.name, None)
             self._retry = True
-            self.views.join(plan, scratch, population.pins, self.at.engine)
+            self.views.join(plan, scratch, population.pins, self.at.engine, population.prefilled)
         except Fault:
             self.populations.pop(plan.name, None)
             population.close()

@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 
-from freshview.connectors.base import Connector, SourceTable, Transaction
+from freshview.connectors.base import Connector, ResultSpec, SourceTable, Transaction
 from freshview.flow import IncrementalFlow
 from freshview.runtime.relation import col_name
 from freshview.runtime.state import adopt
@@ -138,6 +138,9 @@ class Population:
         self._reading = 0  # rows loaded of the table being read
         self._total: int | None = sum(f.pinned.rows for f in plan.followed.values()) if plan.followed else None
         self._cancelled = threading.Event()
+        # the result table written aside by the worker (``_prefill``) and its rows; the join renames it into place
+        self.prefilled: tuple[str, pa.Table] | None = None
+        self._joined = False
         self._thread = threading.Thread(target=self._run, name=f"freshview population {plan.name}", daemon=True)
 
     # ------------------------------------------------------------------ the loop's side
@@ -174,6 +177,7 @@ class Population:
         assert self.flow is not None
         with self._lock:
             left, self._queue, self._queued_rows = self._queue, [], 0
+            self._joined = True  # (what it wrote aside is the join's now)
         self._apply(left)
         return self.flow
 
@@ -194,6 +198,9 @@ class Population:
         with self._lock:  # (the loop's cancel and the worker's end may both close it)
             flow, self.flow = self.flow, None
             connector, self.connector = self.connector, None
+            aside = self.prefilled[0] if self.prefilled is not None and not self._joined else None
+        if aside is not None and connector is not None:  # (written aside, never joined: not left behind)
+            connector.results.drop_prefill(aside)
         for what, close in (("the population's engine", flow and flow.close),
                             ("the population's source", connector and connector.source.close),
                             ("the population's connection", connector and connector.control.close)):
@@ -232,6 +239,9 @@ class Population:
         started = time.perf_counter()
         loading.compute_first(flow, plan.view, plan.engine_sql)
         log.info("view %s: first computation %.1f s (beside the stream)", plan.name, time.perf_counter() - started)
+        if plan.replaces is None and not self._cancelled.is_set():  # (an alter writes into the table it keeps,
+            # by difference: ``Altering._swap``)
+            self._prefill(flow)
         self._set_phase(Phase.CATCHING_UP)
         settled = False
         while not self._cancelled.is_set():
@@ -249,6 +259,25 @@ class Population:
                 batch, self._queue, self._queued_rows = self._queue, [], 0
             self._apply(batch)
             settled = settled and not batch
+
+    def _prefill(self, flow: IncrementalFlow) -> None:
+        """The view's rows written aside now, beside the loop (``ResultSink.prefill``): the join then writes
+        only what changed since.  If it cannot be, the join writes them all, as before."""
+        assert self.connector is not None
+        started = time.perf_counter()
+        rows = flow.snapshot(self.plan.view, weighted=True)
+        try:
+            name = self.connector.results.prefill(ResultSpec.of(self.plan.name, flow.view_plan(self.plan.view)),
+                                                  rows, self.plan.request)
+        except Exception as exc:  # noqa: BLE001 - the join fills the table instead
+            log.warning("view %s: its rows could not be written aside (%s); the join writes them", self.plan.name,
+                        exc)
+            return
+        if name is not None:
+            with self._lock:
+                self.prefilled = (name, rows)
+            log.info("view %s: %d rows written aside in %.1f s (beside the stream)", self.plan.name, rows.num_rows,
+                     time.perf_counter() - started)
 
     def _read_new(self, flow: IncrementalFlow) -> None:
         assert self.connector is not None

@@ -22,7 +22,6 @@ import pyarrow as pa
 from freshview.connectors.base import Connector, ResultSpec
 from freshview.errors import CatalogError
 from freshview.flow import TwoPhaseFlow
-from freshview.plan.shape import result_key
 from freshview.service import verify
 from freshview.service.names import Names
 from freshview.sql.rename import reading_as
@@ -79,7 +78,7 @@ def job_for(flow: TwoPhaseFlow, names: Names, definition: Callable[[str], tuple[
     if withs:
         sql = f"WITH {', '.join(withs)} SELECT * FROM ({sql}\n) AS fv_verify"
     plan = flow.view_plan(engine)
-    return verify.Job(name, sql, ResultSpec(name, tuple(plan.columns), result_key(plan)), request)
+    return verify.Job(name, sql, ResultSpec.of(name, plan), request)
 
 
 class _Again(Exception):

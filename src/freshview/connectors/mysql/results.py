@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -72,21 +73,67 @@ class MySqlResults:
     def knows(self, name: str) -> bool:
         return name in self.tables
 
+    def prefill(self, spec: ResultSpec, rows: pa.Table, request: int | None) -> str | None:
+        """(A population's worker, on its own connection.)  The view's ``rows`` written aside, into a table of
+        its own beside the result table (``_fv_fill_<tag>_<nonce>``), renamed into place by
+        ``create(prefilled=...)`` at the join, which writes only the rows that changed since: the fill leaves
+        the step loop.  That table's name."""
+        conn = self.conn
+        database, _ = split_table_name(spec.name)
+        if not database:
+            return None
+        tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
+        shadow = sink.ResultTable(f"{spell(database)}._fv_fill_{tag}_{secrets.token_hex(4)}", result_table(spec).shape)
+        with conn.cursor() as cur:
+            for statement in shadow.create_sql():
+                cur.execute(statement)  # commits implicitly
+        conn.begin()
+        try:
+            shadow.apply(conn, rows)
+            conn.commit()
+        except BaseException:
+            faults.rollback_quietly(conn)
+            _drop_quietly(conn, shadow)
+            raise
+        return shadow.qualified_name
+
+    def drop_prefill(self, shadow: str) -> None:
+        """A prefilled table nobody will rename into place (the population ended otherwise)."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(shadow)}")
+        except (pymysql.err.MySQLError, OSError):
+            pass  # (a dead connection: the table stays)
+
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
-               replace: bool, reader: str | None, request: int | None) -> None:
+               replace: bool, reader: str | None, request: int | None,
+               prefilled: tuple[str, pa.Table] | None = None) -> None:
         """``reader`` (the requester's account) gets SELECT on the table, and no other account keeps a
-        table-level grant on its name; the result database's own privileges still apply (see README)."""
+        table-level grant on its name; the result database's own privileges still apply (see README).
+        ``prefilled``: the rows a population wrote aside (``prefill``), if that table is there."""
         conn = self.conn
         try:
             table = result_table(spec)
             database, name = split_table_name(spec.name)
-            shadow = None
-            if replace and database and self._exists(database, name):  # filled aside, then swapped in
-                shadow, old = _shadow_of(spec.name, table.shape)
-            filled = shadow or table
-            with conn.cursor() as cur:
-                for statement in filled.drop_sql() + filled.create_sql():
-                    cur.execute(statement)  # commits implicitly
+            exists = bool(database) and self._exists(database, name)
+            shadow, old = _shadow_of(spec.name, table.shape) if database else (None, "")
+            write = initial
+            if prefilled is not None and database and self._exists(database, split_table_name(prefilled[0])[1]):
+                shadow = filled = sink.ResultTable(prefilled[0], table.shape)  # (a population's worker filled it:
+                change = replacing(prefilled[1], initial)  # only what changed since is written)
+                if change is None:
+                    with conn.cursor() as cur:
+                        cur.execute(f"DELETE FROM {shadow.table}")
+                else:
+                    write = change
+                if not exists:  # (its name now, before its grants, which MariaDB gives a table that exists)
+                    _rename_in(conn, table, shadow, old, exists)
+                    filled = table
+            else:
+                filled = shadow if replace and exists and shadow is not None else table  # (aside, swapped in)
+                with conn.cursor() as cur:
+                    for statement in filled.drop_sql() + filled.create_sql():
+                        cur.execute(statement)  # commits implicitly
             try:  # (grants are by name: the table swapped in under it has them)
                 self._readable_only_by(spec.name, reader)  # GRANT and REVOKE commit implicitly too
             except BaseException:
@@ -94,7 +141,7 @@ class MySqlResults:
                 raise
             conn.begin()
             try:
-                filled.apply(conn, initial)
+                filled.apply(conn, write)
                 control.activate_view(conn, spec.name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
                                       position.to_text() if position is not None else None)
                 _commit(conn, request)
@@ -102,8 +149,9 @@ class MySqlResults:
                 faults.rollback_quietly(conn)
                 _drop_quietly(conn, filled)
                 raise
-            if shadow is not None:
-                _rename_in(conn, table, shadow, old)
+            if filled is not table:
+                assert shadow is not None
+                _rename_in(conn, table, shadow, old, exists)
         except (pymysql.err.MySQLError, SchemaError) as exc:
             if faults.classify(exc) is not None:
                 raise  # the connection, not the table: the guard raises its fault
@@ -232,9 +280,13 @@ def _shadow_of(name: str, shape: Any) -> tuple[sink.ResultTable, str]:
             f"{quote(database)}.{quote('_fv_old_' + tag)}")
 
 
-def _rename_in(conn: Any, table: sink.ResultTable, shadow: sink.ResultTable, old: str) -> None:
-    """``shadow`` replaces ``table`` by one atomic RENAME TABLE (readers see one or the other); the old one goes."""
+def _rename_in(conn: Any, table: sink.ResultTable, shadow: sink.ResultTable, old: str, exists: bool = True) -> None:
+    """``shadow`` replaces ``table`` by one atomic RENAME TABLE (readers see one or the other); the old one goes
+    (``exists`` False: there is none, ``shadow`` takes its name)."""
     with conn.cursor() as cur:
+        if not exists:
+            cur.execute(f"RENAME TABLE {shadow.table} TO {table.table}")
+            return
         cur.execute(f"DROP TABLE IF EXISTS {old}")
         cur.execute(f"RENAME TABLE {table.table} TO {old}, {shadow.table} TO {table.table}")
         cur.execute(f"DROP TABLE {old}")

@@ -7,7 +7,9 @@ each changed view's row count and lag in that transaction too.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
 import time
 from typing import Mapping
 
@@ -19,7 +21,7 @@ from psycopg import sql as psql
 from freshview.connectors.base import ResultSpec, StepStats, sink_refused
 from freshview.connectors.edge import guarded
 from freshview.connectors.postgres import control, existing as users_table, faults, swap
-from freshview.connectors.postgres.identifiers import identifier
+from freshview.connectors.postgres.identifiers import identifier, qualified, split
 from freshview.connectors.postgres.lsn import Lsn
 from freshview.connectors.postgres.sink import ResultShape, ResultTable
 from freshview.connectors.result_changes import replacing
@@ -69,6 +71,14 @@ def result_table(spec: ResultSpec) -> ResultTable:
     return ResultTable(spec.name, shape)
 
 
+def _fill_name(name: str) -> str:
+    """Where a population fills result table ``name`` aside (``prefill``): ``_fv_fill_<hash of the name>_<a
+    nonce>`` in its schema, a table of each population's own."""
+    schema, _ = split(name)
+    tag = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
+    return qualified(schema or "public", f"_fv_fill_{tag}_{secrets.token_hex(4)}")
+
+
 @guarded(faults.classify)
 class PostgresResults:
     """Result tables of one database; positions are the slot's row of ``freshview.progress``."""
@@ -92,10 +102,32 @@ class PostgresResults:
     def knows(self, name: str) -> bool:
         return name in self.tables
 
+    def prefill(self, spec: ResultSpec, rows: pa.Table, request: int | None) -> str | None:
+        """(A population's worker, on its own connection.)  The view's ``rows`` written aside, into a table of
+        its own beside the result table (``_fill_name``), which ``create(prefilled=...)`` renames into place
+        at the join, writing only the rows that changed since: the fill leaves the step loop.  That table's
+        name; None (nothing written) for a view that fills the user's table."""
+        if self._existing(spec.name, request):
+            return None
+        name = _fill_name(spec.name)
+        shadow = ResultTable(name, result_table(spec).shape)
+        with self.conn.transaction():
+            for statement in shadow.create_sql():
+                self.conn.execute(statement)
+            shadow.apply(self.conn, rows)
+        return name
+
+    def drop_prefill(self, shadow: str) -> None:
+        """A prefilled table nobody will rename into place (the population ended otherwise)."""
+        with self.conn.transaction():
+            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(shadow)))
+
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
-               replace: bool, reader: str | None, request: int | None) -> None:
+               replace: bool, reader: str | None, request: int | None,
+               prefilled: tuple[str, pa.Table] | None = None) -> None:
         table = result_table(spec)
         conn = self.conn
+        change = None
         try:
             with conn.transaction():
                 users = self._existing(spec.name, request)
@@ -104,10 +136,18 @@ class PostgresResults:
                 else:
                     if replace:
                         conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
-                    for statement in table.create_sql():
-                        conn.execute(statement)
+                    shadow, rows = prefilled if prefilled is not None else (None, None)
+                    if shadow is not None and conn.execute("SELECT to_regclass(%s)", (shadow,)).fetchone()[0]:
+                        change = replacing(rows, initial)  # (None: refilled)
+                        conn.execute(psql.SQL("ALTER TABLE {} RENAME TO {}").format(
+                            identifier(shadow), psql.Identifier(split(spec.name)[1])))
+                        if change is None:
+                            conn.execute(psql.SQL("DELETE FROM {}").format(table.name))
+                    else:
+                        for statement in table.create_sql():
+                            conn.execute(statement)
                     readable_only_by(conn, table.name, reader)
-                table.apply(conn, initial)
+                table.apply(conn, initial if change is None else change)
                 conn.execute(
                     "INSERT INTO freshview.views (name, sql, status, rows, last_lsn, owner) "
                     "VALUES (%s, %s, 'active', %s, %s, %s) "
