@@ -69,3 +69,15 @@ def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypa
         cur.execute("SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME LIKE '\\_fv\\_fill\\_%%'", (database,))
         assert cur.fetchone()[0] == 0
+
+
+def test_tables_written_aside_by_a_stopped_service_are_dropped_when_it_starts(shop, start_service):
+    database = shop["database"]
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE `{database}`._fv_fill_0123456789ab_deadbeef (x int)")  # (a population killed)
+        cur.execute(f"CREATE TABLE `{database}`.xfv_fill_kept (x int)")  # not one: LIKE's _ is escaped
+    start_service()
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME LIKE '%%fill%%'", (database,))
+        assert [r[0] for r in cur.fetchall()] == ["xfv_fill_kept"]

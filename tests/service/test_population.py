@@ -246,3 +246,12 @@ def test_a_lost_slot_rebuilds_view_by_view_the_first_rebuilt_staying_fresh(shop,
         for _ in range(20):
             random_transaction(conn, rng, next_id)
     wait_until_fresh(shop, [PROBE, HELD], timeout=180)
+
+
+def test_tables_written_aside_by_a_stopped_service_are_dropped_when_it_starts(shop, start_service):
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public._fv_fill_0123456789ab_deadbeef (x int)")  # (a population killed)
+        conn.execute("CREATE TABLE public.xfv_fill_kept (x int)")  # not one: LIKE's _ is escaped
+        start_service()
+        assert conn.execute(FILLS).fetchone()[0] == 0
+        assert conn.execute("SELECT to_regclass('public.xfv_fill_kept')").fetchone()[0] is not None

@@ -315,8 +315,9 @@ class ResultSink(Protocol):
         the result table's name: that table's name, for ``create(prefilled=(name, rows))``; None if the view
         cannot be filled so (it fills the user's table)."""
 
-    def drop_prefill(self, shadow: str) -> None:
-        """A table ``prefill`` wrote that no create will rename into place."""
+    def drop_prefill(self, shadow: str | None = None) -> None:
+        """A table ``prefill`` wrote that no create will rename into place (None: every such table in the
+        database, at attach: what populations of a service that stopped wrote aside)."""
 
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Position | None, *,
                replace: bool, reader: str | None, request: int | None,

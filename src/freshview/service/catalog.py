@@ -97,6 +97,7 @@ class ViewCatalog(Altering):
         listed = self.connector.control.views()
         wanted = recovery.wanted_views(listed)
         self.sink_errors.found_at_start(listed)
+        self.connector.results.drop_prefill()  # (what a stopped service's populations wrote aside)
         for view in recovery.views_to_drop(list(self.flow.views), {self.names.engine(n) for n in wanted}):
             self.flow.drop_view(view)
         for name in recovery.half_swapped(listed):  # (its engine view may be either definition: rebuilt)

@@ -97,13 +97,20 @@ class MySqlResults:
             raise
         return shadow.qualified_name
 
-    def drop_prefill(self, shadow: str) -> None:
-        """A prefilled table nobody will rename into place (the population ended otherwise)."""
+    def drop_prefill(self, shadow: str | None = None) -> None:
+        """A prefilled table nobody will rename into place (the population ended otherwise; None: all)."""
         try:
             with self.conn.cursor() as cur:
-                cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(shadow)}")
+                if shadow is not None:
+                    names = [shadow]
+                else:
+                    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                                "WHERE TABLE_NAME LIKE '\\_fv\\_fill\\_%'")
+                    names = [f"{spell(d)}.{spell(t)}" for d, t in cur.fetchall()]
+                for name in names:
+                    cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
         except (pymysql.err.MySQLError, OSError):
-            pass  # (a dead connection: the table stays)
+            pass  # (a dead connection: the tables stay, dropped at the next attach)
 
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: BinlogPosition | None, *,
                replace: bool, reader: str | None, request: int | None,

@@ -117,10 +117,13 @@ class PostgresResults:
             shadow.apply(self.conn, rows)
         return name
 
-    def drop_prefill(self, shadow: str) -> None:
-        """A prefilled table nobody will rename into place (the population ended otherwise)."""
+    def drop_prefill(self, shadow: str | None = None) -> None:
+        """A prefilled table nobody will rename into place (the population ended otherwise; None: all)."""
         with self.conn.transaction():
-            self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(shadow)))
+            names = [shadow] if shadow is not None else [qualified(s, t) for s, t in self.conn.execute(
+                "SELECT schemaname, tablename FROM pg_tables WHERE tablename LIKE '\\_fv\\_fill\\_%'")]
+            for name in names:
+                self.conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(identifier(name)))
 
     def create(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
                replace: bool, reader: str | None, request: int | None,
