@@ -81,3 +81,22 @@ def test_tables_written_aside_by_a_stopped_service_are_dropped_when_it_starts(sh
         cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME LIKE '%%fill%%'", (database,))
         assert [r[0] for r in cur.fetchall()] == ["xfv_fill_kept"]
+
+
+def test_a_view_reading_columns_a_copy_lacks_widens_it_beside_the_binlog_stream(shop, start_service, caplog):
+    caplog.set_level(logging.INFO, logger="freshview")
+    service = start_service().service
+    database = shop["database"]
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CALL freshview.create_view(%s, %s)", (f"{database}.everything", VIEWS["everything"]))
+        cur.execute(f"CREATE INDEX by_n ON `{database}`.everything (n)")  # the user's, on its result table
+        cur.execute("CALL freshview.create_view(%s, %s)", (f"{database}.customer_totals", VIEWS["customer_totals"]))
+        cur.execute("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = 'everything' AND INDEX_NAME = 'by_n'", (database,))
+        assert cur.fetchone()[0] == 1  # (its table kept: written by difference)
+    assert "status" in service.flow.source_schema(service.names.engine(f"{database}.orders")).names
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"view {database}.everything: computed again over the wider copy beside the stream" in m
+               for m in said), said
+    run_transactions(shop, random.Random(9), 20, [900])
+    wait_until_fresh(shop, ["everything", "customer_totals"], timeout=120)

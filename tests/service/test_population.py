@@ -255,3 +255,49 @@ def test_tables_written_aside_by_a_stopped_service_are_dropped_when_it_starts(sh
         start_service()
         assert conn.execute(FILLS).fetchone()[0] == 0
         assert conn.execute("SELECT to_regclass('public.xfv_fill_kept')").fetchone()[0] is not None
+
+
+def test_a_view_reading_columns_a_copy_lacks_widens_it_beside_the_stream(database, start_service, monkeypatch,
+                                                                          caplog):
+    # ``widening``: the table is read again, wider, by the new view's population, and the view already over it
+    # is computed again there, while the loop keeps that view fresh over the narrower copy; at the join it
+    # moves to the wider copy, its result table kept (written by difference).
+    caplog.set_level(logging.INFO, logger="freshview")
+    gate, reached = threading.Event(), threading.Event()
+    original = loading.compute_first
+
+    def held(flow, view, sql):
+        if view.endswith("wb"):
+            reached.set()
+            assert gate.wait(120), "the test never let the population go"
+        return original(flow, view, sql)
+
+    monkeypatch.setattr(loading, "compute_first", held)
+    narrow, wide = "SELECT a, count(*) AS n FROM w GROUP BY a", "SELECT b, sum(a) AS s FROM w GROUP BY b"
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE w (id int PRIMARY KEY, a int, b int, c text)")
+        conn.execute("INSERT INTO w SELECT g, g % 7, g % 5, 'x' FROM generate_series(1, 300) g")
+        service = start_service().service
+        conn.execute("CALL freshview.create_view('public.wa', %s)", (narrow,))
+        assert service.flow.source_schema(service.names.engine("public.w")).names == ["id", "a"]
+        conn.execute("CREATE INDEX wa_n ON public.wa (n)")
+        oid = conn.execute("SELECT 'public.wa'::regclass::oid").fetchone()[0]
+        try:
+            conn.execute("CALL freshview.create_view_async('public.wb', %s)", (wide,))
+            assert reached.wait(60)
+            for i in range(5):  # the loop goes on: the view over the narrower copy stays fresh meanwhile
+                conn.execute("UPDATE w SET a = a + 1 WHERE id %% 11 = %s", (i,))
+                conn.execute("INSERT INTO w VALUES (%s, %s, NULL, 'y')", (1000 + i, i))
+            wait_until_fresh(database, ["public.wa"], timeout=60)
+            assert _poll(lambda: _view_row(conn, "public.wb")[:2] == ("populating", "computing"))
+        finally:
+            gate.set()
+        conn.execute("DELETE FROM w WHERE id < 20")
+        wait_until_fresh(database, ["public.wa", "public.wb"], timeout=120)
+        assert service.flow.source_schema(service.names.engine("public.w")).names == ["id", "a", "b"]
+        assert conn.execute("SELECT 'public.wa'::regclass::oid, to_regclass('public.wa_n') IS NOT NULL").fetchone() \
+            == (oid, True)
+        said = [r.getMessage() for r in caplog.records]
+        assert any("view public.wa: computed again over the wider copy beside the stream" in m for m in said), said
+        conn.execute("UPDATE w SET b = 9 WHERE id = 30")
+        wait_until_fresh(database, ["public.wa", "public.wb"], timeout=60)

@@ -37,6 +37,7 @@ from freshview.service.names import Names
 from freshview.service.probe import TableProbe
 from freshview.service.sink_errors import SINK_ERROR, SinkErrors
 from freshview.service.population import Followed, New, Plan
+from freshview.service.widening import Widening
 from freshview.sql import compile_view
 from freshview.sql.rename import renamed as renamed_sql
 
@@ -60,7 +61,7 @@ PLACES_KEY = "follow_places"  # engine meta: followed table -> its columns' plac
 SnapshotProgress = Callable[[str, int, "int | None", bool], None]
 
 
-class ViewCatalog(Altering):
+class ViewCatalog(Altering, Widening):
     """The views of one database in one engine (module docstring); made anew at every attach."""
 
     def __init__(self, flow: TwoPhaseFlow, connector: Connector, names: Names, *, chunk_rows: int,
@@ -279,10 +280,13 @@ class ViewCatalog(Altering):
             plan, engine_sql, probe = self._compile(name, view_sql, reader, request, rebuild, position, unfinished)
             reads = columns_read(plan)
             wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
-            in_loop = bool(self._lacking(wanted)) or any(r in self.flow.views for r in reads)
-            waits = populating.must_wait([q for q in probe.tables if q not in self.follow_from], in_loop,
-                                         {n: list(p.new) for n, p in self.running.items()},
-                                         list(probe.tables), unfinished)
+            lacking, of_views = self._lacking(wanted), any(r in self.flow.views for r in reads)
+            widen = self._widen_beside(lacking, position) if lacking and not of_views and replaces is None else None
+            in_loop = of_views or bool(lacking) and widen is None
+            tables = {**(widen.described if widen is not None else {}), **probe.tables}
+            anew = [q for q in tables if q not in self.follow_from or widen is not None and q in widen.tables]
+            waits = populating.must_wait(anew, in_loop, {n: list(p.new) for n, p in self.running.items()},
+                                         list(tables), unfinished)
             if waits is None and in_loop and replaces is not None:
                 self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe)
                 return None
@@ -294,10 +298,10 @@ class ViewCatalog(Altering):
                 followed = {q: Followed(self.names.engine(q), self.flow.source_schema(self.names.engine(q)),
                                         self.flow.pin_source(self.names.engine(q)),
                                         populating.followed_pin(processed, self.follow_from[q]), self.follow_from[q])
-                            for q in probe.tables if q in self.follow_from}
-                new = {q: New(self.names.engine(q), t,
-                              kept_columns(t.schema, set(wanted[q]) | self.wanted_columns.get(q, set())))
-                       for q, t in probe.tables.items() if q not in self.follow_from}
+                            for q in tables if q not in anew}
+                new = {q: New(self.names.engine(q), tables[q], kept_columns(tables[q].schema, set(wanted.get(q, ())) | (
+                    widen.read.get(q, set()) if widen is not None else set()) | self.wanted_columns.get(q, set())))
+                       for q in anew}
                 self.connector.source.prepare(list(new))  # their changes are streamed from now on
         except populating.MustWait as wait:  # (it names a view not created yet)
             waits = str(wait)
@@ -322,7 +326,7 @@ class ViewCatalog(Altering):
                 self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
             raise populating.MustWait(waits)
         found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
-                     rebuild, replaces)
+                     rebuild, replaces, widen)
         self.running[name] = found
         if replaces is not None:
             self.connector.control.show_alter(name, ALTERING)
@@ -344,25 +348,33 @@ class ViewCatalog(Altering):
             self._join_alter(plan, scratch, pins, position)
             return
         flow = self.flow
-        new = [t for t in plan.new if t not in self.follow_from]
         registered = False
         before = dict(self.follow_from)
         started = time.perf_counter()
+        previous = None
         try:
+            if plan.widen is not None:  # (its recomputed views and the narrower copies leave the engine)
+                previous = self._join_widened(plan.widen, position)
+            new = [t for t in plan.new if t not in self.follow_from]
             flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
             adopted = time.perf_counter()
             registered = True
             for table in new:
                 self._remember(table, plan.new[table].described, pins[table])
+            if plan.widen is not None:
+                self._adopt_widened(plan.widen, scratch, previous or {}, position)
             initial: pa.Table = flow.snapshot(plan.view, weighted=True)
             self.connector.results.create(self.result_spec(plan.name), plan.view_sql, initial, position,
                                           replace=plan.rebuild, reader=plan.reader, request=plan.request,
                                           prefilled=prefilled)
         except BaseException:
-            self.follow_from = before
+            widened = plan.widen.tables if plan.widen is not None and previous is not None else frozenset()
+            self.follow_from = {t: p for t, p in before.items() if t not in widened}
             self._save_follow_from()
             self.running.pop(plan.name, None)
             self._undo_create(plan.view, plan.name, registered, abandon=False)
+            if plan.widen is not None and previous is not None:  # (its views over them had left the engine)
+                self._recompute_widened(plan.widen, previous, position)
             raise
         self.running.pop(plan.name, None)
         log.info("view %s created beside the stream (%d rows; joined in %.2f s: state adopted %.3f s, result "
@@ -475,24 +487,6 @@ class ViewCatalog(Altering):
         flow.set_meta(PLACES_KEY, {**(flow.get_meta(PLACES_KEY, {}) or {}), table: list(described.places)})
         self._save_follow_from()
         log.info("following %s from %s", table, position)
-
-    def widen(self, read: Mapping[str, Collection[str]], position: Any) -> None:
-        """Followed tables whose copies lack columns of ``read`` (table -> columns a new view reads) are
-        followed anew from a new snapshot reading them too (``_refollow``: their views recomputed, from
-        ``position``; their views' columns kept)."""
-        for table, missing in self._lacking(read).items():
-            self._refollow(table, f"a new view reads its columns {', '.join(sorted(missing))}, which were not read",
-                           position, level=logging.INFO, extra=missing)
-
-    def _lacking(self, read: Mapping[str, Collection[str]]) -> dict[str, set[str]]:
-        """Of followed tables a new view reads (``read``: table -> columns), the columns the engine's copy lacks."""
-        missing = {}
-        for table, columns in read.items():
-            if table in self.follow_from:
-                kept = set(self.flow.source_schema(self.names.engine(table)).names)
-                if set(columns) - kept:
-                    missing[table] = set(columns) - kept
-        return missing
 
     def _save_follow_from(self) -> None:
         self.flow.set_meta(FOLLOW_FROM_KEY, {t: p.to_text() for t, p in self.follow_from.items()})

@@ -52,6 +52,7 @@ from freshview.schema import WEIGHT, TableSchema
 from freshview.service import loading, populating
 from freshview.service.changes import engine_changes
 from freshview.service.populating import Phase, Progress
+from freshview.service.widening import Widen
 
 log = logging.getLogger("freshview.service")
 
@@ -94,6 +95,7 @@ class Plan:
     new: Mapping[str, New] = field(default_factory=dict)
     rebuild: bool = False  # a view of freshview.views rebuilt (status ``rebuilding``), not a user's request
     replaces: str | None = None  # alter_view: the SQL of the view it replaces (which goes on until it joins)
+    widen: Widen | None = None  # followed tables it reads again, wider, and their views computed again (widening)
 
     @property
     def action(self) -> str:
@@ -237,6 +239,8 @@ class Population:
             self._read_new(flow)
         self._set_phase(Phase.COMPUTING)
         started = time.perf_counter()
+        for reader in plan.widen.readers if plan.widen is not None else ():  # (over the wider copies)
+            loading.compute_first(flow, reader.view, reader.engine_sql)
         loading.compute_first(flow, plan.view, plan.engine_sql)
         log.info("view %s: first computation %.1f s (beside the stream)", plan.name, time.perf_counter() - started)
         if plan.replaces is None and not self._cancelled.is_set():  # (an alter writes into the table it keeps,
