@@ -96,6 +96,10 @@ def test_populations_over_disjoint_new_tables_run_at_once_and_an_in_loop_create_
     assert populating.must_wait(["public.orders"], True, {}) is None  # (nothing running: created at once)
     assert populating.must_wait([], False, {}, ["public.v", "public.t"], ["public.v"]) == \
         "it reads public.v, not created yet"  # (a view being rebuilt: not a table)
+    # a table read again, wider, by a running population: a view over it, even pinned, waits for that one
+    assert populating.must_wait([], False, running, ["public.orders"], [], {"public.a": ["public.orders"]}) == \
+        "the population of public.a is reading public.orders again"
+    assert populating.must_wait([], False, running, ["public.events"], [], {"public.a": ["public.orders"]}) is None
 
 
 def test_the_gil_is_handed_over_more_often_while_populations_run():

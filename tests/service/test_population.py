@@ -290,10 +290,14 @@ def test_a_view_reading_columns_a_copy_lacks_widens_it_beside_the_stream(databas
                 conn.execute("INSERT INTO w VALUES (%s, %s, NULL, 'y')", (1000 + i, i))
             wait_until_fresh(database, ["public.wa"], timeout=60)
             assert _poll(lambda: _view_row(conn, "public.wb")[:2] == ("populating", "computing"))
+            # a view over w reading nothing new waits for the table read again (else it would join first,
+            # over the narrower copy, and wb's join would find a view over w it did not compute again)
+            conn.execute("CALL freshview.create_view_async('public.wc', 'SELECT a, max(id) AS m FROM w GROUP BY a')")
+            assert _poll(lambda: (r := _view_row(conn, "public.wc")) and r[1] == "waiting"), _view_row(conn, "public.wc")
         finally:
             gate.set()
         conn.execute("DELETE FROM w WHERE id < 20")
-        wait_until_fresh(database, ["public.wa", "public.wb"], timeout=120)
+        wait_until_fresh(database, ["public.wa", "public.wb", "public.wc"], timeout=120)
         assert service.flow.source_schema(service.names.engine("public.w")).names == ["id", "a", "b"]
         assert conn.execute("SELECT 'public.wa'::regclass::oid, to_regclass('public.wa_n') IS NOT NULL").fetchone() \
             == (oid, True)

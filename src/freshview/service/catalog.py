@@ -286,7 +286,8 @@ class ViewCatalog(Altering, Widening):
             tables = {**(widen.described if widen is not None else {}), **probe.tables}
             anew = [q for q in tables if q not in self.follow_from or widen is not None and q in widen.tables]
             waits = populating.must_wait(anew, in_loop, {n: list(p.new) for n, p in self.running.items()},
-                                         list(tables), unfinished)
+                                         list(tables), unfinished, {n: list(p.widen.tables) for n, p in
+                                                                    self.running.items() if p.widen is not None})
             if waits is None and in_loop and replaces is not None:
                 self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe)
                 return None

@@ -92,7 +92,8 @@ class MustWait(Exception):
 
 
 def must_wait(new: Collection[str], in_loop: bool, running: Mapping[str, Collection[str]],
-              tables: Collection[str] = (), unfinished: Collection[str] = ()) -> str | None:
+              tables: Collection[str] = (), unfinished: Collection[str] = (),
+              widening: Mapping[str, Collection[str]] | None = None) -> str | None:
     """Why a view may not start now, or None.  ``new``: the tables it would follow anew; ``in_loop``: it
     is created inside the loop instead (it reads another freshview view, or columns a followed table's
     copy lacks, which follows that table anew and recomputes its views); ``running``: each running
@@ -101,10 +102,17 @@ def must_wait(new: Collection[str], in_loop: bool, running: Mapping[str, Collect
     would be taken for a table).  Two populations never follow the same table anew (the second would
     join reading the first's copy, whose columns may differ, so it waits and then reads that copy
     pinned), and an in-loop creation waits for every population (it may follow anew a table a
-    population reads pinned).  Any number of populations over disjoint new tables run at once."""
+    population reads pinned).  Any number of populations over disjoint new tables run at once.
+    ``widening``: each running population's view -> the followed tables it reads again, wider
+    (``widening``): a view reading one waits (joining first, it would be a view over the narrower copy
+    that population did not compute again)."""
     early = sorted(set(tables) & set(unfinished))
     if early:
         return f"it reads {', '.join(early)}, not created yet"
+    for view, theirs in sorted((widening or {}).items()):
+        shared = sorted(set(tables) & set(theirs))
+        if shared:
+            return f"the population of {view} is reading {', '.join(shared)} again"
     if in_loop and running:
         return f"it is created inside the loop, after the populations of {', '.join(sorted(running))}"
     for view, theirs in sorted(running.items()):
