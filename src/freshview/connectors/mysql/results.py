@@ -84,17 +84,7 @@ class MySqlResults:
             return None
         tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
         shadow = sink.ResultTable(f"{spell(database)}._fv_fill_{tag}_{secrets.token_hex(4)}", result_table(spec).shape)
-        with conn.cursor() as cur:
-            for statement in shadow.create_sql():
-                cur.execute(statement)  # commits implicitly
-        conn.begin()
-        try:
-            shadow.apply(conn, rows)
-            conn.commit()
-        except BaseException:
-            faults.rollback_quietly(conn)
-            _drop_quietly(conn, shadow)
-            raise
+        _fill_aside(conn, shadow, rows)
         return shadow.qualified_name
 
     def drop_prefill(self, shadow: str | None = None) -> None:
@@ -207,20 +197,9 @@ class MySqlResults:
 
     def _swap_in(self, name: str, table: sink.ResultTable, initial: pa.Table) -> None:
         """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE."""
-        conn = self.conn
         shadow, old = _shadow_of(name, table.shape)
-        with conn.cursor() as cur:
-            for statement in shadow.drop_sql() + shadow.create_sql():
-                cur.execute(statement)  # commits implicitly
-        conn.begin()
-        try:
-            shadow.apply(conn, initial)
-            conn.commit()
-        except BaseException:
-            faults.rollback_quietly(conn)
-            _drop_quietly(conn, shadow)
-            raise
-        _rename_in(conn, table, shadow, old)
+        _fill_aside(self.conn, shadow, initial)
+        _rename_in(self.conn, table, shadow, old)
 
     def _exists(self, database: str, name: str) -> bool:
         with self.conn.cursor() as cur:
@@ -285,6 +264,22 @@ def _shadow_of(name: str, shape: Any) -> tuple[sink.ResultTable, str]:
     tag = hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
     return (sink.ResultTable(f"{spell(database)}._fv_new_{tag}", shape),
             f"{quote(database)}.{quote('_fv_old_' + tag)}")
+
+
+def _fill_aside(conn: Any, shadow: sink.ResultTable, rows: pa.Table) -> None:
+    """``shadow`` made anew (its DDL commits on its own) and filled with ``rows`` in one transaction; on a
+    failure it is dropped."""
+    with conn.cursor() as cur:
+        for statement in shadow.drop_sql() + shadow.create_sql():
+            cur.execute(statement)  # commits implicitly
+    conn.begin()
+    try:
+        shadow.apply(conn, rows)
+        conn.commit()
+    except BaseException:
+        faults.rollback_quietly(conn)
+        _drop_quietly(conn, shadow)
+        raise
 
 
 def _rename_in(conn: Any, table: sink.ResultTable, shadow: sink.ResultTable, old: str, exists: bool = True) -> None:
