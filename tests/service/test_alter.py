@@ -387,3 +387,29 @@ def test_an_alter_that_fails_late_puts_the_old_view_back(shop, start_service):
         wait_until_fresh(shop, ["public.totals"], timeout=60)
         assert conn.execute("SELECT 'totals'::regclass::oid, (SELECT count(*) FROM totals_big) >= 0").fetchone() == (
             oid, True)
+
+
+def test_an_alter_reading_columns_the_copy_lacks_widens_it_beside_the_stream(shop, start_service, caplog):
+    # (``widening``) the new definition reads a column of orders the engine does not keep: its population reads
+    # orders again, wider, and computes the other view over orders again; both move to the wider copy at the
+    # join, the other view's table kept.
+    caplog.set_level(logging.INFO, logger="freshview")
+    service = start_service().service
+    narrow = "SELECT customer, SUM(amount) AS total FROM orders GROUP BY customer"
+    wider = "SELECT customer, SUM(amount) AS total FROM orders WHERE note IS DISTINCT FROM 'x' GROUP BY customer"
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view('public.totals', %s)", (narrow,))
+        conn.execute("CALL freshview.create_view('public.amounts', 'SELECT amount, count(*) AS n FROM orders GROUP BY amount')")
+        assert "note" not in service.flow.source_schema(service.names.engine("public.orders")).names
+        oid = conn.execute("SELECT 'public.amounts'::regclass::oid").fetchone()[0]
+        conn.execute("CALL freshview.alter_view('public.totals', %s)", (wider,))
+        assert "note" in service.flow.source_schema(service.names.engine("public.orders")).names
+        assert conn.execute("SELECT 'public.amounts'::regclass::oid").fetchone()[0] == oid
+        said = [r.getMessage() for r in caplog.records]
+        assert any("view public.amounts: computed again over the wider copy beside the stream" in m for m in said)
+        assert any("view public.totals altered beside the stream" in m for m in said), said
+        rng, next_id = random.Random(12), [7000]
+        for _ in range(20):
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(shop, ["public.totals", "public.amounts"], timeout=60)
+        assert conn.execute("SELECT sql FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] == wider

@@ -3,8 +3,9 @@ is populated beside the loop while the old view goes on (``ViewCatalog.populate(
 ``replaces``), then swapped in when it joins (``_join_alter``): the old view leaves the engine, the new one is
 adopted under its name, and the result table gets its rows and the view's row its SQL in one database
 transaction (``ResultSink.alter``: the table kept where the database can).  A new SQL that reads another
-freshview view or columns the engine does not keep is done at once, in the loop (``_alter_now``), as such a
-create is.  A failure after the old view left the engine computes it again (``_restore``).  A crash during
+freshview view is done at once, in the loop (``_alter_now``), as such a create is; one reading columns the
+engine does not keep has their tables read again beside the loop (``widening``: the other views over them
+computed again too, moved to the wider copies at the join).  A failure after the old view left the engine computes it again (``_restore``).  A crash during
 the swap (``freshview.views.phase`` ``swapping``) leaves the view to be rebuilt from its stored SQL at the
 next start (``ControlSchema.start``, ``ViewCatalog.reconcile``); a crash before it leaves the old view as it
 was, the request retried (``requests.recover``).
@@ -120,24 +121,34 @@ class Altering:
         """An alter's population joins: the old view leaves the engine, the new one is adopted in its place
         and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``)."""
         flow = self.flow
-        new = [t for t in plan.new if t not in self.follow_from]
         before = dict(self.follow_from)
         started = time.perf_counter()
         self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
         self.running.pop(plan.name, None)
+        others = None  # (a widening: the rows of the other views over the tables read again, ``widening``)
         try:
             # the old view's rows, which its table holds if the results are at ``position`` (not replaying)
             previous = flow.snapshot(plan.view, weighted=True) \
                 if self.connector.results.stored_position() == position else None
             flow.drop_view(plan.view)
+            if plan.widen is not None:
+                others = self._join_widened(plan.widen, position)
+            new = [t for t in plan.new if t not in self.follow_from]
             flow.adopt_view(scratch, plan.view, [plan.new[t].engine for t in new])
             for table in new:
                 self._remember(table, plan.new[table].described, pins[table])
+            if plan.widen is not None:
+                self._adopt_widened(plan.widen, scratch, others or {}, position)
             self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader, previous=previous)
         except BaseException:
-            self.follow_from = before
+            widened = plan.widen.tables if plan.widen is not None and others is not None else frozenset()
+            self.follow_from = {t: p for t, p in before.items() if t not in widened}
             self._save_follow_from()
             assert plan.replaces is not None
+            if plan.widen is not None and others is not None:  # (the views over them had left the engine)
+                if plan.view in flow.views:
+                    flow.drop_view(plan.view)
+                self._recompute_widened(plan.widen, others, position)
             self._restore(plan.name, plan.replaces, position)
             raise
         self.drop_unused_sources(pinned=True)  # (what only the old definition read)

@@ -281,7 +281,7 @@ class ViewCatalog(Altering, Widening):
             reads = columns_read(plan)
             wanted = {q: reads.get(self.names.engine(q), frozenset()) for q in probe.tables}
             lacking, of_views = self._lacking(wanted), any(r in self.flow.views for r in reads)
-            widen = self._widen_beside(lacking, position) if lacking and not of_views and replaces is None else None
+            widen = self._widen_beside(lacking, position, name) if lacking and not of_views else None
             in_loop = of_views or bool(lacking) and widen is None
             tables = {**(widen.described if widen is not None else {}), **probe.tables}
             anew = [q for q in tables if q not in self.follow_from or widen is not None and q in widen.tables]

@@ -82,11 +82,13 @@ class Widening:
             self._refollow(table, f"a new view reads its columns {', '.join(sorted(missing))}, which were not read",
                            position, level=logging.INFO, extra=missing)
 
-    def _widen_beside(self, lacking: Collection[str], position: Any) -> Widen | None:
+    def _widen_beside(self, lacking: Collection[str], position: Any, altered: str | None = None) -> Widen | None:
         """How the followed tables ``lacking`` columns are read again beside the loop, with the views over them
-        computed again there (compiled now: a refusal raises); None when it is done in the loop instead."""
+        computed again there (compiled now: a refusal raises; ``altered``: a view being altered, which its new
+        definition replaces, not computed again); None when it is done in the loop instead."""
         flow = self.flow
-        doomed = self._with_readers(r for t in lacking for r in flow.readers(self.names.engine(t)))
+        skip = self.names.engine(altered) if altered is not None else None
+        doomed = self._with_readers(r for t in lacking for r in flow.readers(self.names.engine(t)) if r != skip)
         views = [v for v in flow.views if v in doomed]  # (registration order)
         if any(set(columns_read(flow.view_plan(v))) & set(flow.views) for v in views):
             return None  # a view of a view: its readers would follow
@@ -111,7 +113,7 @@ class Widening:
         and the narrower copies leave the engine (module docstring)."""
         flow = self.flow
         recomputed = {r.view for r in widen.readers if r.view in flow.views}
-        for table in widen.tables:
+        for table in widen.tables:  # (an altered view left the engine already)
             created = set(flow.readers(self.names.engine(table))) - recomputed
             if created:
                 raise CatalogError(f"freshview: views {', '.join(sorted(self.names.qualified(v) for v in created))} "
