@@ -39,19 +39,25 @@ def shop(database: str) -> str:
 @pytest.fixture
 def gate(monkeypatch):
     """``gate.set()`` lets the held view's first computation go; ``gate.reached`` is set once it waits."""
+    gate = _hold(monkeypatch, HELD)
+    yield gate
+    gate.set()
+
+
+def _hold(monkeypatch, name: str) -> threading.Event:
+    """View ``name``'s first computation waits for the returned event (``reached`` is set once it waits)."""
     gate = threading.Event()
     gate.reached = threading.Event()  # type: ignore[attr-defined]
     original = loading.compute_first
 
     def held(flow, view, sql):
-        if view == HELD.split(".", 1)[1] or view == HELD:
+        if view == name.split(".", 1)[1] or view == name:
             gate.reached.set()  # type: ignore[attr-defined]
             assert gate.wait(120), "the test never let the population go"
         return original(flow, view, sql)
 
     monkeypatch.setattr(loading, "compute_first", held)
-    yield gate
-    gate.set()
+    return gate
 
 
 def _view_row(conn: psycopg.Connection, name: str) -> tuple | None:
@@ -263,16 +269,7 @@ def test_a_view_reading_columns_a_copy_lacks_widens_it_beside_the_stream(databas
     # is computed again there, while the loop keeps that view fresh over the narrower copy; at the join it
     # moves to the wider copy, its result table kept (written by difference).
     caplog.set_level(logging.INFO, logger="freshview")
-    gate, reached = threading.Event(), threading.Event()
-    original = loading.compute_first
-
-    def held(flow, view, sql):
-        if view.endswith("wb"):
-            reached.set()
-            assert gate.wait(120), "the test never let the population go"
-        return original(flow, view, sql)
-
-    monkeypatch.setattr(loading, "compute_first", held)
+    gate = _hold(monkeypatch, "public.wb")
     narrow, wide = "SELECT a, count(*) AS n FROM w GROUP BY a", "SELECT b, sum(a) AS s FROM w GROUP BY b"
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("CREATE TABLE w (id int PRIMARY KEY, a int, b int, c text)")
@@ -284,7 +281,7 @@ def test_a_view_reading_columns_a_copy_lacks_widens_it_beside_the_stream(databas
         oid = conn.execute("SELECT 'public.wa'::regclass::oid").fetchone()[0]
         try:
             conn.execute("CALL freshview.create_view_async('public.wb', %s)", (wide,))
-            assert reached.wait(60)
+            assert gate.reached.wait(60)  # type: ignore[attr-defined]
             for i in range(5):  # the loop goes on: the view over the narrower copy stays fresh meanwhile
                 conn.execute("UPDATE w SET a = a + 1 WHERE id %% 11 = %s", (i,))
                 conn.execute("INSERT INTO w VALUES (%s, %s, NULL, 'y')", (1000 + i, i))
