@@ -413,3 +413,73 @@ def test_an_alter_reading_columns_the_copy_lacks_widens_it_beside_the_stream(sho
             random_transaction(conn, rng, next_id)
         wait_until_fresh(shop, ["public.totals", "public.amounts"], timeout=60)
         assert conn.execute("SELECT sql FROM freshview.views WHERE name = 'public.totals'").fetchone()[0] == wider
+
+
+def _ship(conn: psycopg.Connection, rng: random.Random, next_id: list[int], count: int, columns: str) -> None:
+    """``count`` random changes of ``shipments`` (``columns``: its columns besides id and customer now)."""
+    for _ in range(count):
+        op, sid = rng.random(), rng.randint(1, next_id[0])
+        if op < 0.4:
+            next_id[0] += 1
+            values = {"weight": rng.randint(1, 9999) / 100, "carrier": rng.choice(["dhl", "ups", None])}
+            names = [c for c in ("weight", "carrier") if c in columns]
+            conn.execute(f"INSERT INTO shipments (id, customer{''.join(', ' + c for c in names)}) VALUES "
+                         f"(%s, %s{', %s' * len(names)})", (next_id[0], rng.randint(1, 12), *(values[c] for c in names)))
+        elif op < 0.7:
+            conn.execute("UPDATE shipments SET customer = %s WHERE id = %s", (rng.randint(1, 12), sid))
+        else:
+            conn.execute("DELETE FROM shipments WHERE id = %s", (sid,))
+
+
+def test_a_view_failed_by_ddl_is_altered_back_to_active_keeping_its_table(shop, start_service):
+    """DDL a view cannot survive fails it, naming ``alter_view``; ``alter_view`` of the failed view makes it
+    active again with the new query, its result table kept (same columns: as it was; other columns: altered
+    in place), a refused alter leaving it failed with the alter's error."""
+    start_service()
+    role = "fv_alter_failed_reader"
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CREATE TABLE shipments (id int PRIMARY KEY, customer int, weight numeric(10,2), carrier text)")
+        conn.execute("INSERT INTO shipments SELECT g, 1 + g % 12, g * 1.5, (ARRAY['dhl','ups',NULL])[1 + g % 3] "
+                     "FROM generate_series(1, 200) g")
+        conn.execute("CALL freshview.create_view('public.shipped', 'SELECT customer, COUNT(*) AS n, "
+                     "SUM(weight) AS weight, MAX(carrier) AS carrier FROM shipments GROUP BY customer')")
+        conn.execute("CREATE INDEX shipped_n ON shipped (n)")
+        conn.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
+                     f"CREATE ROLE {role}; END IF; END$$")
+        conn.execute(f"GRANT SELECT ON shipped TO {role}")
+        oid = conn.execute("SELECT 'shipped'::regclass::oid").fetchone()[0]
+        rng, next_id = random.Random(21), [200]
+        conn.execute("ALTER TABLE shipments DROP COLUMN carrier")
+        _ship(conn, rng, next_id, 5, "weight")
+        status, error = wait_for_status(conn, "public.shipped", "failed")
+        assert status == "failed" and "column carrier of public.shipments was dropped" in error, error
+        assert "CALL freshview.alter_view('public.shipped', ...)" in error and "drop" not in error.split(";")[-1], error
+        with pytest.raises(psycopg.errors.RaiseException, match="nope"):  # refused: still failed, saying why
+            conn.execute("CALL freshview.alter_view('public.shipped', 'SELECT customer, nope FROM shipments')")
+        status, error = conn.execute("SELECT status, error FROM freshview.views WHERE name = 'public.shipped'").fetchone()
+        assert status == "failed" and "nope" in error, error
+        # the same columns (names and types): the table kept as it is
+        same = ("SELECT customer, COUNT(*) AS n, SUM(weight) AS weight, MAX('x'::text) AS carrier FROM shipments "
+                "GROUP BY customer")
+        conn.execute("CALL freshview.alter_view('public.shipped', %s)", (same,))
+        assert conn.execute("SELECT sql, status, error, phase, altered_at IS NOT NULL FROM freshview.views "
+                            "WHERE name = 'public.shipped'").fetchone() == (same, "active", None, None, True)
+        wait_until_fresh(shop, ["public.shipped"], timeout=60)  # (its rows: PostgreSQL's answer to the new SQL)
+        assert conn.execute(f"SELECT 'shipped'::regclass::oid, to_regclass('shipped_n') IS NOT NULL, "
+                            f"has_table_privilege('{role}', 'shipped', 'SELECT')").fetchone() == (oid, True, True)
+        _ship(conn, rng, next_id, 30, "weight")
+        wait_until_fresh(shop, ["public.shipped"], timeout=60)
+        # failed again; a query with other columns: the table altered in place
+        conn.execute("ALTER TABLE shipments DROP COLUMN weight")
+        _ship(conn, rng, next_id, 5, "")
+        assert wait_for_status(conn, "public.shipped", "failed")[0] == "failed"
+        other = "SELECT customer, COUNT(*) AS n, AVG(id)::float8 AS mean FROM shipments GROUP BY customer"
+        conn.execute("CALL freshview.alter_view('public.shipped', %s)", (other,))
+        wait_until_fresh(shop, ["public.shipped"], timeout=60)
+        assert [c for c, in conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = 'shipped'::regclass "
+                                         "AND attnum > 0 AND NOT attisdropped ORDER BY attnum")] == ["customer", "n", "mean"]
+        assert conn.execute(f"SELECT 'shipped'::regclass::oid, to_regclass('shipped_n') IS NOT NULL, "
+                            f"has_table_privilege('{role}', 'shipped', 'SELECT')").fetchone() == (oid, True, True)
+        _ship(conn, rng, next_id, 30, "")
+        wait_until_fresh(shop, ["public.shipped"], timeout=60)
+        assert conn.execute("CALL freshview.verify_view('public.shipped')").fetchone()[0].startswith("equal")

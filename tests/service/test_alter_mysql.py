@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pymysql
 import pytest
@@ -64,3 +65,83 @@ def test_alter_view_on_mariadb_swaps_without_a_gap(shop, start_service):
     wait_until_fresh(shop, ["totals"], timeout=120)
     run_transactions(shop, random.Random(9), 20, [2000])
     wait_until_fresh(shop, ["totals"], timeout=120)
+
+
+def _ship(cur, rng: random.Random, next_id: list[int], count: int, weight: bool) -> None:
+    """``count`` random changes of ``shipments`` (``weight``: the column is still there)."""
+    for _ in range(count):
+        op, sid = rng.random(), rng.randint(1, next_id[0])
+        if op < 0.4:
+            next_id[0] += 1
+            if weight:
+                cur.execute("INSERT INTO shipments (id, customer, weight) VALUES (%s, %s, %s)",
+                            (next_id[0], rng.randint(1, 12), rng.randint(1, 9999) / 100))
+            else:
+                cur.execute("INSERT INTO shipments (id, customer) VALUES (%s, %s)", (next_id[0], rng.randint(1, 12)))
+        elif op < 0.7:
+            cur.execute("UPDATE shipments SET customer = %s WHERE id = %s", (rng.randint(1, 12), sid))
+        else:
+            cur.execute("DELETE FROM shipments WHERE id = %s", (sid,))
+
+
+def _failed(cur, name: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        cur.execute("SELECT status, error FROM freshview.views WHERE name = %s", (name,))
+        status, error = cur.fetchone()
+        if status == "failed":
+            return error
+        assert time.monotonic() < deadline, (status, error)
+        time.sleep(0.1)
+
+
+def test_a_view_failed_by_ddl_is_altered_back_to_active_on_mariadb(shop, start_service):
+    """DDL a view cannot survive fails it, naming the statement and ``alter_view``; ``alter_view`` of the failed
+    view makes it active again with the new query: the same columns keep the table (its index too), other
+    columns swap a new one in; a refused alter leaves it failed with the alter's error."""
+    start_service()
+    database = shop["database"]
+    name = f"{database}.shipped"
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE shipments (id int PRIMARY KEY, customer int, weight decimal(10,2), "
+                    "carrier varchar(10))")
+        cur.executemany("INSERT INTO shipments VALUES (%s, %s, %s, %s)",
+                        [(i, 1 + i % 12, i * 1.5, [None, "dhl", "ups"][i % 3]) for i in range(1, 201)])
+        cur.execute("CALL freshview.create_view(%s, 'SELECT customer, COUNT(*) AS n, SUM(weight) AS weight, "
+                    "COUNT(carrier) AS carrier FROM shipments GROUP BY customer')", (name,))
+        cur.execute("CREATE INDEX shipped_n ON shipped (n)")
+        rng, next_id = random.Random(22), [200]
+        cur.execute("ALTER TABLE shipments DROP COLUMN carrier")
+        _ship(cur, rng, next_id, 5, True)
+        error = _failed(cur, name)
+        assert "column carrier of" in error and "(by `ALTER TABLE shipments DROP COLUMN carrier`)" in error, error
+        assert f"CALL freshview.alter_view('{name}', ...)" in error, error
+        with pytest.raises(pymysql.err.MySQLError, match="nope"):  # refused: still failed, saying why
+            cur.execute("CALL freshview.alter_view(%s, 'SELECT customer, nope FROM shipments')", (name,))
+        cur.execute("SELECT status, error FROM freshview.views WHERE name = %s", (name,))
+        status, error = cur.fetchone()
+        assert status == "failed" and "nope" in error, error
+        # the same columns (names and types): the table kept, emptied and filled
+        same = ("SELECT customer, COUNT(*) AS n, SUM(weight) AS weight, COUNT(weight) AS carrier FROM shipments "
+                "GROUP BY customer")
+        cur.execute("CALL freshview.alter_view(%s, %s)", (name, same))
+        cur.execute("SELECT `sql`, status, error, phase, altered_at IS NOT NULL FROM freshview.views WHERE name = %s",
+                    (name,))
+        assert cur.fetchone() == (same, "active", None, None, 1)
+        wait_until_fresh(shop, ["shipped"], timeout=60)  # (its rows: MariaDB's answer to the new SQL)
+        cur.execute("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = 'shipped' AND INDEX_NAME = 'shipped_n'", (database,))
+        assert cur.fetchone() == (1,)  # (the same table)
+        _ship(cur, rng, next_id, 30, True)
+        wait_until_fresh(shop, ["shipped"], timeout=60)
+        # failed again; a query with other columns: a new table swapped in
+        cur.execute("ALTER TABLE shipments DROP COLUMN weight")
+        _ship(cur, rng, next_id, 5, False)
+        _failed(cur, name)
+        cur.execute("CALL freshview.alter_view(%s, 'SELECT customer, COUNT(*) AS n, AVG(id) AS mean FROM shipments "
+                    "GROUP BY customer')", (name,))
+        wait_until_fresh(shop, ["shipped"], timeout=60)
+        _ship(cur, rng, next_id, 30, False)
+        wait_until_fresh(shop, ["shipped"], timeout=60)
+        cur.execute("CALL freshview.verify_view(%s)", (name,))
+        assert cur.fetchone()[0].startswith("equal")

@@ -419,8 +419,9 @@ class ControlSchema(Protocol):
 
     def relation_exists(self, name: str) -> bool: ...
 
-    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
-        """Record a view as being created (status populating) by ``owner`` (the requesting user)."""
+    def begin_create(self, name: str, sql: str, owner: str | None = None, existing: bool = False) -> None:
+        """Record a view as being created (status populating) by ``owner`` (the requesting user); ``existing``: it
+        fills a table the user made (``uses_existing_table``), which nothing may drop."""
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         """Why ``requester`` may not drop view ``name`` (only its creator or an administrator may), or None."""
@@ -451,7 +452,8 @@ class ControlSchema(Protocol):
         """An active view's alter: its phase (None: no alter any more); ``show_population`` then updates it."""
 
     def uses_existing_table(self, request_id: int) -> bool:
-        """The request asked to fill a table the user made (``use_existing_table``; PostgreSQL)."""
+        """The request asked to fill a table the user made (PostgreSQL: ``use_existing_table => true``; MySQL:
+        ``create_view_use_existing_table``)."""
 
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome (``service.verify``: equal | different | error, and what it says) on the view's

@@ -9,6 +9,12 @@ computed again too, moved to the wider copies at the join).  A failure after the
 the swap (``freshview.views.phase`` ``swapping``) leaves the view to be rebuilt from its stored SQL at the
 next start (``ControlSchema.start``, ``ViewCatalog.reconcile``); a crash before it leaves the old view as it
 was, the request retried (``requests.recover``).
+
+A view that stopped (status ``failed``, or ``sink error``: not in the engine any more, its result table left as it
+was) is altered the same way (``Plan.stopped``): the new SQL checked as a create's, populated beside the loop, and
+at the join adopted and swapped into the table the view had (kept, altered or replaced as for an active view; the
+sink describes the table from the database's catalog: ``ResultSink.alter``), the view ``active`` again.  There is
+no old view to put back: a refused or failed alter leaves it ``failed``, with the alter's error (``_alter_failed``).
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from freshview.errors import CatalogError, Fault
 from freshview.flow import TwoPhaseFlow
 from freshview.service import populating
 from freshview.service.population import Plan
+from freshview.service.sink_errors import SINK_ERROR, SinkErrors
 
 log = logging.getLogger("freshview.service")
 
 ALTERING = "altering"  # freshview.views.phase of an active view being altered (then the population's phases)
 SWAPPING = "swapping"  # ... whose new definition is being swapped in (a crash then: rebuilt, ``reconcile``)
+STOPPED = ("failed", SINK_ERROR)  # the statuses of views that stopped, which an alter makes active again
 
 
 class Altering:
@@ -40,10 +48,13 @@ class Altering:
     rebuilds: dict[str, str]
     follow_from: dict[str, Any]
     errors: tuple[type[BaseException], ...]
+    sink_errors: SinkErrors
 
-    def _admit_alter(self, name: str, view_sql: str, request: int | None, reader: str | None) -> str | None:
+    def _admit_alter(self, name: str, view_sql: str, request: int | None,
+                     reader: str | None) -> tuple[str, str | None] | None:
         """Whether view ``name`` may be altered to ``view_sql`` now (refusals raise ``CatalogError``): its SQL
-        now, or None when it has ``view_sql`` already (the request answered)."""
+        now and, for a view that stopped, its status (``STOPPED``); None when it is active with ``view_sql``
+        already (the request answered)."""
         control = self.connector.control
         existing = control.view(name)
         if existing is None:
@@ -54,9 +65,9 @@ class Altering:
         if name in self.running:
             raise CatalogError(f"freshview: view {name} is being populated or altered; alter it once it is active "
                                f"again (freshview.views shows its phase)")
-        if existing[1] != "active":
-            raise CatalogError(f"freshview: view {name} is {existing[1]}; only an active view can be altered "
-                               f"(drop it and create it again)")
+        if existing[1] != "active" and existing[1] not in STOPPED:
+            raise CatalogError(f"freshview: view {name} is {existing[1]}; only an active, failed or sink error view "
+                               f"can be altered (alter it once it is active again)")
         if request is not None:
             refusal = control.drop_refusal(name, reader)
             if refusal:
@@ -66,25 +77,49 @@ class Altering:
         if readers:
             raise CatalogError(f"freshview: views {', '.join(self.names.qualified(r) for r in readers)} read {name}; "
                                f"drop them before altering it")
-        if existing[0] == view_sql:
+        if existing[0] == view_sql and existing[1] == "active":
             if request is not None:
                 control.finish_request(request)
             return None
-        return str(existing[0])
+        return str(existing[0]), (None if existing[1] == "active" else str(existing[1]))
+
+    def _altering(self, name: str, stopped: str | None, phase: str) -> None:
+        """An alter starts (``phase`` in ``freshview.views``); a ``sink error`` view's rebuild is no longer due
+        (its new definition replaces it)."""
+        if stopped is not None:
+            self.sink_errors.due.pop(name, None)
+        self.connector.control.show_alter(name, phase)
+
+    def _alter_failed(self, name: str, stopped: str | None, error: str | None) -> None:
+        """An alter ended without its swap (``error``; None: it is tried again, the service stopping or its
+        database lost): an active view goes on as it was; one that had stopped (``failed``, ``sink error``) is
+        ``failed`` with the alter's error."""
+        if stopped is None or error is None:
+            self.connector.control.show_alter(name, None)
+        else:
+            self.sink_errors.due.pop(name, None)
+            self.connector.control.mark_failed(name, error)
 
     def _alter_now(self, name: str, view_sql: str, replaces: str, position: Any, request: int | None,
-                   reader: str | None, plan: Any, engine_sql: str, probe: Any) -> None:
+                   reader: str | None, plan: Any, engine_sql: str, probe: Any, stopped: str | None = None) -> None:
         """An alter whose new SQL reads another freshview view, or columns a followed table's copy lacks: done
         at once, in the loop (as ``create`` is): the old view leaves the engine, its tables are widened (their
         other views recomputed), the new view is computed and swapped in (``_swap``); on failure the old
-        view is computed again (``_restore``)."""
-        self.connector.control.show_alter(name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
-        self.flow.drop_view(self.names.engine(name))
+        view is computed again (``_restore``).  A view that ``stopped`` has no old view in the engine: a
+        failure leaves it failed (``populate``'s caller says so: ``_alter_failed``)."""
+        self._altering(name, stopped, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
+        view = self.names.engine(name)
+        if stopped is None:
+            self.flow.drop_view(view)
         try:
             self._compute_now(name, plan, engine_sql, probe, position)
             self._swap(name, view_sql, position, request, reader)
         except BaseException:
-            self._restore(name, replaces, position)
+            if stopped is None:
+                self._restore(name, replaces, position)
+            elif view in self.flow.views:
+                self.flow.drop_view(view)
+                self.drop_unused_sources()
             raise
 
     def _swap(self, name: str, view_sql: str, position: Any, request: int | None, reader: str | None,
@@ -119,18 +154,21 @@ class Altering:
 
     def _join_alter(self, plan: Plan, scratch: TwoPhaseFlow, pins: Mapping[str, Any], position: Any) -> None:
         """An alter's population joins: the old view leaves the engine, the new one is adopted in its place
-        and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``)."""
+        and swapped into the result table (``_swap``); on failure the old one is restored (``_restore``).  (A
+        view that stopped: no old view to drop or restore.)"""
         flow = self.flow
         before = dict(self.follow_from)
         started = time.perf_counter()
         self.connector.control.show_alter(plan.name, SWAPPING)  # a crash from here on: rebuilt from its stored SQL
         self.running.pop(plan.name, None)
         others = None  # (a widening: the rows of the other views over the tables read again, ``widening``)
+        stopped = plan.stopped is not None  # (no old view in the engine: a failure leaves the view failed)
         try:
             # the old view's rows, which its table holds if the results are at ``position`` (not replaying)
             previous = flow.snapshot(plan.view, weighted=True) \
-                if self.connector.results.stored_position() == position else None
-            flow.drop_view(plan.view)
+                if not stopped and self.connector.results.stored_position() == position else None
+            if not stopped:
+                flow.drop_view(plan.view)
             if plan.widen is not None:
                 others = self._join_widened(plan.widen, position)
             new = [t for t in plan.new if t not in self.follow_from]
@@ -145,11 +183,14 @@ class Altering:
             self.follow_from = {t: p for t, p in before.items() if t not in widened}
             self._save_follow_from()
             assert plan.replaces is not None
+            if plan.view in flow.views and (stopped or plan.widen is not None and others is not None):
+                flow.drop_view(plan.view)
             if plan.widen is not None and others is not None:  # (the views over them had left the engine)
-                if plan.view in flow.views:
-                    flow.drop_view(plan.view)
                 self._recompute_widened(plan.widen, others, position)
-            self._restore(plan.name, plan.replaces, position)
+            if stopped:
+                self.drop_unused_sources(pinned=True)
+            else:
+                self._restore(plan.name, plan.replaces, position)
             raise
         self.drop_unused_sources(pinned=True)  # (what only the old definition read)
         log.info("view %s altered beside the stream (joined in %.2f s)", plan.name, time.perf_counter() - started)

@@ -31,7 +31,7 @@ from freshview.plan.rewrite.prune import columns_read
 from freshview.service import access, loading, populating, recovery, requests, sink_errors
 from freshview.service.altering import ALTERING, Altering
 from freshview.service.following import (
-    Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
+    VIEW, Fail, Refollow, Rename, awaits_statement, ddl_effect, differs, kept_columns,
 )
 from freshview.service.names import Names
 from freshview.service.probe import TableProbe
@@ -184,10 +184,10 @@ class ViewCatalog(Altering, Widening):
                                f"drop it first with CALL freshview.drop_view('{name}')")
         users = request is not None and control.uses_existing_table(request)  # fill the user's table
         if control.relation_exists(name) != users:
-            raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table => true)" if users
+            raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table)" if users
                                else f"freshview: a table named {name} already exists; choose another view name, "
-                                    f"or fill it with use_existing_table => true")
-        control.begin_create(name, view_sql, reader)
+                                    f"or have the view fill it (use_existing_table)")
+        control.begin_create(name, view_sql, reader, users)
         return reader
 
     def _compile(self, name: str, view_sql: str, reader: str | None, request: int | None,
@@ -265,11 +265,12 @@ class ViewCatalog(Altering, Widening):
         read by other views (``_admit_alter``)."""
         name = self.names.qualify(name)
         processed = position if processed is None else processed
-        replaces = None
+        replaces = stopped = None
         if alter:
-            replaces = self._admit_alter(name, view_sql, request, reader)
-            if replaces is None:
+            admitted_alter = self._admit_alter(name, view_sql, request, reader)
+            if admitted_alter is None:
                 return None
+            replaces, stopped = admitted_alter
         elif rebuild or not admitted:  # (one admitted waited: its row is there, phase waiting)
             reader = self._admit(name, view_sql, rebuild, request, reader)
             if reader is _DONE:
@@ -289,7 +290,7 @@ class ViewCatalog(Altering, Widening):
                                          list(tables), unfinished, {n: list(p.widen.tables) for n, p in
                                                                     self.running.items() if p.widen is not None})
             if waits is None and in_loop and replaces is not None:
-                self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe)
+                self._alter_now(name, view_sql, replaces, position, request, reader, plan, engine_sql, probe, stopped)
                 return None
             if waits is None and in_loop:
                 self._create_now(name, view_sql, position, rebuild, request, reader, plan, engine_sql, probe,
@@ -307,8 +308,9 @@ class ViewCatalog(Altering, Widening):
         except populating.MustWait as wait:  # (it names a view not created yet)
             waits = str(wait)
         except Exception as exc:
-            if replaces is not None:  # a refused alter: the old view goes on as it was
-                self.connector.control.show_alter(name, None)
+            if replaces is not None:  # a refused alter: the old view goes on as it was (one stopped: failed)
+                self._alter_failed(name, stopped, None if isinstance(exc, Fault) else
+                                   requests.failure_text("alter", name, exc, self.errors))
                 raise
             self._undo_create(self.names.engine(name), name, False, abandon=abandon)
             if rebuild and not isinstance(exc, Fault):
@@ -322,15 +324,15 @@ class ViewCatalog(Altering, Widening):
             raise
         if waits is not None:
             if replaces is not None:
-                self.connector.control.show_alter(name, populating.Phase.WAITING.value)
+                self._altering(name, stopped, populating.Phase.WAITING.value)
             else:
                 self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
             raise populating.MustWait(waits)
         found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
-                     rebuild, replaces, widen)
+                     rebuild, replaces, widen, stopped)
         self.running[name] = found
         if replaces is not None:
-            self.connector.control.show_alter(name, ALTERING)
+            self._altering(name, stopped, ALTERING)
         return found
 
     @property
@@ -391,8 +393,8 @@ class ViewCatalog(Altering, Widening):
         control = self.connector.control
         if dropped:
             pass
-        elif plan.replaces is not None:  # an alter: the old view goes on
-            control.show_alter(plan.name, None)
+        elif plan.replaces is not None:  # an alter: the old view goes on (one that had stopped: failed)
+            self._alter_failed(plan.name, plan.stopped, error)
         elif plan.rebuild:
             if error is not None:
                 self.fail_views([plan.name], error)
@@ -669,7 +671,8 @@ class ViewCatalog(Altering, Widening):
                                   rename.columns, columns_of)
             except self.errors as exc:
                 self.fail_views([name], f"freshview: {rename.what}; the view's SQL cannot be rewritten to the new "
-                                        f"names ({exc}): drop and re-create the view with a query for them")
+                                        f"names ({exc}): CALL freshview.alter_view('{name}', ...) with a "
+                                        "query for them")
                 continue
             if sql != definitions[name]:
                 control.set_sql(name, sql)
@@ -751,7 +754,8 @@ class ViewCatalog(Altering, Widening):
         self.drop_unused_sources()
 
     def fail_views(self, names: list[str], error: str, status: str = "failed") -> None:
-        """Views (and the views reading them) go to ``status``; their tables stay as they were."""
+        """Views (and the views reading them) go to ``status``; their tables stay as they were (``VIEW`` in
+        ``error``: the view's name; for the views reading it, the failed view's, when one failed)."""
         primary = {self.names.engine(n) for n in names}
         doomed = self._with_readers(self.names.engine(n) for n in names)
         for view in reversed(list(self.flow.views)):
@@ -760,7 +764,8 @@ class ViewCatalog(Altering, Widening):
         for view in doomed:
             name = self.names.qualified(view)
             self.connector.results.forget(name)
-            message = error if view in primary else f"freshview: a view it reads failed: {error}"
+            message = error.replace(VIEW, name) if view in primary else \
+                f"freshview: a view it reads failed: {error.replace(VIEW, names[0] if len(names) == 1 else VIEW)}"
             log.error("view %s %s: %s", name, status, message)
             self.connector.control.mark_failed(name, message, status)
 

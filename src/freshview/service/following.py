@@ -22,7 +22,8 @@ the columns its views read: ``kept_columns``):
   names (``sql.rename``), which the service compiles when it next must;
 * a column the views read dropped or retyped, the table dropped, or no longer
   followable (its replica identity gone) fails them, naming the change and
-  the way out (``Fail``);
+  the way out (``Fail``: ``CALL freshview.alter_view(view, ...)`` with a query
+  for the new definition, which keeps the view's result table where it can);
 * a change the engine's copy cannot absorb but no view reads (a kept, unread
   column dropped or retyped, the key, the replica identity or the partitions
   changed, the table re-created) makes the table followed anew from a new
@@ -101,6 +102,9 @@ class Refollow:
     rename: Rename | None = None
 
 
+VIEW = "<view>"  # in a ``Fail``'s error: the failed view's name (``ViewCatalog.fail_views`` puts it there)
+
+
 def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Recheck,
                identity: Iterable[tuple[str, str]] = (), statement: str | None = None,
                table_columns: Sequence[str] | None = None, name: str | None = None,
@@ -122,9 +126,9 @@ def ddl_effect(table: str, schema: TableSchema, read: Collection[str], now: Rech
     mapping = dict(mapping or {})
 
     def fail(what: str, columns: Collection[str] = (), rename: Rename | None = None) -> Fail:
-        return Fail(f"freshview: {what}{by}; the view cannot follow this change: drop and re-create the view "
-                    "with a query for the new definition (CALL freshview.drop_view, then freshview.create_view)",
-                    frozenset(columns), rename)
+        return Fail(f"freshview: {what}{by}; the view cannot follow this change: give it a query for the new "
+                    f"definition with CALL freshview.alter_view('{VIEW}', ...) (its result table is kept where the "
+                    "columns allow)", frozenset(columns), rename)
 
     if now.name is None:
         return fail(f"{before} no longer exists (dropped, or renamed and the new name not known)")

@@ -96,6 +96,7 @@ class Plan:
     rebuild: bool = False  # a view of freshview.views rebuilt (status ``rebuilding``), not a user's request
     replaces: str | None = None  # alter_view: the SQL of the view it replaces (which goes on until it joins)
     widen: Widen | None = None  # followed tables it reads again, wider, and their views computed again (widening)
+    stopped: str | None = None  # alter_view of a view that stopped: its status (failed | sink error); no old view
 
     @property
     def action(self) -> str:

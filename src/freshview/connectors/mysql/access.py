@@ -107,12 +107,13 @@ def read_rights(grants: AccountGrants, reads: Mapping[str, frozenset[str]]) -> d
 _ACCOUNTS = ("SELECT Host, Select_priv, default_role FROM mysql.user WHERE User = %s AND is_role <> 'Y'",
              "SELECT Host, Select_priv, NULL FROM mysql.user WHERE User = %s")  # MySQL: no MariaDB roles
 _PRIVILEGES = """
-SELECT 'global', NULL, NULL, NULL FROM mysql.user WHERE ({who}) AND Select_priv = 'Y'
-UNION ALL SELECT 'db', Db, NULL, NULL FROM mysql.db WHERE ({who}) AND Select_priv = 'Y'
-UNION ALL SELECT 'table', Db, Table_name, NULL FROM mysql.tables_priv WHERE ({who}) AND FIND_IN_SET('Select', Table_priv)
+SELECT 'global', NULL, NULL, NULL FROM mysql.user WHERE ({who}) AND {p}_priv = 'Y'
+UNION ALL SELECT 'db', Db, NULL, NULL FROM mysql.db WHERE ({who}) AND {p}_priv = 'Y'
+UNION ALL SELECT 'table', Db, Table_name, NULL FROM mysql.tables_priv WHERE ({who}) AND FIND_IN_SET('{p}', Table_priv)
 UNION ALL SELECT 'column', Db, Table_name, LOWER(Column_name) FROM mysql.columns_priv
-          WHERE ({who}) AND FIND_IN_SET('Select', Column_priv)
+          WHERE ({who}) AND FIND_IN_SET('{p}', Column_priv)
 """
+WRITES = ("Insert", "Delete")  # what a requester needs on a table it has the service fill (use_existing_table)
 
 
 def resolve_account(conn: Any, requester: str) -> Account | None:
@@ -146,8 +147,21 @@ class MySqlGrants:
                                "mysql.columns_priv and mysql.roles_mapping (see freshview setup)") from None
         return None if grants is None else read_rights(grants, reads)
 
-    def grants(self, requester: Account) -> AccountGrants | None:
-        """The account's SELECT privileges and its roles' (None: no such account)."""
+    def may_not_write(self, requester: str, table: str) -> list[str]:
+        """Of ``WRITES``, the privileges ``requester`` lacks on the whole of ``table`` (``db.table``): a view
+        filling a table the user made (``use_existing_table``) writes it with the service's rights."""
+        account = Account.parse(requester)
+        missing = []
+        for privilege in WRITES:
+            grants = self.grants(account, privilege)
+            # (a column no grant names: denied unless the privilege covers the whole table)
+            if grants is None or read_rights(grants, {table: frozenset({"\0"})})[table].denied:
+                missing.append(privilege.upper())
+        return missing
+
+    def grants(self, requester: Account, privilege: str = "Select") -> AccountGrants | None:
+        """The account's ``privilege`` (SELECT by default) and its roles' (None: no such account)."""
+        assert privilege in ("Select", *WRITES)
         with self.conn.cursor() as cur:
             try:
                 cur.execute(_ACCOUNTS[0], (requester.user,))
@@ -167,7 +181,7 @@ class MySqlGrants:
                 cur.execute("SELECT User, Host, Role FROM mysql.roles_mapping")
                 principals += [(role, "") for role in sorted(roles_of(default_role, cur.fetchall()))]
             who = " OR ".join(["(User = %s AND Host = %s)"] * len(principals))
-            cur.execute(_PRIVILEGES.format(who=who), [v for p in principals for v in p] * 4)
+            cur.execute(_PRIVILEGES.format(who=who, p=privilege), [v for p in principals for v in p] * 4)
             rows = cur.fetchall()
         self.conn.commit()
         return AccountGrants(

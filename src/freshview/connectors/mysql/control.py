@@ -114,6 +114,11 @@ TABLES_SQL = (
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS executor varchar(8)",
     # alter_view: when the view's definition was last changed (its new SQL swapped in with its rows)
     "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS altered_at datetime(6)",
+    # create_view_use_existing_table: fill the table the user made (connectors/mysql/existing.py); the view keeps
+    # the choice for rebuilds and drop_view (which leaves such a table), set when it starts (a service killed
+    # before its table is filled must not drop it: ``start``)
+    "ALTER TABLE freshview.requests ADD COLUMN IF NOT EXISTS existing bool NOT NULL DEFAULT FALSE",
+    "ALTER TABLE freshview.views ADD COLUMN IF NOT EXISTS existing bool NOT NULL DEFAULT FALSE",
     """CREATE TABLE IF NOT EXISTS freshview.progress (
         source       varchar(64) NOT NULL PRIMARY KEY,   -- the followed database
         position     text,                               -- NULL: no step committed yet
@@ -142,6 +147,9 @@ body: BEGIN
     DECLARE account_host varchar(400) DEFAULT SUBSTRING_INDEX(p_account, '@', -1);
     -- create_view_async sets @freshview_blocking = FALSE around its call (no optional arguments in MariaDB)
     DECLARE p_blocking bool DEFAULT p_action <> 'create' OR @freshview_blocking IS NULL OR @freshview_blocking;
+    -- create_view_use_existing_table sets @freshview_existing = TRUE around its call (the service checks that the
+    -- caller may write the table, and that it can hold the view: connectors/mysql/existing.py)
+    DECLARE p_existing bool DEFAULT p_action = 'create' AND COALESCE(@freshview_existing, FALSE);
     IF p_account IS NULL OR LOCATE('@', p_account) = 0
        OR BINARY LEFT(p_account, CHAR_LENGTH(p_account) - CHAR_LENGTH(account_host) - 1)
           <> BINARY LEFT(login, CHAR_LENGTH(login) - CHAR_LENGTH(login_host) - 1)
@@ -153,8 +161,8 @@ body: BEGIN
     IF p_timeout IS NULL OR p_timeout <= 0 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'freshview: timeout_s must be a positive number of seconds';
     END IF;
-    INSERT INTO freshview.requests (action, name, `sql`, requested_by, blocking)
-        VALUES (p_action, p_name, p_sql, p_account, p_blocking);
+    INSERT INTO freshview.requests (action, name, `sql`, requested_by, blocking, existing)
+        VALUES (p_action, p_name, p_sql, p_account, p_blocking, p_existing);
     SET req = LAST_INSERT_ID();
     COMMIT;  -- the service must see the request
     IF NOT p_blocking THEN  -- create_view_async: the population goes on; freshview.views shows it
@@ -273,6 +281,26 @@ END
 """
 
 
+# use_existing_table: create_view_timeout's request, marked (through a session variable, as create_view_async's)
+# to fill the table the user made, named view_name, instead of creating one.
+_EXISTING_PROC = r"""
+CREATE OR REPLACE PROCEDURE freshview.create_view_use_existing_table_timeout(view_name varchar(255), query longtext,
+                                                                             timeout_s double)
+    MODIFIES SQL DATA SQL SECURITY INVOKER
+    COMMENT 'freshview: create a view filling the table view_name, which the caller made, waiting up to timeout_s s'
+BEGIN
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION
+    BEGIN
+        SET @freshview_existing = NULL;
+        RESIGNAL;
+    END;
+    SET @freshview_existing = TRUE;
+    CALL freshview.create_view_timeout(view_name, query, timeout_s);
+    SET @freshview_existing = NULL;
+END
+"""
+
+
 # verify_view: the caller must be able to read the result table (the differences show its rows and the SQL's):
 # a probe as the caller, as create_view_timeout's, fails the CALL with MariaDB's own message.  The name must
 # carry its database (inside a routine a bare name is freshview's).  The answer ('equal at <position>') is
@@ -330,6 +358,11 @@ PROCEDURES_SQL = (
     _wrapper("alter_view", "view_name varchar(255), query longtext",
              f"alter_view_timeout(view_name, query, {CREATE_TIMEOUT_S})",
              f"freshview: change a view''s SQL (populated beside it, then swapped in; waits up to {CREATE_TIMEOUT_S} s)"),
+    _EXISTING_PROC,
+    _wrapper("create_view_use_existing_table", "view_name varchar(255), query longtext",
+             f"create_view_use_existing_table_timeout(view_name, query, {CREATE_TIMEOUT_S})",
+             f"freshview: create a view filling the table view_name, which the caller made (waits up to "
+             f"{CREATE_TIMEOUT_S} s)"),
     _ANSWER_PROC,
     _VERIFY_PROC,
     _wrapper("verify_view", "view_name varchar(255)", f"verify_view_timeout(view_name, {VERIFY_TIMEOUT_S})",
@@ -338,7 +371,8 @@ PROCEDURES_SQL = (
 
 #: The procedures a user needs EXECUTE on to manage views from SQL.
 USER_PROCEDURES = ("create_view", "create_view_timeout", "create_view_async", "drop_view", "drop_view_timeout",
-                   "_request", "verify_view", "verify_view_timeout", "_answer", "alter_view", "alter_view_timeout")
+                   "_request", "verify_view", "verify_view_timeout", "_answer", "alter_view", "alter_view_timeout",
+                   "create_view_use_existing_table", "create_view_use_existing_table_timeout")
 
 
 #: The rows of one service: its followed database's views (``db.view``) and requests (``db.view`` or a bare
@@ -389,11 +423,11 @@ def is_installed(conn: Any) -> bool:
     tables = _run(conn, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'freshview' "
                         "AND table_name IN ('views', 'requests', 'progress')")
     current = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
-                         "AND table_name = 'requests' AND column_name = 'blocking'")  # else: setup upgrades it
+                         "AND table_name = 'requests' AND column_name IN ('blocking', 'existing')")  # else: setup
     verifiable = _run(conn, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = 'freshview' "
                             "AND table_name = 'views' AND column_name IN ('verify_detail', 'altered_at')")
     conn.commit()
-    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 1 and verifiable[0][0] == 2
+    return rows[0][0] == 1 and tables[0][0] == 3 and current[0][0] == 2 and verifiable[0][0] == 2
 
 
 def next_request(conn: Any, source: str | None = None) -> Request | None:
@@ -583,16 +617,19 @@ class MySqlControl:
         """A view left ``creating`` is forgotten, with its table if one was made (MySQL's CREATE TABLE
         commits on its own); its request, still running, is retried or failed (service.requests.recover)."""
         heartbeat(self.conn, self.source, "starting")
-        for (name,) in _run(self.conn, "SELECT name FROM freshview.views WHERE status IN ('creating', 'populating') "
-                                       f"AND {_OWNED}",
-                            (spell(self.source),)):
-            _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
+        for name, existing in _run(self.conn, "SELECT name, existing FROM freshview.views WHERE status IN "
+                                              f"('creating', 'populating') AND {_OWNED}", (spell(self.source),)):
+            if not existing:  # (a table the user made stays)
+                _run(self.conn, f"DROP TABLE IF EXISTS {parse_table_name(name).quoted}")
             delete_view(self.conn, name)
         # an alter_view interrupted: before its swap the old view goes on; during it, the view is rebuilt
         _run(self.conn, "UPDATE freshview.views SET status = IF(phase = 'swapping', 'rebuilding', status), "
                         "error = IF(phase = 'swapping', %s, error), phase = NULL "
                         f"WHERE status = 'active' AND phase IS NOT NULL AND {_OWNED}",
              (INTERRUPTED_ALTER, spell(self.source)))
+        # (an alter of a failed view: it stays failed until its request, retried, swaps it in)
+        _run(self.conn, "UPDATE freshview.views SET phase = NULL WHERE status IN ('failed', 'sink error') "
+                        f"AND phase IS NOT NULL AND {_OWNED}", (spell(self.source),))
         self.conn.commit()
 
     def interrupted_requests(self) -> list[Request]:
@@ -620,9 +657,9 @@ class MySqlControl:
         return bool(_run(self.conn, "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                                     "TABLE_NAME = %s", (database, table)))
 
-    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
-        _run(self.conn, "INSERT IGNORE INTO freshview.views (name, `sql`, status, owner, phase) VALUES (%s, %s, "
-                        "'populating', %s, 'reading')", (name, sql, owner))
+    def begin_create(self, name: str, sql: str, owner: str | None = None, existing: bool = False) -> None:
+        _run(self.conn, "INSERT IGNORE INTO freshview.views (name, `sql`, status, owner, phase, existing) VALUES "
+                        "(%s, %s, 'populating', %s, 'reading', %s)", (name, sql, owner, existing))
         self.conn.commit()
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
@@ -664,17 +701,21 @@ class MySqlControl:
                         elapsed_s: float) -> None:
         _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
                         "updated_at = CURRENT_TIMESTAMP(6) WHERE name = %s AND "
-                        "(status IN ('populating', 'rebuilding') OR (status = 'active' AND phase IS NOT NULL))",
+                        "(status IN ('populating', 'rebuilding') OR (status IN ('active', 'failed', 'sink error') "
+                        "AND phase IS NOT NULL))",
              (phase, rows_read, rows_total, elapsed_s, name))
         self.conn.commit()
 
     def show_alter(self, name: str, phase: str | None) -> None:
         _run(self.conn, "UPDATE freshview.views SET phase = %s, rows_read = NULL, rows_total = NULL, "
-                        "elapsed_s = NULL WHERE name = %s AND status = 'active'", (phase, name))
+                        "elapsed_s = NULL WHERE name = %s AND status IN ('active', 'failed', 'sink error')",
+             (phase, name))
         self.conn.commit()
 
     def uses_existing_table(self, request_id: int) -> bool:
-        return False  # use_existing_table is PostgreSQL's for now
+        """The request asked to fill a table the user made (``create_view_use_existing_table``)."""
+        rows = _run(self.conn, "SELECT existing FROM freshview.requests WHERE id = %s", (request_id,))
+        return bool(rows and rows[0][0])
 
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome on the view's row and as its request's answer, in one transaction."""

@@ -9,6 +9,11 @@ service starts (``MySqlControl.start``: views still ``creating``).  A table
 replaced (a view recomputed) is built and filled under another name, then
 swapped in by one atomic ``RENAME TABLE``, so its readers never find it
 missing or empty.
+
+A table the user made (``create_view_use_existing_table``, ``existing.py``) is
+never created, altered, swapped or dropped: it is checked (its columns and key,
+and the requester's right to write it), emptied and filled in the transaction
+that makes the view active, then written by each step.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ import pymysql
 
 from freshview.connectors.base import ResultSpec, StepStats
 from freshview.connectors.edge import guarded
-from freshview.connectors.mysql import control, faults, sink
-from freshview.connectors.mysql.access import Account, resolve_account
+from freshview.connectors.mysql import control, existing as users_table, faults, sink
+from freshview.connectors.mysql.access import Account, MySqlGrants, resolve_account
 from freshview.connectors.mysql.catalog import quote, spell, split_table_name
 from freshview.connectors.mysql.transactions import BinlogPosition
 from freshview.connectors.result_changes import replacing
@@ -80,7 +85,7 @@ class MySqlResults:
         the step loop.  That table's name."""
         conn = self.conn
         database, _ = split_table_name(spec.name)
-        if not database:
+        if not database or self._existing(spec.name, request):
             return None
         tag = hashlib.blake2b(spec.name.encode(), digest_size=6).hexdigest()
         shadow = sink.ResultTable(f"{spell(database)}._fv_fill_{tag}_{secrets.token_hex(4)}", result_table(spec).shape)
@@ -111,6 +116,10 @@ class MySqlResults:
         conn = self.conn
         try:
             table = result_table(spec)
+            if self._existing(spec.name, request):  # the user's table: checked, its rows replaced
+                self._refill(spec.name, table, sql, initial, position, request, reader, existing=True)
+                self.tables[spec.name] = table
+                return
             database, name = split_table_name(spec.name)
             exists = bool(database) and self._exists(database, name)
             shadow, old = _shadow_of(spec.name, table.shape) if database else (None, "")
@@ -161,45 +170,107 @@ class MySqlResults:
         """``alter_view``'s swap.  The same columns: the table kept, emptied and filled in one transaction
         (InnoDB: readers see the old rows or the new).  Other columns: MariaDB's DDL commits, so a new table
         is filled aside and swapped in by one atomic ``RENAME TABLE`` (grants, made by name, stay; the old
-        table's own indexes, triggers, and its identity do not); the view's row then gets the new SQL."""
+        table's own indexes, triggers, and its identity do not); the view's row then gets the new SQL.  A table
+        the service does not know (the view stopped) is compared by the catalog's columns (``_kept``); a table
+        the user made is checked and refilled, never swapped."""
         conn = self.conn
         table = result_table(spec)
         old = self.tables.get(spec.name)
-        rows = pc.sum(initial.column(WEIGHT)).as_py() or 0
-        at = position.to_text() if position is not None else None
         try:
-            if old is None or old.shape != table.shape:
+            users = self._existing(spec.name, None)
+            if users or self._kept(spec.name, old, table):
+                change = replacing(previous, initial) if previous is not None and old is not None and \
+                    old.shape == table.shape and not users else None
+                self._refill(spec.name, table, sql, initial, position, request, reader, existing=users,
+                             altered=altered, change=change)
+                how = "kept and refilled"
+            else:
                 self._swap_in(spec.name, table, initial)
-            conn.begin()
-            try:
-                if old is not None and old.shape == table.shape:
-                    change = replacing(previous, initial) if previous is not None else None
-                    if change is None:
-                        with conn.cursor() as cur:
-                            cur.execute(f"DELETE FROM {table.table}")
-                    table.apply(conn, initial if change is None else change)
-                control.activate_view(conn, spec.name, sql, rows, at)
-                if altered:
-                    with conn.cursor() as cur:
-                        cur.execute("UPDATE freshview.views SET altered_at = CURRENT_TIMESTAMP(6) WHERE name = %s",
-                                    (spec.name,))
-                _commit(conn, request)
-            except BaseException:
-                faults.rollback_quietly(conn)
-                raise
+                conn.begin()
+                try:
+                    self._activate(spec.name, sql, initial, position, altered)
+                    _commit(conn, request)
+                except BaseException:
+                    faults.rollback_quietly(conn)
+                    raise
+                how = "filled aside and swapped in by RENAME TABLE"
         except (pymysql.err.MySQLError, SchemaError) as exc:
             if faults.classify(exc) is not None:
                 raise
             raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
-        log.info("view %s: result table %s", spec.name, "kept and refilled" if old is not None and
-                 old.shape == table.shape else "filled aside and swapped in by RENAME TABLE")
+        log.info("view %s: result table %s", spec.name, how)
+
+    def _kept(self, name: str, old: sink.ResultTable | None, table: sink.ResultTable) -> bool:
+        """Whether result table ``name`` (known as ``old``, or else as the catalog describes it) is kept for
+        ``table``'s shape: the same columns and types (which key columns ``_fv_key`` digests is the sink's
+        business: a refill writes every row's anew)."""
+        if old is not None:
+            return old.shape == table.shape
+        found = users_table.describe(self.conn, name, privileges=False)
+        if found is None:
+            return False
+        return {n: c.type for n, c in found.columns.items()} == users_table.wanted(table.shape)
+
+    def _refill(self, name: str, table: sink.ResultTable, sql: str, initial: pa.Table,
+                position: BinlogPosition | None, request: int | None, reader: str | None, *, existing: bool,
+                altered: bool = False, change: pa.Table | None = None) -> None:
+        """The table kept: emptied (or, ``change``, only what differs written) and filled, the view active, in
+        one transaction.  ``existing``: the user's table, checked first (``existing.refusal``; the requester
+        must be allowed to write it: the service writes it with its own rights)."""
+        conn = self.conn
+        if existing:
+            found = users_table.describe(conn, name)
+            if found is None:
+                raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table): create it "
+                                   f"first, or call create_view")
+            refusal = users_table.refusal(name, table.shape, found)
+            lacking = MySqlGrants(conn).may_not_write(reader, name) if reader else []
+            if lacking:
+                refusal = (f"{refusal}; " if refusal else "freshview: ") + \
+                    (f"the view's requester may not {', '.join(lacking)} {name}, which the service would write "
+                     f"for it (GRANT INSERT, DELETE ON {name} TO its account)")
+            if refusal:
+                raise CatalogError(refusal)
+        conn.begin()
+        try:
+            if change is None:
+                with conn.cursor() as cur:
+                    cur.execute(f"DELETE FROM {table.table}")
+            table.apply(conn, initial if change is None else change)
+            self._activate(name, sql, initial, position, altered)
+            if existing:
+                with conn.cursor() as cur:
+                    cur.execute("UPDATE freshview.views SET existing = TRUE WHERE name = %s", (name,))
+            _commit(conn, request)
+        except BaseException:
+            faults.rollback_quietly(conn)
+            raise
+
+    def _activate(self, name: str, sql: str, initial: pa.Table, position: BinlogPosition | None,
+                  altered: bool) -> None:
+        """In the open transaction: the view is active with ``sql``, its rows, at ``position`` (``altered``: and
+        its ``altered_at`` now)."""
+        control.activate_view(self.conn, name, sql, pc.sum(initial.column(WEIGHT)).as_py() or 0,
+                              position.to_text() if position is not None else None)
+        if altered:
+            with self.conn.cursor() as cur:
+                cur.execute("UPDATE freshview.views SET altered_at = CURRENT_TIMESTAMP(6) WHERE name = %s", (name,))
+
+    def _existing(self, name: str, request: int | None) -> bool:
+        """Whether the view fills a table the user made: its request asked so, or it did when created."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT COALESCE((SELECT existing FROM freshview.requests WHERE id = %s), FALSE) "
+                        "OR COALESCE((SELECT existing FROM freshview.views WHERE name = %s), FALSE)", (request, name))
+            return bool(cur.fetchone()[0])
 
     def _swap_in(self, name: str, table: sink.ResultTable, initial: pa.Table) -> None:
-        """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE."""
+        """A new table of ``table``'s shape, filled aside, replaces ``name``'s by one atomic RENAME TABLE (or
+        takes its name, when there is none)."""
         shadow, old = _shadow_of(name, table.shape)
         _fill_aside(self.conn, shadow, initial)
-        _rename_in(self.conn, table, shadow, old)
+        database, table_name = split_table_name(name)
+        _rename_in(self.conn, table, shadow, old, exists=self._exists(database or "", table_name))
 
     def _exists(self, database: str, name: str) -> bool:
         with self.conn.cursor() as cur:
@@ -240,9 +311,10 @@ class MySqlResults:
 
     def drop(self, name: str, request: int | None) -> None:
         self.tables.pop(name, None)
-        self._readable_only_by(name, None)
-        with self.conn.cursor() as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
+        if not self._existing(name, None):  # a table the user made stays (as it was at the drop)
+            self._readable_only_by(name, None)
+            with self.conn.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {sink.quote_table(name)}")
         control.delete_view(self.conn, name)
         if request is not None:
             control.finish_request(self.conn, request)

@@ -416,6 +416,9 @@ class PostgresControl:
         self.conn.execute("UPDATE freshview.views SET status = CASE WHEN phase = 'swapping' THEN 'rebuilding' "
                           "ELSE status END, error = CASE WHEN phase = 'swapping' THEN %s ELSE error END, "
                           "phase = NULL WHERE status = 'active' AND phase IS NOT NULL", (INTERRUPTED_ALTER,))
+        # (an alter of a failed view: it stays failed until its request, retried, swaps it in)
+        self.conn.execute("UPDATE freshview.views SET phase = NULL WHERE status IN ('failed', 'sink error') "
+                          "AND phase IS NOT NULL")
 
     def interrupted_requests(self) -> list[Request]:
         return interrupted_requests(self.conn)
@@ -439,10 +442,11 @@ class PostgresControl:
     def relation_exists(self, name: str) -> bool:
         return self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is not None
 
-    def begin_create(self, name: str, sql: str, owner: str | None = None) -> None:
+    def begin_create(self, name: str, sql: str, owner: str | None = None, existing: bool = False) -> None:
         with self.conn.transaction():
-            self.conn.execute("INSERT INTO freshview.views (name, sql, status, owner, phase) VALUES (%s, %s, "
-                              "'populating', %s, 'reading') ON CONFLICT (name) DO NOTHING", (name, sql, owner))
+            self.conn.execute("INSERT INTO freshview.views (name, sql, status, owner, phase, existing) VALUES (%s, %s, "
+                              "'populating', %s, 'reading', %s) ON CONFLICT (name) DO NOTHING",
+                              (name, sql, owner, existing))
 
     def drop_refusal(self, name: str, requester: str | None) -> str | None:
         row = self.conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (name,)).fetchone()
@@ -476,12 +480,13 @@ class PostgresControl:
                         elapsed_s: float) -> None:
         self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = %s, rows_total = %s, elapsed_s = %s, "
                           "updated_at = now() WHERE name = %s AND (status IN ('populating', 'rebuilding') "
-                          "OR (status = 'active' AND phase IS NOT NULL))",
+                          "OR (status IN ('active', 'failed', 'sink error') AND phase IS NOT NULL))",
                           (phase, rows_read, rows_total, elapsed_s, name))
 
     def show_alter(self, name: str, phase: str | None) -> None:
         self.conn.execute("UPDATE freshview.views SET phase = %s, rows_read = NULL, rows_total = NULL, "
-                          "elapsed_s = NULL WHERE name = %s AND status = 'active'", (phase, name))
+                          "elapsed_s = NULL WHERE name = %s AND status IN ('active', 'failed', 'sink error')",
+                          (phase, name))
 
     def record_verification(self, name: str, result: str, detail: str, request_id: int | None) -> None:
         """A verification's outcome (``service.verify``): on the view's row, and as its request's answer (an

@@ -17,45 +17,27 @@ have (``refusal``, pure, naming every difference):
   whose rows repeat, which also needs a ``_fv_count bigint`` column), NULLS NOT
   DISTINCT when a key column can be NULL; none for an aggregate without GROUP BY;
 * the service's SELECT, INSERT, UPDATE and DELETE on it.
+
+What is not PostgreSQL's (the columns' checks, the message) is shared with MySQL's
+(``connectors/existing.py``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import psycopg
 
+from freshview.connectors import existing as shared
+from freshview.connectors.existing import Column, Table, Unique
 from freshview.connectors.postgres.sink import COUNT_COLUMN, ResultShape
+
+__all__ = ["Column", "Table", "Unique", "describe", "lossless", "refusal", "spelled"]
 
 _INTEGERS = {"smallint": (1, 5), "integer": (2, 10), "bigint": (3, 19)}  # rank, decimal digits
 _SPELLING = {"timestamp": "timestamp without time zone", "timestamptz": "timestamp with time zone"}
 _NUMERIC = re.compile(r"numeric\((\d+),(\d+)\)")
 PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
-
-
-@dataclass(frozen=True)
-class Column:
-    type: str  # format_type's spelling
-    not_null: bool = False
-    has_default: bool = False
-
-
-@dataclass(frozen=True)
-class Unique:
-    columns: frozenset[str]
-    nulls_not_distinct: bool = False
-    primary: bool = False
-
-
-@dataclass(frozen=True)
-class Table:
-    """The user's table as the catalog describes it (``describe``)."""
-
-    columns: Mapping[str, Column]
-    uniques: Sequence[Unique] = ()
-    missing_privileges: Sequence[str] = ()
 
 
 def spelled(pg_type: str) -> str:
@@ -90,23 +72,12 @@ def lossless(source: str, target: str) -> bool:
 
 def refusal(name: str, shape: ResultShape, table: Table) -> str | None:
     """Why the table ``name`` cannot hold the view's result (every difference), or None."""
-    problems: list[str] = []
-    wanted = dict(shape.columns)
+    wanted = {column: spelled(pg_type) for column, pg_type in shape.columns}
     if shape.counted:
         wanted[COUNT_COLUMN] = "bigint"
-    for column, pg_type in wanted.items():
-        found = table.columns.get(column)
-        want = spelled(pg_type)
-        if found is None:
-            problems.append(f"it has no column {column} ({want})")
-        elif not lossless(want, found.type):
-            problems.append(f"its column {column} is {found.type}, which the view's {want} does not convert to "
-                            f"without loss")
-    for column, found in table.columns.items():
-        if column not in wanted and found.not_null and not found.has_default:
-            problems.append(f"its column {column} is NOT NULL without a default, and the view does not fill it")
+    problems = shared.column_problems(wanted, table, lossless)
     key = frozenset(shape.key if not shape.counted else (n for n, _ in shape.columns))
-    if key and any(spelled(wanted[k]) in ("json", "json[]") for k in key):
+    if key and any(wanted[k] in ("json", "json[]") for k in key):
         problems.append("the view's key has a json column, which a unique index cannot hold: use jsonb in the view")
     elif key:
         matching = [u for u in table.uniques if u.columns == key]
@@ -118,10 +89,7 @@ def refusal(name: str, shape: ResultShape, table: Table) -> str | None:
     if table.missing_privileges:
         problems.append(f"the service may not {', '.join(table.missing_privileges)} it (GRANT "
                         f"{', '.join(PRIVILEGES)} ON {name} TO the service's role)")
-    if not problems:
-        return None
-    return (f"freshview: the table {name} cannot hold the view's result (use_existing_table): "
-            + "; ".join(problems))
+    return shared.refusal(name, problems)
 
 
 def describe(conn: psycopg.Connection, name: str) -> Table | None:
@@ -132,7 +100,8 @@ def describe(conn: psycopg.Connection, name: str) -> Table | None:
         return None
     columns = {n: Column(t, nn, d) for n, t, nn, d in conn.execute(
         "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef OR attidentity <> '' "
-        "OR attgenerated <> '' FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+        "OR attgenerated <> '' FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped "
+        "ORDER BY attnum",
         (oid[0],)).fetchall()}
     nulls = "i.indnullsnotdistinct" if conn.info.server_version >= 150000 else "false"
     uniques = [Unique(frozenset(cols), bool(nnd), bool(primary)) for cols, nnd, primary in conn.execute(

@@ -172,17 +172,24 @@ class PostgresResults:
     def alter(self, spec: ResultSpec, sql: str, initial: pa.Table, position: Lsn | None, *,
               reader: str | None, request: int | None, altered: bool = True,
               previous: pa.Table | None = None) -> None:
-        """``alter_view``'s swap, one transaction: the table kept, altered or replaced (``swap.reshape``),
-        filled, the view's row given the new SQL (and ``altered_at``), the request done."""
+        """``alter_view``'s swap, one transaction: the table kept, altered or replaced (``swap.reshape``; a table
+        not known, of a view that stopped, as the catalog describes it: ``swap.found``), filled, the view's row
+        given the new SQL (and ``altered_at``), the request done.  A table the user made (``use_existing_table``)
+        is checked and refilled, never altered."""
         table = result_table(spec)
         old = self.tables.get(spec.name)
         conn = self.conn
+        change = None
         try:
             with conn.transaction():
-                shape = old.shape if old is not None else None
-                change = replacing(previous, initial) if previous is not None and \
-                    swap.how(shape, table.shape) is swap.How.REFILL else None
-                chosen = swap.reshape(conn, shape, table, keep_rows=change is not None)
+                if self._existing(spec.name, None):
+                    self._refill(table, spec.name)
+                    chosen = swap.How.REFILL
+                else:
+                    shape = old.shape if old is not None else swap.found(conn, spec.name, table.shape)
+                    change = replacing(previous, initial) if previous is not None and old is not None and \
+                        swap.how(shape, table.shape) is swap.How.REFILL else None
+                    chosen = swap.reshape(conn, shape, table, keep_rows=change is not None)
                 if chosen is swap.How.REPLACE:
                     owner = conn.execute("SELECT owner FROM freshview.views WHERE name = %s", (spec.name,)).fetchone()
                     readable_only_by(conn, table.name, owner[0] if owner else reader)

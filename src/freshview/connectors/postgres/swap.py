@@ -12,6 +12,9 @@ What is kept (``how``):
   dependent view: the alter fails with its message and the old view goes on);
 - another key: the table is dropped and created again (its grants as at create_view: the view's owner
   only); a dependent view makes PostgreSQL refuse that too.
+
+A table the service does not know (the view stopped: ``failed``, ``sink error``; or a service started since)
+is described from the catalog (``found``) and kept, altered or replaced alike; one that is gone is created.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from enum import Enum
 import psycopg
 from psycopg import sql as psql
 
-from freshview.connectors.postgres.sink import ResultShape, ResultTable
+from freshview.connectors.postgres import existing
+from freshview.connectors.postgres.sink import COUNT_COLUMN, ResultShape, ResultTable
 
 
 class How(str, Enum):
@@ -44,6 +48,23 @@ def how(old: ResultShape | None, new: ResultShape) -> How:
     return How.ALTER
 
 
+def found(conn: psycopg.Connection, name: str, new: ResultShape) -> ResultShape | None:
+    """Result table ``name`` as the catalog describes it (its columns, ``_fv_count``, its primary key or else a
+    unique index), each column's type in ``new``'s spelling where it is the type ``new`` has; None when there is
+    no such table."""
+    table = existing.describe(conn, name)
+    if table is None:
+        return None
+    wanted = dict(new.columns)
+    columns = tuple((n, wanted[n] if n in wanted and existing.spelled(wanted[n]) == c.type.replace(", ", ",")
+                     else c.type) for n, c in table.columns.items() if n != COUNT_COLUMN)
+    uniques = sorted(table.uniques, key=lambda u: (not u.primary, not u.nulls_not_distinct))
+    unique = uniques[0] if uniques else None
+    columns_of_key = unique.columns if unique is not None else frozenset()
+    key = tuple(new.key) if columns_of_key == set(new.key) else tuple(sorted(columns_of_key))
+    return ResultShape(columns, key, COUNT_COLUMN in table.columns, bool(unique and unique.nulls_not_distinct))
+
+
 def alter_columns(old: ResultShape, new: ResultShape) -> list[tuple[str, str, str | None]]:
     """The column changes from ``old`` to ``new``: (``drop`` | ``add`` | ``type``, column, type)."""
     before, after = dict(old.columns), dict(new.columns)
@@ -61,7 +82,7 @@ def reshape(conn: psycopg.Connection, old: ResultShape | None, table: ResultTabl
     if chosen is How.REFILL and keep_rows:
         return chosen
     if chosen is How.REPLACE:
-        conn.execute(psql.SQL("DROP TABLE {}").format(table.name))
+        conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))  # (gone: created)
         for statement in table.create_sql():
             conn.execute(statement)
         return chosen
