@@ -302,6 +302,21 @@ class IncrementalFlow:
                 self._counters.add(self.store, rows_in_total=loaded)
             return loaded
 
+    def adopt_source(self, name: str, pinned: Pinned) -> int:
+        """Fill source ``name``'s empty copy with another flow's copy of the same table as pinned
+        (``pin_source``; the same columns and key) in one step: its run files linked, no row copied
+        (``Engine.adopt_source``); the rows stored.  How a population beside the service's stream takes
+        a table the service follows already (``service.population``)."""
+        with self._lock:
+            self._check_open()
+            self.source_schema(name)  # (an unknown source: its error)
+            step = self.engine.step
+
+            def undo() -> None:
+                self.engine.step = step
+            with self._transaction(undo=undo):
+                return self.engine.adopt_source(name, pinned)
+
     def drop_source(self, name: str) -> None:
         """Forget a source and its state (refused while a view reads it)."""
         with self._lock:

@@ -62,6 +62,8 @@ from freshview.runtime.operators import source_load
 from freshview.runtime.operators.source import Source, SourceChange
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
+from freshview.runtime.state.pin import Pinned
+from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
 
 log = logging.getLogger("freshview.engine")
@@ -333,6 +335,24 @@ class Engine:
             raise
         self.step += 1
         return loaded
+
+    def adopt_source(self, name: str, pinned: Pinned) -> int:
+        """Fill ``name``'s empty copy with another store's copy of the same table, as pinned (the same
+        layout: the same columns and key), as one step (inside ``transaction``; ``bulk_refusal`` must be
+        None): its run files linked, no row copied or checked again (``SpineStateStore.adopt_runs``).  How
+        a population beside the stream takes a table the service follows already.  Returns the rows
+        stored (before weights are added up)."""
+        self._check_idle()
+        why = self.bulk_refusal(name)
+        if why is not None:
+            raise StateError(f"source {name!r} cannot take another copy: {why}")
+        source, store = self.sources[name], self.store
+        if pinned.directory is None or pinned.layout != source.layout or not isinstance(store, SpineStateStore):
+            raise StateError(f"source {name!r} cannot take another copy: it is kept otherwise here")
+        store.ensure_arrangement(source.arrangement, source.layout)
+        store.adopt_runs(source.arrangement, pinned.runs, pinned.directory)
+        self.step += 1
+        return pinned.rows
 
     def drop_source(self, name: str) -> None:
         """Forget a source's copy and its TTL bookkeeping (inside ``transaction``)."""

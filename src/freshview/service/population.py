@@ -7,7 +7,8 @@ loop hands the work to a ``Population`` (``ViewCatalog.populate`` plans it) and 
 1. **reading** (a worker thread, on its own database connections and its own scratch engine under
    ``<state dir>/populating/``): the tables the engine follows already are copied from their *pinned*
    copies in the engine's state (``IncrementalFlow.pin_source``: the committed runs when the population
-   started, immutable, so steps committing meanwhile do not disturb them); the tables followed anew are
+   started, immutable, so steps committing meanwhile do not disturb them: their run files linked, no row
+   copied, ``loading.take``); the tables followed anew are
    read from a new snapshot (``Source.snapshot``), which pins them at its position.  Both through
    ``loading.load``.
 2. **computing**: the view's first result in the scratch engine (``loading.compute_first``).
@@ -233,8 +234,7 @@ class Population:
         flow = self.flow = self.scratch_flow(self.directory)
         for followed in plan.followed.values():
             flow.register_source(followed.engine, followed.schema)
-            rows = _named(followed.pinned.scan(), followed.schema)
-            self._loaded(loading.load(flow, followed.engine, self._checked([rows])))
+            self._loaded(loading.take(flow, followed.engine, followed.pinned))
         if plan.new:
             self._read_new(flow)
         self._set_phase(Phase.COMPUTING)
@@ -358,9 +358,3 @@ class Responsive:
         elif not busy and self._saved is not None:
             sys.setswitchinterval(self._saved)
             self._saved = None
-
-
-def _named(rows: pa.Table, schema: TableSchema) -> pa.Table:
-    """A source copy's weighted rows (the engine's positional columns) in the table's column names."""
-    positions = [col_name(i) for i in range(len(schema.columns))]
-    return rows.select([*positions, WEIGHT]).rename_columns([*schema.names, WEIGHT])
