@@ -16,6 +16,7 @@ import pyarrow as pa
 from freshview.errors import StateError
 from freshview.flow import IncrementalFlow, TwoPhaseFlow
 from freshview.runtime.relation import col_name
+from freshview.runtime.reuse import PinnedCircuit
 from freshview.runtime.state.pin import Pinned
 from freshview.schema import WEIGHT
 
@@ -41,6 +42,8 @@ def take(flow: IncrementalFlow, source: str, pinned: Pinned) -> int:
     return load(flow, source, [rows])
 
 
-def compute_first(flow: TwoPhaseFlow | IncrementalFlow, view: str, sql: str) -> None:
-    """Register view ``view`` (engine SQL) and compute its first result from its sources' copies."""
-    flow.register_view(view, sql)
+def compute_first(flow: IncrementalFlow, view: str, sql: str, reusing: PinnedCircuit | None = None) -> None:
+    """Register view ``view`` (engine SQL) and compute its first result from its sources' copies; what it
+    shares with ``reusing`` (another circuit over the same copies, pinned with them) taken from its state
+    (``runtime.reuse``)."""
+    flow.register_view(view, sql, reusing=reusing)
