@@ -85,16 +85,16 @@ def _batch(table: str, rows: list) -> pa.Table:
     return pa.table(columns, schema=schema).append_column("_weight", pa.array([w for _, w in rows], pa.int64()))
 
 
-def _flow(tmp_path, name: str) -> IncrementalFlow:
-    flow = IncrementalFlow(state_dir=tmp_path / name, execution="local", first_computation="local")
+def _flow(tmp_path, name: str, first: str = "local") -> IncrementalFlow:
+    flow = IncrementalFlow(state_dir=tmp_path / name, execution="local", first_computation=first)
     flow.register_source("o", "id INT, c INT, v INT", primary_key=["id"])
     flow.register_source("c", "id INT, ok BOOLEAN", primary_key=["id"])
     return flow
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("seed", [1, 2])
-def test_a_view_started_from_another_views_state_steps_like_one_computed_alone(tmp_path, case, seed, caplog):
+@pytest.mark.parametrize("case, seed, first", [(c, s, "local") for c in sorted(CASES) for s in (1, 2)] + [
+    ("the join, another aggregate", 3, "spark"), ("the join, another projection", 3, "spark")])
+def test_a_view_started_from_another_views_state_steps_like_one_computed_alone(tmp_path, case, seed, first, caplog):
     old_sql, new_sql = CASES[case]
     tables = _Tables(random.Random(seed))
     main = _flow(tmp_path, "main")
@@ -107,7 +107,7 @@ def test_a_view_started_from_another_views_state_steps_like_one_computed_alone(t
     behind = [tables.changes() for _ in range(3)]  # committed meanwhile: the population's catch-up
     for change in behind:
         main.tick(change)
-    scratch, reference = _flow(tmp_path, "scratch"), _flow(tmp_path, "reference")
+    scratch, reference = _flow(tmp_path, "scratch", first), _flow(tmp_path, "reference")
     for source, pin in pinned.items():
         scratch.adopt_source(source, pin)
     with caplog.at_level(logging.INFO, logger="freshview"):
