@@ -136,3 +136,72 @@ def test_a_kill_mid_join_leaves_the_store_as_before_or_joined_and_equal(tmp_path
     main = IncrementalFlow(state_dir=tmp_path / "main", execution="local")  # checkpointed and reopened
     assert _rows(main, "v") == _rows(reference, "v")
     assert _rows(main, "o") == _rows(reference, "o")
+
+
+# ---------------------------------------------------------------------- a source's copy taken as pinned
+def _orders(n: int, start: int = 0) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": ids, "c": [i % 41 if i % 7 else None for i in ids],
+                     "v": [i % 13 if i % 5 else None for i in ids], "_weight": [1] * n})
+
+
+def _gone(i: int) -> pa.Table:
+    """The delete of order ``i`` as ``_orders`` made it."""
+    row = _orders(1, start=i)
+    return row.set_column(3, "_weight", pa.array([-1], pa.int64()))
+
+
+def test_a_pinned_source_copy_is_taken_by_linking_its_files_and_steps_like_a_loaded_one(tmp_path):
+    main, scratch, reference = _flows(tmp_path)
+    main.register_source("o", "id INT, c INT, v INT", primary_key=["id"])
+    main.load_source("o", [_orders(3000)])
+    main.tick("o", _orders(5, start=3000))  # (a run held in memory)
+    adopt.settle(main.store)
+    main.tick("o", pa.concat_tables([_gone(1), pa.table({"id": [3005], "c": [2], "v": [1], "_weight": [1]})]))
+    pinned = main.pin_source("o")
+    expected = _rows(main, "o")
+    # the main flow goes on: new runs, merges, a checkpoint that deletes the pinned files it no longer needs
+    for i in range(6):
+        main.tick("o", _gone(10 + i))
+    adopt.settle(main.store)
+    scratch.register_source("o", "id INT, c INT, v INT", primary_key=["id"])
+    theirs = {p.stat().st_ino for p in (main.store.directory / "runs").iterdir()} | \
+        {(main.store.directory / r.path).stat().st_ino for r in pinned.runs
+         if r.path and (main.store.directory / r.path).exists()}
+    assert scratch.adopt_source("o", pinned) == pinned.rows
+    assert _rows(scratch, "o") == expected
+    linked = {(scratch.store.directory / r.path).stat().st_ino for r in scratch.store.committed_runs("source/o")[1]
+              if r.path}
+    assert linked and linked <= theirs  # the same files, no row written
+    # it steps like a copy loaded row by row: a view over it, then changes, equal to a reference
+    reference.register_source("o", "id INT, c INT, v INT", primary_key=["id"])
+    reference.tick("o", pa.table({"id": [r["id"] for r in expected], "c": [r["c"] for r in expected],
+                                  "v": [r["v"] for r in expected], "_weight": [1] * len(expected)}))
+    for flow in (scratch, reference):
+        flow.tick("c", pa.table({"id": list(range(41)), "ok": [i % 3 != 0 for i in range(41)], "_weight": [1] * 41}))
+        flow.register_view("v", VIEW)
+        flow.tick({"o": pa.concat_tables([_gone(2), pa.table({"id": [1, 3005], "c": [3, 2], "v": [5, 1],
+                                                             "_weight": [1, -1]})])})
+    assert _rows(scratch, "v") == _rows(reference, "v") != []
+    main.close()
+    scratch.close()
+    scratch = IncrementalFlow(state_dir=tmp_path / "scratch", execution="local")  # its links survive a reopen
+    assert _rows(scratch, "v") == _rows(reference, "v")
+
+
+def test_a_copy_kept_otherwise_is_refused_and_loaded_row_by_row_by_the_service(tmp_path):
+    from freshview.errors import StateError
+    from freshview.service import loading
+
+    main, scratch, _ = _flows(tmp_path)
+    main.register_source("o", "id INT, c INT, v INT", primary_key=["id"])
+    main.tick("o", _orders(50))
+    pinned = main.pin_source("o")
+    scratch.register_source("o", "id INT, c INT, v INT")  # no primary key: another layout
+    with pytest.raises(StateError, match="kept otherwise"):
+        scratch.adopt_source("o", pinned)
+    assert loading.take(scratch, "o", pinned) == 50
+    assert _rows(scratch, "o") == _rows(main, "o")
+    scratch.register_view("v", VIEW)
+    with pytest.raises(StateError, match="views read it"):  # (a copy views read takes changes, not copies)
+        scratch.adopt_source("o", pinned)

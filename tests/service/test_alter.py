@@ -299,11 +299,11 @@ def test_while_an_alter_populates_the_old_view_goes_on_and_shows_its_phase(shop,
     gate, reached = threading.Event(), threading.Event()
     original = loading.compute_first
 
-    def held(flow, view, sql):
+    def held(flow, view, sql, *args):
         if "1000000" in sql:  # the new definition's first computation waits
             reached.set()
             assert gate.wait(120)
-        return original(flow, view, sql)
+        return original(flow, view, sql, *args)
 
     monkeypatch.setattr(loading, "compute_first", held)
     start_service()
@@ -483,3 +483,33 @@ def test_a_view_failed_by_ddl_is_altered_back_to_active_keeping_its_table(shop, 
         _ship(conn, rng, next_id, 30, "")
         wait_until_fresh(shop, ["public.shipped"], timeout=60)
         assert conn.execute("CALL freshview.verify_view('public.shipped')").fetchone()[0].startswith("equal")
+
+
+def test_an_alter_starts_from_the_state_it_shares_with_the_old_view(shop, start_service, caplog):
+    """A HAVING added to a join + aggregate: the new circuit's aggregate is the old one, its state taken as
+    pinned with the copies (``runtime.reuse``), not computed again; then an added aggregate: the join is."""
+    caplog.set_level(logging.INFO, logger="freshview")
+    start_service()
+    base = ("SELECT c.region, o.customer, COUNT(*) AS n, SUM(o.amount) AS total FROM orders o JOIN customers c "
+            "ON o.customer = c.id WHERE o.status <> 'cancelled' GROUP BY c.region, o.customer")
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("CALL freshview.create_view('public.regional', %s)", (base,))
+        writer = Writer(shop, 8)
+        try:
+            time.sleep(0.5)  # (the old view's state made of steps too)
+            conn.execute("CALL freshview.alter_view('public.regional', %s)", (base + " HAVING COUNT(*) > 1",))
+            assert "aggregate op" in caplog.text.split("state reused from", 1)[1].split("\n", 1)[0]
+            wait_until_fresh(shop, ["public.regional"], timeout=60)
+            caplog.clear()
+            conn.execute("CALL freshview.alter_view('public.regional', %s)", (
+                "SELECT c.region, o.customer, COUNT(*) AS n, SUM(o.amount) AS total, MAX(o.amount) AS top "
+                "FROM orders o JOIN customers c ON o.customer = c.id WHERE o.status <> 'cancelled' "
+                "GROUP BY c.region, o.customer HAVING COUNT(*) > 1",))
+            assert "join op" in caplog.text.split("state reused from", 1)[1].split("\n", 1)[0]
+        finally:
+            writer.finish()
+        wait_until_fresh(shop, ["public.regional"], timeout=60)
+        rng, next_id = random.Random(12), [7000]
+        for _ in range(15):
+            random_transaction(conn, rng, next_id)
+        wait_until_fresh(shop, ["public.regional"], timeout=60)

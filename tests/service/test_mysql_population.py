@@ -22,11 +22,11 @@ def test_a_view_populates_beside_the_binlog_stream(shop, start_service, monkeypa
     gate, reached = threading.Event(), threading.Event()
     original = loading.compute_first
 
-    def held(flow, view, sql):
+    def held(flow, view, sql, *args):
         if view.endswith(HELD):
             reached.set()
             assert gate.wait(120)
-        return original(flow, view, sql)
+        return original(flow, view, sql, *args)
 
     monkeypatch.setattr(loading, "compute_first", held)
     start_service()

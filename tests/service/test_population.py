@@ -50,11 +50,11 @@ def _hold(monkeypatch, name: str) -> threading.Event:
     gate.reached = threading.Event()  # type: ignore[attr-defined]
     original = loading.compute_first
 
-    def held(flow, view, sql):
+    def held(flow, view, sql, *args):
         if view == name.split(".", 1)[1] or view == name:
             gate.reached.set()  # type: ignore[attr-defined]
             assert gate.wait(120), "the test never let the population go"
-        return original(flow, view, sql)
+        return original(flow, view, sql, *args)
 
     monkeypatch.setattr(loading, "compute_first", held)
     return gate
@@ -119,10 +119,10 @@ def test_a_view_populates_beside_the_stream(shop, start_service, gate, caplog):
 def test_block_until_running_false_and_a_failure_shows_in_freshview_views(shop, start_service, monkeypatch):
     original = loading.compute_first
 
-    def broken(flow, view, sql):
+    def broken(flow, view, sql, *args):
         if "big_orders" in view:
             raise FreshviewError("boom in the first computation")
-        return original(flow, view, sql)
+        return original(flow, view, sql, *args)
 
     monkeypatch.setattr(loading, "compute_first", broken)
     start_service()
@@ -149,10 +149,10 @@ _HELD_SERVICE = """
 import sys, time
 from freshview.service import loading
 original = loading.compute_first
-def held(flow, view, sql):
+def held(flow, view, sql, *args):
     if view.endswith("customer_totals"):
         time.sleep(3600)  # killed here
-    return original(flow, view, sql)
+    return original(flow, view, sql, *args)
 loading.compute_first = held
 from freshview.cli.app import main
 sys.argv = ["freshview", "run", "--state-dir", sys.argv[1], "--quiet"]
@@ -228,11 +228,11 @@ def test_a_lost_slot_rebuilds_view_by_view_the_first_rebuilt_staying_fresh(shop,
     service.stop()
     hold, reached, original = threading.Event(), threading.Event(), loading.compute_first
 
-    def held(flow, view, sql):
+    def held(flow, view, sql, *args):
         if view.endswith("customer_totals"):
             reached.set()
             assert hold.wait(120), "the test never let the rebuild go"
-        return original(flow, view, sql)
+        return original(flow, view, sql, *args)
 
     monkeypatch.setattr(loading, "compute_first", held)
     rng, next_id = random.Random(9), [600]

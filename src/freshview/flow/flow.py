@@ -48,6 +48,7 @@ from freshview.runtime.cost import MODES
 from freshview.runtime.engine import Engine, EngineView, StepSummary, ViewStep
 from freshview.runtime.holds import flush_due
 from freshview.runtime.operators.source import ChangeRefused, SourceChange, checks as source_checks
+from freshview.runtime.reuse import PinnedCircuit, pin_circuit
 from freshview.runtime.state.adopt import adopt_arrangements
 from freshview.runtime.state.pin import Pinned, pin
 from freshview.runtime.state.store import SpineStateStore
@@ -302,6 +303,21 @@ class IncrementalFlow:
                 self._counters.add(self.store, rows_in_total=loaded)
             return loaded
 
+    def adopt_source(self, name: str, pinned: Pinned) -> int:
+        """Fill source ``name``'s empty copy with another flow's copy of the same table as pinned
+        (``pin_source``; the same columns and key) in one step: its run files linked, no row copied
+        (``Engine.adopt_source``); the rows stored.  How a population beside the service's stream takes
+        a table the service follows already (``service.population``)."""
+        with self._lock:
+            self._check_open()
+            self.source_schema(name)  # (an unknown source: its error)
+            step = self.engine.step
+
+            def undo() -> None:
+                self.engine.step = step
+            with self._transaction(undo=undo):
+                return self.engine.adopt_source(name, pinned)
+
     def drop_source(self, name: str) -> None:
         """Forget a source and its state (refused while a view reads it)."""
         with self._lock:
@@ -348,9 +364,12 @@ class IncrementalFlow:
             return plan_statistics.RelationStats(self.store.count(view.output))
         return None
 
-    def register_view(self, name: str, sql: str) -> None:
-        """Compile ``sql`` into an incremental circuit and compute its current result (on Spark)."""
-        self.register_views([(name, sql)])
+    def register_view(self, name: str, sql: str, *, reusing: PinnedCircuit | None = None) -> None:
+        """Compile ``sql`` into an incremental circuit and compute its current result (on Spark).
+        ``reusing``: another view's circuit over the same sources' contents, as pinned (``pin_view``;
+        ``alter_view``'s population): the operators the two share start from its state
+        (``runtime.reuse``), linked, instead of being computed again."""
+        self._register([ViewEntry.of_sql(name, sql)], {name: reusing} if reusing is not None else None)
 
     def register_views(self, views: Sequence[tuple[str, str]]) -> None:
         """Register several views at once, in order (a later one may read an earlier one).
@@ -361,7 +380,7 @@ class IncrementalFlow:
         """
         self._register([ViewEntry.of_sql(name, sql) for name, sql in views])
 
-    def _register(self, entries: Sequence[ViewEntry]) -> None:
+    def _register(self, entries: Sequence[ViewEntry], reusing: Mapping[str, PinnedCircuit] | None = None) -> None:
         with self._lock:
             self._check_open()
             new: list[EngineView] = []
@@ -401,7 +420,7 @@ class IncrementalFlow:
                     self.engine.views.pop(view.name, None)
                     self._entries.pop(view.name, None)
             with self._transaction(undo=undo):
-                self.engine.add_views(new, current)
+                self.engine.add_views(new, current, reusing)
 
     def adopt_view(self, scratch: "IncrementalFlow", name: str, sources: Sequence[str] = ()) -> None:
         """Take view ``name`` as ``scratch`` (another flow over the same sources) computed it: its catalog
@@ -727,6 +746,13 @@ class IncrementalFlow:
             self._check_open()
             self.source_schema(name)  # (an unknown source: its error)
             return pin(self.store, arrangements.source(name))
+
+    def pin_view(self, name: str) -> PinnedCircuit:
+        """A view's operators with their state as committed now (``runtime.reuse``), readable from another
+        thread while steps go on: what ``register_view(reusing=)`` in another flow starts from."""
+        with self._lock:
+            self._check_open()
+            return pin_circuit(self._view(name).circuit, self.store)
 
     def source_rows(self, name: str, keys: pa.Table) -> pa.Table:
         """Current rows of a keyed source whose primary key is in ``keys`` (index lookups).

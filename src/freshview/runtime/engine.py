@@ -52,7 +52,7 @@ from freshview.circuit import Circuit, arrangements, incrementalize
 from freshview.errors import CatalogError, FreshviewError, StateError
 from freshview.plan import nodes as pn
 from freshview.plan import vector as vector_plan
-from freshview.runtime import ttl
+from freshview.runtime import reuse, ttl
 from freshview.runtime.cost import FIRST_MODES, MODES, Choice, CostModel, choose, choose_first
 from freshview.runtime.executor import CircuitRunner
 from freshview.runtime.holds import Holds
@@ -62,6 +62,9 @@ from freshview.runtime.operators import source_load
 from freshview.runtime.operators.source import Source, SourceChange
 from freshview.runtime.relation import col_name
 from freshview.runtime.state.layout import Layout
+from freshview.runtime.reuse import PinnedCircuit
+from freshview.runtime.state.pin import Pinned
+from freshview.runtime.state.store import SpineStateStore
 from freshview.schema import WEIGHT, TableSchema
 
 log = logging.getLogger("freshview.engine")
@@ -334,6 +337,24 @@ class Engine:
         self.step += 1
         return loaded
 
+    def adopt_source(self, name: str, pinned: Pinned) -> int:
+        """Fill ``name``'s empty copy with another store's copy of the same table, as pinned (the same
+        layout: the same columns and key), as one step (inside ``transaction``; ``bulk_refusal`` must be
+        None): its run files linked, no row copied or checked again (``SpineStateStore.adopt_runs``).  How
+        a population beside the stream takes a table the service follows already.  Returns the rows
+        stored (before weights are added up)."""
+        self._check_idle()
+        why = self.bulk_refusal(name)
+        if why is not None:
+            raise StateError(f"source {name!r} cannot take another copy: {why}")
+        source, store = self.sources[name], self.store
+        if pinned.directory is None or pinned.layout != source.layout or not isinstance(store, SpineStateStore):
+            raise StateError(f"source {name!r} cannot take another copy: it is kept otherwise here")
+        store.ensure_arrangement(source.arrangement, source.layout)
+        store.adopt_runs(source.arrangement, pinned.runs, pinned.directory)
+        self.step += 1
+        return pinned.rows
+
     def drop_source(self, name: str) -> None:
         """Forget a source's copy and its TTL bookkeeping (inside ``transaction``)."""
         index = self._source_owner(name).index  # (reads the copy's layout: before it goes)
@@ -355,11 +376,14 @@ class Engine:
         """A view whose state the store holds already (a resumed catalog), after the views it reads."""
         self.views[view.name] = view
 
-    def add_views(self, views: Sequence[EngineView], current: Callable[[str], pa.Table | None]) -> None:
+    def add_views(self, views: Sequence[EngineView], current: Callable[[str], pa.Table | None],
+                  reusing: Mapping[str, PinnedCircuit] | None = None) -> None:
         """Register ``views`` (in order; a later one may read an earlier one) and compute their first
         results (inside ``transaction``).  ``current(relation)``: a relation's rows now, in the engine's
         columns (the caller shares one read of each input among the views); a new view's result is
-        handed to the views after it as it is, not read back."""
+        handed to the views after it as it is, not read back.  ``reusing``: per view, another circuit
+        over the same sources as pinned (``runtime.reuse``), whose operators equal to the view's give
+        their state instead of being computed again."""
         computed: dict[str, pa.Table | None] = {}
 
         def inputs(relation: str) -> pa.Table | None:
@@ -378,13 +402,32 @@ class Engine:
                 if tick is not None:
                     for owner in view.runner.ttl_owners().values():
                         owner.index.ensure(self.store)
-                out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                elif reusing and view.name in reusing:
+                    self._seed(view, reusing[view.name])
+                try:
+                    out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                finally:
+                    view.runner.seeded, view.runner.silent = set(), set()
                 self._keep_now(now)
                 if out is not None and out.num_rows:
                     self.store.load(view.output, out)
                     computed[view.name] = out
         finally:
             bulk.finish()
+
+    def _seed(self, view: EngineView, pinned: PinnedCircuit) -> None:
+        """Link the state ``view`` shares with ``pinned``'s operators (``reuse.matches``) into its own and have
+        its first computation start from it (``CircuitRunner.seeded``, ``silent``)."""
+        store = self.store
+        if not isinstance(store, SpineStateStore):
+            return
+        found = reuse.matches(view.circuit, pinned)
+        for name, state in found.links:
+            store.ensure_arrangement(name, state.layout)
+            store.adopt_runs(name, state.runs, state.directory)  # type: ignore[arg-type]
+        view.runner.seeded, view.runner.silent = found.seeded, found.silent
+        if found:
+            log.info("view %s: state reused from %s (%s)", view.name, pinned.view, ", ".join(found.reused))
 
     def first_choice(self, views: Sequence[EngineView]) -> Choice:
         """Where the first computation of ``views`` runs (``cost.choose_first``): their inputs' rows and

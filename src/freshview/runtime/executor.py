@@ -65,6 +65,10 @@ class CircuitRunner:
         self._tick: ttl.Tick | None = None
         self._owners: dict[str, ttl.TtlOwner] | None = None
         self._top = _top_aggregate(circuit)
+        # operators whose state was taken from another circuit's (``runtime.reuse``): a first computation
+        # emits their whole output from it instead of evaluating their inputs
+        self.seeded: set[str] = set()
+        self.silent: set[str] = set()  # ... and those whose output their consumer's taken state holds already
 
     def step(self, inputs: InputFn, kernels: Kernels, force: bool = False,
              tick: ttl.Tick | None = None, now: int = 0) -> pa.Table | None:
@@ -160,10 +164,21 @@ class CircuitRunner:
 
     def _eval(self, op: Operator, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         node = op.node
+        if force and op.id in self.seeded:
+            return self._seeded_output(op, k)
+        if force and op.id in self.silent:
+            return None
         visit = getattr(self, f"visit_{type(node).__name__}", None)
         if visit is None:
             raise ExecutionError(f"internal: no incremental operator for {type(node).__name__}")
         return visit(op, node, inputs, k, force)
+
+    def _seeded_output(self, op: Operator, k: Kernels) -> Rel | None:
+        """The whole output of an operator whose state holds its inputs' integral already (``seeded``)."""
+        if op.kind == "join":
+            return join_op.contents(k, op.node, _state(op, JoinState), self.store,  # type: ignore[arg-type]
+                                    self._memo_of(k, op))
+        return self._aggregation(op).contents(k, self.store)
 
     def visit_Scan(self, op: Operator, node: pn.Scan, inputs: InputFn, k: Kernels, force: bool) -> Rel | None:
         table = inputs(node.relation)

@@ -30,6 +30,7 @@ from freshview.flow import TwoPhaseFlow
 from freshview.service import populating
 from freshview.service.population import Plan
 from freshview.service.sink_errors import SINK_ERROR, SinkErrors
+from freshview.service.widening import Widen
 
 log = logging.getLogger("freshview.service")
 
@@ -49,6 +50,14 @@ class Altering:
     follow_from: dict[str, Any]
     errors: tuple[type[BaseException], ...]
     sink_errors: SinkErrors
+
+    def _reusable(self, name: str, replaces: str | None, widen: Widen | None) -> dict[str, Any]:
+        """Per view a population computes, the circuit whose state it may start from (``Plan.reusing``),
+        pinned now with the sources' copies: an alter's old view, each view a widening computes again."""
+        views = [r.view for r in widen.readers] if widen is not None else []
+        if replaces is not None:
+            views.append(self.names.engine(name))
+        return {view: self.flow.pin_view(view) for view in views if view in self.flow.views}
 
     def _admit_alter(self, name: str, view_sql: str, request: int | None,
                      reader: str | None) -> tuple[str, str | None] | None:

@@ -329,7 +329,7 @@ class ViewCatalog(Altering, Widening):
                 self.connector.control.show_population(name, populating.Phase.WAITING.value, 0, None, 0.0)
             raise populating.MustWait(waits)
         found = Plan(name, self.names.engine(name), view_sql, engine_sql, request, reader, blocking, followed, new,
-                     rebuild, replaces, widen, stopped)
+                     rebuild, replaces, widen, stopped, self._reusable(name, replaces, widen))
         self.running[name] = found
         if replaces is not None:
             self._altering(name, stopped, ALTERING)

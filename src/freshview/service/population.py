@@ -7,10 +7,13 @@ loop hands the work to a ``Population`` (``ViewCatalog.populate`` plans it) and 
 1. **reading** (a worker thread, on its own database connections and its own scratch engine under
    ``<state dir>/populating/``): the tables the engine follows already are copied from their *pinned*
    copies in the engine's state (``IncrementalFlow.pin_source``: the committed runs when the population
-   started, immutable, so steps committing meanwhile do not disturb them); the tables followed anew are
+   started, immutable, so steps committing meanwhile do not disturb them: their run files linked, no row
+   copied, ``loading.take``); the tables followed anew are
    read from a new snapshot (``Source.snapshot``), which pins them at its position.  Both through
    ``loading.load``.
-2. **computing**: the view's first result in the scratch engine (``loading.compute_first``).
+2. **computing**: the view's first result in the scratch engine (``loading.compute_first``); an alter
+   starts from the state its new circuit shares with the old one, pinned with the copies
+   (``Plan.reusing``, ``runtime.reuse``), and a widening's views from their own.
 3. **catching up**: the loop offers the population every transaction it processes (``offer``); the
    worker applies, in steps of its own, the changes to its tables committed after their pins
    (``populating.to_apply``), again and again while they are many.
@@ -45,10 +48,10 @@ import pyarrow as pa
 
 from freshview.connectors.base import Connector, ResultSpec, SourceTable, Transaction
 from freshview.flow import IncrementalFlow
-from freshview.runtime.relation import col_name
+from freshview.runtime.reuse import PinnedCircuit
 from freshview.runtime.state import adopt
 from freshview.runtime.state.pin import Pinned
-from freshview.schema import WEIGHT, TableSchema
+from freshview.schema import TableSchema
 from freshview.service import loading, populating
 from freshview.service.changes import engine_changes
 from freshview.service.populating import Phase, Progress
@@ -97,6 +100,9 @@ class Plan:
     replaces: str | None = None  # alter_view: the SQL of the view it replaces (which goes on until it joins)
     widen: Widen | None = None  # followed tables it reads again, wider, and their views computed again (widening)
     stopped: str | None = None  # alter_view of a view that stopped: its status (failed | sink error); no old view
+    # engine view -> a circuit pinned with the copies (an alter's old view, a widening's views): what it
+    # shares with the view computed here is taken from its state, not computed again (``runtime.reuse``)
+    reusing: Mapping[str, PinnedCircuit] = field(default_factory=dict)
 
     @property
     def action(self) -> str:
@@ -234,15 +240,14 @@ class Population:
         flow = self.flow = self.scratch_flow(self.directory)
         for followed in plan.followed.values():
             flow.register_source(followed.engine, followed.schema)
-            rows = _named(followed.pinned.scan(), followed.schema)
-            self._loaded(loading.load(flow, followed.engine, self._checked([rows])))
+            self._loaded(loading.take(flow, followed.engine, followed.pinned))
         if plan.new:
             self._read_new(flow)
         self._set_phase(Phase.COMPUTING)
         started = time.perf_counter()
         for reader in plan.widen.readers if plan.widen is not None else ():  # (over the wider copies)
-            loading.compute_first(flow, reader.view, reader.engine_sql)
-        loading.compute_first(flow, plan.view, plan.engine_sql)
+            loading.compute_first(flow, reader.view, reader.engine_sql, plan.reusing.get(reader.view))
+        loading.compute_first(flow, plan.view, plan.engine_sql, plan.reusing.get(plan.view))
         log.info("view %s: first computation %.1f s (beside the stream)", plan.name, time.perf_counter() - started)
         if plan.replaces is None and not self._cancelled.is_set():  # (an alter writes into the table it keeps,
             # by difference: ``Altering._swap``)
@@ -359,9 +364,3 @@ class Responsive:
         elif not busy and self._saved is not None:
             sys.setswitchinterval(self._saved)
             self._saved = None
-
-
-def _named(rows: pa.Table, schema: TableSchema) -> pa.Table:
-    """A source copy's weighted rows (the engine's positional columns) in the table's column names."""
-    positions = [col_name(i) for i in range(len(schema.columns))]
-    return rows.select([*positions, WEIGHT]).rename_columns([*schema.names, WEIGHT])

@@ -62,7 +62,7 @@ from freshview.plan.expr import AggCall
 from freshview.runtime.kernels import Kernels, Rel, Term
 from freshview.runtime import ttl as ttl_rules
 from freshview.runtime.operators import accumulators, linear_aggs, ordered_aggs
-from freshview.runtime.relation import arrow_schema
+from freshview.runtime.relation import arrow_schema, conform
 from freshview.runtime.state.layout import Layout
 from freshview.schema import WEIGHT, SqlType
 
@@ -199,6 +199,19 @@ class Aggregation:
         if out.num_rows == 0:
             return None
         return k.of_arrow(out)
+
+    def contents(self, k: Kernels, store: StateStore) -> Rel | None:
+        """The aggregate's whole output from its accumulators (each live group's row, weight 1): its first
+        output when its state was taken from another circuit's equal aggregate (``runtime.reuse``)."""
+        self.ensure_state(store)
+        acc = store.scan(self.state.acc)
+        if self.ngroups:
+            acc = acc.filter(pc.greater(acc.column("cnt"), 0))
+        if not acc.num_rows:
+            return None
+        out = accumulators.finalize(self.spec, acc)
+        return k.of_arrow(conform(out.append_column(WEIGHT, pa.array(np.ones(out.num_rows, np.int64))),
+                                  self.out_schema))
 
     # ------------------------------------------------------------------ state TTL
     def ttl_owner(self, owner: str) -> ttl_rules.TtlOwner | None:

@@ -129,6 +129,18 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
     return parts[0] if len(parts) == 1 else k.union(parts, schema)
 
 
+def contents(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, memo: dict) -> Rel | None:
+    """The join's whole output from its two stored sides, L ⋈ R: its first output when its state was taken
+    from another circuit's equal join (``runtime.reuse``) instead of built from its inputs."""
+    ensure_state(store, state, node, memo)
+    left_layout, right_layout = memo["layouts"]
+    left = store.scan(state.left).select(left_layout.weighted_schema.names)
+    right = store.scan(state.right).select(right_layout.weighted_schema.names)
+    if not left.num_rows or not right.num_rows:
+        return None
+    return k.join(left, right, len(node.left_keys), arrow_schema(node.columns), memo)
+
+
 def _lookup(store: StateStore, side: str, layout: Layout, prepared: pa.Table, knames: list[str],
             shared: bool) -> pa.Table:
     """The rows of ``side`` whose join key is a key of the other side's ``prepared`` change (its rows in

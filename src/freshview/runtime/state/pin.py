@@ -4,12 +4,15 @@ Runs are immutable (``runs``): a step appends new ones and a merge swaps several
 replacing the spine's tuple, never by changing a run.  So the tuple taken between two steps
 (``SpineStateStore.committed_runs``) stays the arrangement's content at that moment, whatever commits
 or merges later, and a population (``service.population``) can read it in its own thread while the
-loop keeps stepping.  (A run file a later checkpoint deletes stays readable: it is memory-mapped.)
+loop keeps stepping, or take it into its own store without copying a row (``SpineStateStore.adopt_runs``
+links the run files: ``Engine.adopt_source``).  (A run file a later checkpoint deletes stays readable:
+it is memory-mapped; ``adopt_runs`` then takes its rows as an in-memory run.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -23,6 +26,7 @@ from freshview.runtime.state.store import SpineStateStore
 class Pinned:
     layout: Layout
     runs: tuple[Run, ...]
+    directory: Path | None = None  # the store the runs belong to (their files' names are relative to it)
 
     @property
     def rows(self) -> int:
@@ -36,4 +40,4 @@ class Pinned:
 
 def pin(store: SpineStateStore, name: str) -> Pinned:
     """Arrangement ``name`` as committed now (call between steps, in the store's thread)."""
-    return Pinned(*store.committed_runs(name))
+    return Pinned(*store.committed_runs(name), store.directory)

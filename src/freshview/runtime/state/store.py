@@ -448,9 +448,11 @@ class SpineStateStore:
                 if run.path is not None:
                     try:
                         run = self._files.link_run(directory / run.path)
+                        linked += 1
+                    except FileNotFoundError:  # a pinned run its store's checkpoint has deleted since:
+                        run = Run(run.table)  # its rows (memory-mapped, still readable) logged as a commit's
                     except OSError as exc:
                         raise disk_error(exc, self.directory, "adopt state") from None
-                    linked += 1
                 else:
                     run = Run(run.table)  # (its own object: a commit may attach it to a file of this store)
                 spine.runs += (run,)
