@@ -68,3 +68,31 @@ def test_a_table_that_cannot_hold_the_view_is_refused_naming_why(shop, start_ser
         assert conn.execute("SELECT count(*) FROM freshview.views").fetchone() == (0,)
         with pytest.raises(psycopg.errors.RaiseException, match="there is no table public.nope to fill"):
             conn.execute("CALL freshview.create_view('public.nope', %s, use_existing_table => true)", (SQL,))
+
+
+def test_a_requester_who_may_not_write_the_table_is_refused(shop, start_service):
+    """The service fills the user's table with its own rights: the requester must hold INSERT and DELETE on it,
+    or anyone who may call create_view could have any table the service may write overwritten."""
+    from tests.service.test_access_postgres import as_role
+
+    start_service()
+    role = "fv_existing_writer"
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
+                     f"CREATE ROLE {role} LOGIN; END IF; END$$")
+        conn.execute(f"GRANT USAGE ON SCHEMA freshview TO {role}")
+        conn.execute(f"GRANT SELECT ON orders, customers TO {role}")
+        conn.execute("CREATE TABLE victims (customer bigint, region text, n bigint, total numeric, "
+                     "biggest numeric(14,2), UNIQUE NULLS NOT DISTINCT (customer, region))")
+        conn.execute("INSERT INTO victims VALUES (-1, 'kept', 1, 1, 1)")
+        conn.execute(f"GRANT SELECT, INSERT ON victims TO {role}")
+        with psycopg.connect(as_role(shop, role), autocommit=True) as theirs:
+            with pytest.raises(psycopg.errors.RaiseException) as refused:
+                theirs.execute("CALL freshview.create_view('public.victims', %s, use_existing_table => true)",
+                               (SQL,))
+            assert "the view's requester fv_existing_writer may not DELETE it" in str(refused.value)
+            assert conn.execute("SELECT count(*) FROM victims WHERE customer = -1").fetchone() == (1,)  # untouched
+            assert conn.execute("SELECT count(*) FROM freshview.views WHERE name = 'public.victims'").fetchone() == (0,)
+            conn.execute(f"GRANT DELETE ON victims TO {role}")
+            theirs.execute("CALL freshview.create_view('public.victims', %s, use_existing_table => true)", (SQL,))
+        wait_until_fresh(shop, ["public.victims"], timeout=60)

@@ -135,7 +135,7 @@ class PostgresResults:
             with conn.transaction():
                 users = self._existing(spec.name, request)
                 if users:  # the user's table: checked, its rows replaced (indexes, grants ... kept)
-                    self._refill(table, spec.name)
+                    self._refill(table, spec.name, reader)
                 else:
                     if replace:
                         conn.execute(psql.SQL("DROP TABLE IF EXISTS {}").format(table.name))
@@ -183,7 +183,7 @@ class PostgresResults:
         try:
             with conn.transaction():
                 if self._existing(spec.name, None):
-                    self._refill(table, spec.name)
+                    self._refill(table, spec.name, reader)
                     chosen = swap.How.REFILL
                 else:
                     shape = old.shape if old is not None else swap.found(conn, spec.name, table.shape)
@@ -218,12 +218,22 @@ class PostgresResults:
             "SELECT coalesce((SELECT existing FROM freshview.requests WHERE id = %s), false) "
             "OR coalesce((SELECT existing FROM freshview.views WHERE name = %s), false)", (request, name)).fetchone()[0])
 
-    def _refill(self, table: ResultTable, name: str) -> None:
-        """The user's table, checked (``existing.refusal``) and emptied, in the caller's transaction."""
+    def _refill(self, table: ResultTable, name: str, reader: str | None) -> None:
+        """The user's table, checked (``existing.refusal``) and emptied, in the caller's transaction.  The view's
+        requester (``reader``) must hold INSERT and DELETE on it: the service writes it with its own rights, and
+        would otherwise overwrite, for anyone who asks, any table it may write."""
         described = users_table.describe(self.conn, name)
         if described is None:
             raise CatalogError(f"freshview: there is no table {name} to fill (use_existing_table => true): "
                                f"create it first, or leave use_existing_table out")
+        if reader is not None and reader != self.conn.info.user:
+            lacking = [p for p in ("INSERT", "DELETE") if not self.conn.execute(
+                "SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) AND has_table_privilege(%s, %s, %s)",
+                (reader, reader, name, p)).fetchone()[0]]
+            if lacking:
+                raise CatalogError(f"freshview: permission denied to fill table {name} (use_existing_table): the "
+                                   f"view's requester {reader} may not {' or '.join(lacking)} it; the table's owner "
+                                   f"can GRANT {', '.join(lacking)} ON {name} TO {reader}")
         refusal = users_table.refusal(name, table.shape, described)
         if refusal:
             raise CatalogError(refusal)
