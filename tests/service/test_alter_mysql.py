@@ -145,3 +145,52 @@ def test_a_view_failed_by_ddl_is_altered_back_to_active_on_mariadb(shop, start_s
         wait_until_fresh(shop, ["shipped"], timeout=60)
         cur.execute("CALL freshview.verify_view(%s)", (name,))
         assert cur.fetchone()[0].startswith("equal")
+
+
+def test_between_the_rename_and_the_views_row_the_stored_sql_is_already_the_new_one(shop, start_service, monkeypatch):
+    """MariaDB's RENAME TABLE commits on its own: the view's row takes the new SQL before it, so a service killed
+    between the RENAME and the row's activation (phase swapping) rebuilds the view from the definition its table
+    has (before: from the old SQL, readers seeing the old definition's rows again until the retried alter)."""
+    from freshview.connectors.mysql.results import MySqlResults
+
+    database = shop["database"]
+    name = f"{database}.totals"
+    start_service()
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CALL freshview.create_view(%s, %s)", (name, OLD))
+    original, reached, gate = MySqlResults._activate, threading.Event(), threading.Event()
+
+    def held(self, view, sql, *args, **kwargs):
+        if sql == WIDER:  # the RENAME is done: the service could be killed here
+            reached.set()
+            assert gate.wait(120), "the test never let the swap go"
+        return original(self, view, sql, *args, **kwargs)
+
+    monkeypatch.setattr(MySqlResults, "_activate", held)
+    failures: list[BaseException] = []
+
+    def alter() -> None:
+        try:
+            with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+                cur.execute("CALL freshview.alter_view(%s, %s)", (name, WIDER))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+    caller = threading.Thread(target=alter, daemon=True)
+    caller.start()
+    try:
+        assert reached.wait(120)
+        with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = 'totals' AND COLUMN_NAME = 'biggest'", (database,))
+            assert cur.fetchone() == (1,)  # the new table is in place ...
+            cur.execute("SELECT `sql`, phase FROM freshview.views WHERE name = %s", (name,))
+            assert cur.fetchone() == (WIDER, "swapping")  # ... and a restart would rebuild its definition
+    finally:
+        gate.set()
+        caller.join(120)
+    assert failures == []
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT `sql`, status, phase FROM freshview.views WHERE name = %s", (name,))
+        assert cur.fetchone() == (WIDER, "active", None)
+    run_transactions(shop, random.Random(10), 20, [3000])
+    wait_until_fresh(shop, ["totals"], timeout=120)

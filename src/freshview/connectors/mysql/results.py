@@ -170,7 +170,9 @@ class MySqlResults:
         """``alter_view``'s swap.  The same columns: the table kept, emptied and filled in one transaction
         (InnoDB: readers see the old rows or the new).  Other columns: MariaDB's DDL commits, so a new table
         is filled aside and swapped in by one atomic ``RENAME TABLE`` (grants, made by name, stay; the old
-        table's own indexes, triggers, and its identity do not); the view's row then gets the new SQL.  A table
+        table's own indexes, triggers, and its identity do not); the view's row gets the new SQL just before the
+        RENAME, so a crash between the two leaves the view (phase swapping) rebuilt from the definition its
+        table has, not the old one (readers would see the old rows again until the alter's retry).  A table
         the service does not know (the view stopped) is compared by the catalog's columns (``_kept``); a table
         the user made is checked and refilled, never swapped."""
         conn = self.conn
@@ -185,7 +187,15 @@ class MySqlResults:
                              altered=altered, change=change)
                 how = "kept and refilled"
             else:
-                self._swap_in(spec.name, table, initial)
+                # the new SQL first: the RENAME commits on its own, and a crash between it and the view's row
+                # must leave a view (phase swapping) rebuilt from the definition its table now has
+                before = self._store_sql(spec.name, sql)
+                try:
+                    self._swap_in(spec.name, table, initial)
+                except Exception as exc:
+                    if faults.classify(exc) is None and before is not None:  # (a fault: the restart rebuilds it)
+                        self._store_sql(spec.name, before)
+                    raise
                 conn.begin()
                 try:
                     self._activate(spec.name, sql, initial, position, altered)
@@ -200,6 +210,15 @@ class MySqlResults:
             raise CatalogError(f"freshview: cannot alter the result table {spec.name}: {exc}") from None
         self.tables[spec.name] = table
         log.info("view %s: result table %s", spec.name, how)
+
+    def _store_sql(self, name: str, sql: str) -> str | None:
+        """The view's stored SQL becomes ``sql``, committed; the SQL it had."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT `sql` FROM freshview.views WHERE name = %s", (name,))
+            found = cur.fetchone()
+            cur.execute("UPDATE freshview.views SET `sql` = %s WHERE name = %s", (sql, name))
+        self.conn.commit()
+        return found[0] if found else None
 
     def _kept(self, name: str, old: sink.ResultTable | None, table: sink.ResultTable) -> bool:
         """Whether result table ``name`` (known as ``old``, or else as the catalog describes it) is kept for
