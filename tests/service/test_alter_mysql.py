@@ -194,3 +194,22 @@ def test_between_the_rename_and_the_views_row_the_stored_sql_is_already_the_new_
         assert cur.fetchone() == (WIDER, "active", None)
     run_transactions(shop, random.Random(10), 20, [3000])
     wait_until_fresh(shop, ["totals"], timeout=120)
+
+
+def test_an_alter_on_mariadb_starts_from_the_state_it_shares_with_the_old_view(shop, start_service, caplog):
+    """A HAVING added to a join + aggregate: the aggregate's state is the old view's (``runtime.reuse``)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="freshview")
+    database = shop["database"]
+    name = f"{database}.regional"
+    base = ("SELECT c.region, o.customer, COUNT(*) AS n, SUM(o.amount) AS total FROM orders o JOIN customers c "
+            "ON o.customer = c.id WHERE o.status <> 'cancelled' GROUP BY c.region, o.customer")
+    start_service()
+    with connect(shop, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CALL freshview.create_view(%s, %s)", (name, base))
+        run_transactions(shop, random.Random(11), 10, [4000])  # (the old view's state made of steps too)
+        cur.execute("CALL freshview.alter_view(%s, %s)", (name, base + " HAVING COUNT(*) > 1"))
+    assert "aggregate op" in caplog.text.split("state reused from", 1)[1].split("\n", 1)[0]
+    run_transactions(shop, random.Random(12), 20, [5000])
+    wait_until_fresh(shop, ["regional"], timeout=120)
