@@ -188,9 +188,7 @@ class Altering:
                 self._adopt_widened(plan.widen, scratch, others or {}, position)
             self._swap(plan.name, plan.view_sql, position, plan.request, plan.reader, previous=previous)
         except BaseException:
-            widened = plan.widen.tables if plan.widen is not None and others is not None else frozenset()
-            self.follow_from = {t: p for t, p in before.items() if t not in widened}
-            self._save_follow_from()
+            self._follow_as_before(before, plan.widen, others is not None)
             assert plan.replaces is not None
             if plan.view in flow.views and (stopped or plan.widen is not None and others is not None):
                 flow.drop_view(plan.view)

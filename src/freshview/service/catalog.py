@@ -371,9 +371,7 @@ class ViewCatalog(Altering, Widening):
                                           replace=plan.rebuild, reader=plan.reader, request=plan.request,
                                           prefilled=prefilled)
         except BaseException:
-            widened = plan.widen.tables if plan.widen is not None and previous is not None else frozenset()
-            self.follow_from = {t: p for t, p in before.items() if t not in widened}
-            self._save_follow_from()
+            self._follow_as_before(before, plan.widen, previous is not None)
             self.running.pop(plan.name, None)
             self._undo_create(plan.view, plan.name, registered, abandon=False)
             if plan.widen is not None and previous is not None:  # (its views over them had left the engine)
@@ -729,9 +727,8 @@ class ViewCatalog(Altering, Widening):
 
     def fail_sink(self, exc: SinkError, now: float) -> None:
         """A result table refused a step's rows: its view and the views reading it stop (``sink_errors``)."""
-        names = [self.names.qualified(v) for v in self._with_readers([self.names.engine(exc.table)])]
-        self.fail_views([exc.table], sink_errors.message(str(exc), self.sink_errors.retry_s), SINK_ERROR)
-        self.sink_errors.stopped(names, now)
+        stopped = self.fail_views([exc.table], sink_errors.message(str(exc), self.sink_errors.retry_s), SINK_ERROR)
+        self.sink_errors.stopped(stopped, now)
 
     def rebuild_sinks(self, now: float) -> bool:
         """Views stopped by a sink error whose wait is over go to ``rebuilds`` (status ``rebuilding``); True if
@@ -753,9 +750,10 @@ class ViewCatalog(Altering, Widening):
         self.fail_views([self.names.qualified(v) for v in readers], error)
         self.drop_unused_sources()
 
-    def fail_views(self, names: list[str], error: str, status: str = "failed") -> None:
+    def fail_views(self, names: list[str], error: str, status: str = "failed") -> list[str]:
         """Views (and the views reading them) go to ``status``; their tables stay as they were (``VIEW`` in
-        ``error``: the view's name; for the views reading it, the failed view's, when one failed)."""
+        ``error``: the view's name; for the views reading it, the failed view's, when one failed).  The views
+        stopped (qualified names)."""
         primary = {self.names.engine(n) for n in names}
         doomed = self._with_readers(self.names.engine(n) for n in names)
         for view in reversed(list(self.flow.views)):
@@ -768,6 +766,7 @@ class ViewCatalog(Altering, Widening):
                 f"freshview: a view it reads failed: {error.replace(VIEW, names[0] if len(names) == 1 else VIEW)}"
             log.error("view %s %s: %s", name, status, message)
             self.connector.control.mark_failed(name, message, status)
+        return [self.names.qualified(v) for v in doomed]
 
     def _with_readers(self, views: Iterable[str]) -> dict[str, None]:
         """``views`` and every view reading them, directly or not (in the order found)."""

@@ -146,6 +146,13 @@ class Widening:
             log.info("view %s: computed again over the wider copy beside the stream (%d rows)", reader.name,
                      rows.num_rows)
 
+    def _follow_as_before(self, before: Mapping[str, Any], widen: Widen | None, left: bool) -> None:
+        """A join failed: the followed tables as before it, less the tables read again whose narrower copies
+        left the engine (``left``: ``_join_widened`` ran); their views are computed again (``_recompute_widened``)."""
+        widened = widen.tables if widen is not None and left else frozenset()
+        self.follow_from = {t: p for t, p in before.items() if t not in widened}
+        self._save_follow_from()
+
     def _recompute_widened(self, widen: Widen, previous: Mapping[str, Any], position: Any) -> None:
         """A widening join failed after the views over its tables left the engine: they are computed again in
         the loop (the tables followed anew, their result tables kept), as before; one that cannot be fails."""
