@@ -10,7 +10,9 @@ Spark's JVM (sampled every 0.2 s; the JVM is started first, so an in-process com
 idle JVM), the engine's log line on where the first computation ran and why, and whether the two
 results are equal.
 
-    PYTHONPATH=src:. python3 -m benchmarks.scale [SF]
+    PYTHONPATH=src:. python3 -m benchmarks.scale [SF] [auto|local|spark]
+
+(the second argument: the flow's ``first_computation``, default auto).
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def _batches(path: Path, columns: list[str]):
         yield _stable(pa.Table.from_batches([batch]))
 
 
-def main(sf: float) -> None:
+def main(sf: float, first: str = "auto") -> None:
     from freshview import IncrementalFlow
     from freshview.runtime.spark import get_session
 
@@ -61,7 +63,7 @@ def main(sf: float) -> None:
     memory = PeakMemory(spark)
     workdir = Path(tempfile.mkdtemp(prefix="freshview-scale-"))
     try:
-        flow = IncrementalFlow(spark=spark, state_dir=workdir / "state")
+        flow = IncrementalFlow(spark=spark, state_dir=workdir / "state", first_computation=first)
         started = time.perf_counter()
         rows = {}
         for table, columns in COLUMNS.items():
@@ -104,4 +106,4 @@ def main(sf: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 10.0)
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 10.0, sys.argv[2] if len(sys.argv) > 2 else "auto")
