@@ -11,7 +11,8 @@ checkpoints: ``flow.checkpoint``).  ``prepare`` is the two-phase step (``flow.st
 ``prepare`` then ``commit``.
 
 (Longer than 800 lines because it is the public API's one class, its methods thin wrappers over the
-modules named above; ``adopt_view``/``pin_source`` serve the service's populations, ``service.population``.)
+modules named above; ``pin_source``/``adopt_source``, ``pin_view`` (``register_view(reusing=)``) and
+``adopt_view`` serve the service's populations, ``service.population``.)
 """
 
 from __future__ import annotations
