@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "EngineView", "PreparedStep", "StepSummary", "ViewStep"]
 
 NOW_META = "engine/now"  # the latest step time (µs) of a state holding time-based views
+FIRST_CHUNK_BYTES = 1 << 30  # an in-process first computation over more input than this takes it in chunks
+FIRST_CHUNK_ROWS = 1_000_000  # ... of this many stored rows
 
 
 @dataclass
@@ -234,6 +236,8 @@ class Engine:
         self.execution = execution
         self.first_computation = first_computation
         self.memory_budget = int(memory_budget_mb * 2**20) if memory_budget_mb is not None else _default_budget()
+        # an in-process first computation over more input bytes than this takes it in chunks (``_in_chunks``)
+        self.first_chunk_bytes = FIRST_CHUNK_BYTES
         self.state_ttl = state_ttl
         self.holds = Holds(flush_interval) if flush_interval is not None else None
         self._clock = clock
@@ -389,10 +393,11 @@ class Engine:
         def inputs(relation: str) -> pa.Table | None:
             return computed[relation] if relation in computed else current(relation)
         choice = self.first_choice(views)
-        log.info("first computation of %s: %s (%s)", ", ".join(v.name for v in views), choice.executor,
-                 choice.reason)
         now = self._now()
         tick = self._tick(now)
+        chunked = self._in_chunks(views, choice, tick is not None or bool(reusing))
+        log.info("first computation of %s: %s (%s)%s", ", ".join(v.name for v in views), choice.executor,
+                 choice.reason, f"; its inputs in chunks of {FIRST_CHUNK_ROWS} rows" if chunked else "")
         bulk = self.kernels("local" if choice.executor == "local" else "bulk")
         try:
             for view in views:
@@ -405,7 +410,11 @@ class Engine:
                 elif reusing and view.name in reusing:
                     self._seed(view, reusing[view.name])
                 try:
-                    out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                    if chunked:
+                        self._first_in_chunks(view, bulk, now)
+                        out = None
+                    else:
+                        out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
                 finally:
                     view.runner.seeded, view.runner.silent = set(), set()
                 self._keep_now(now)
@@ -414,6 +423,36 @@ class Engine:
                     computed[view.name] = out
         finally:
             bulk.finish()
+
+    def _in_chunks(self, views: Sequence[EngineView], choice: Choice, bound: bool) -> bool:
+        """Whether a first computation takes its inputs in chunks (``_first_in_chunks``): one view, computed
+        in-process, its inputs over ``first_chunk_bytes``, with no state TTL or reused state (``bound``)."""
+        if len(views) != 1 or choice.executor != "local" or bound or not isinstance(self.store, SpineStateStore) \
+                or isinstance(views[0].plan, vector_plan.VectorSearch):
+            return False
+        return self._input_size(views)[1] > self.first_chunk_bytes
+
+    def _first_in_chunks(self, view: EngineView, kernels: Kernels, now: int) -> None:
+        """``view``'s first result from its inputs' stored runs taken ``FIRST_CHUNK_ROWS`` rows at a time, each
+        chunk a step: the delta rules make the steps' sum the whole computation, and memory holds a chunk and
+        what its step builds instead of every input at once.  The smallest input goes first (a join's other
+        side then probes it); the output is integrated step by step."""
+        store = self.store
+        assert isinstance(store, SpineStateStore)
+        arranged = {r: self.sources[r].arrangement if r in self.sources else self.views[r].output
+                    for r in view.circuit.sources}
+        first = True
+        for relation in sorted(arranged, key=lambda r: (store.count(arranged[r]), r)):
+            for chunk in store.scan_chunks(arranged[relation], FIRST_CHUNK_ROWS):
+                out = view.runner.step(lambda r, c=chunk, at=relation: c if r == at else None, kernels,  # type: ignore[misc]
+                                       force=first, now=now)
+                first = False
+                if out is not None and out.num_rows:
+                    store.apply(view.output, out)
+        if first:  # no input rows: the one step a first computation makes (a global aggregate's row)
+            out = view.runner.step(lambda r: None, kernels, force=True, now=now)
+            if out is not None and out.num_rows:
+                store.apply(view.output, out)
 
     def _seed(self, view: EngineView, pinned: PinnedCircuit) -> None:
         """Link the state ``view`` shares with ``pinned``'s operators (``reuse.matches``) into its own and have
@@ -434,6 +473,12 @@ class Engine:
         estimated bytes against the memory budget; a vector view's is numpy, in-process."""
         if all(isinstance(v.plan, vector_plan.VectorSearch) for v in views):
             return Choice("local", "a vector view's first computation is in-process")
+        rows, nbytes = self._input_size(views)
+        return choose_first(self.first_computation, self.execution, rows, nbytes, self.memory_budget,
+                            _spark_cluster(self._spark))
+
+    def _input_size(self, views: Sequence[EngineView]) -> tuple[int, int]:
+        """The rows of ``views``' inputs (the views among them aside) and about the bytes they take."""
         new = {v.name for v in views}
         inputs = {r for v in views for r in v.circuit.sources if r not in new}
         rows = nbytes = 0
@@ -443,8 +488,7 @@ class Engine:
             n = self.store.count(arrangement)
             rows += n
             nbytes += n * _row_bytes(self.store.layout(arrangement).schema)
-        return choose_first(self.first_computation, self.execution, rows, nbytes, self.memory_budget,
-                            _spark_cluster(self._spark))
+        return rows, nbytes
 
     def drop_view(self, name: str) -> None:
         """Forget a view and its state (inside ``transaction``)."""

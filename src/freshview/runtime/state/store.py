@@ -515,6 +515,16 @@ class SpineStateStore:
         spine = self._get(name)
         return reads.scan(spine.runs, spine.layout).select(spine.layout.weighted_schema.names)
 
+    def scan_chunks(self, name: str, rows: int) -> Iterator[pa.Table]:
+        """The arrangement's runs as they are now, in slices of at most ``rows`` rows (run columns
+        with ``_weight``; a row and its retraction in two runs are two rows here, so the slices add up to the
+        arrangement's content only as a change does: a first computation in chunks, ``Engine``)."""
+        spine = self._get(name)
+        names = spine.layout.weighted_schema.names
+        for run in spine.runs:
+            for start in range(0, len(run), rows):
+                yield run.table.slice(start, rows).select(names)
+
     def count(self, name: str) -> int:
         spine = self._get(name)
         if len(spine.runs) == 1:
