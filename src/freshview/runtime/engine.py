@@ -442,7 +442,7 @@ class Engine:
         arranged = {r: self.sources[r].arrangement if r in self.sources else self.views[r].output
                     for r in view.circuit.sources}
         first = True
-        for relation in sorted(arranged, key=lambda r: (store.count(arranged[r]), r)):
+        for relation in sorted(arranged, key=lambda r: (store.stored_rows(arranged[r]), r)):
             for chunk in store.scan_chunks(arranged[relation], FIRST_CHUNK_ROWS):
                 out = view.runner.step(lambda r, c=chunk, at=relation: c if r == at else None, kernels,  # type: ignore[misc]
                                        force=first, now=now)
@@ -485,10 +485,15 @@ class Engine:
         for relation in sorted(inputs):
             arrangement = self.sources[relation].arrangement if relation in self.sources \
                 else self.views[relation].output
-            n = self.store.count(arrangement)
+            n = self._stored_rows(arrangement)
             rows += n
             nbytes += n * _row_bytes(self.store.layout(arrangement).schema)
         return rows, nbytes
+
+    def _stored_rows(self, arrangement: str) -> int:
+        """An arrangement's rows as its runs hold them (no row read, as a count over several runs would)."""
+        store = self.store
+        return store.stored_rows(arrangement) if isinstance(store, SpineStateStore) else store.count(arrangement)
 
     def drop_view(self, name: str) -> None:
         """Forget a view and its state (inside ``transaction``)."""
