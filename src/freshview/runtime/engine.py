@@ -439,8 +439,7 @@ class Engine:
         side then probes it); the output is integrated step by step."""
         store = self.store
         assert isinstance(store, SpineStateStore)
-        arranged = {r: self.sources[r].arrangement if r in self.sources else self.views[r].output
-                    for r in view.circuit.sources}
+        arranged = {r: self._arrangement(r) for r in view.circuit.sources}
         first = True
         for relation in sorted(arranged, key=lambda r: (store.stored_rows(arranged[r]), r)):
             for chunk in store.scan_chunks(arranged[relation], FIRST_CHUNK_ROWS):
@@ -483,8 +482,7 @@ class Engine:
         inputs = {r for v in views for r in v.circuit.sources if r not in new}
         rows = nbytes = 0
         for relation in sorted(inputs):
-            arrangement = self.sources[relation].arrangement if relation in self.sources \
-                else self.views[relation].output
+            arrangement = self._arrangement(relation)
             n = self._stored_rows(arrangement)
             rows += n
             nbytes += n * _row_bytes(self.store.layout(arrangement).schema)
@@ -644,9 +642,11 @@ class Engine:
 
     def contents(self, relation: str) -> pa.Table | None:
         """A source's or view's rows in the engine's columns (a first computation's input)."""
-        if relation in self.sources:
-            return self.store.scan(self.sources[relation].arrangement)
-        return self.store.scan(self.views[relation].output)
+        return self.store.scan(self._arrangement(relation))
+
+    def _arrangement(self, relation: str) -> arrangements.Arrangement:
+        """Where a source's or view's rows are kept (a first computation's input)."""
+        return self.sources[relation].arrangement if relation in self.sources else self.views[relation].output
 
     def lookup(self, name: str, keys: pa.Table) -> pa.Table:
         """The rows of a keyed source whose primary key is in ``keys`` (its key columns by name)."""
