@@ -48,6 +48,10 @@ class Delta:
     arrow: pa.Table | None = None
     _spark: SparkSession | None = field(default=None, repr=False)
     loader: Callable[[pa.Table], DataFrame] | None = field(default=None, repr=False)  # Arrow -> DataFrame
+    # a Spark result written once to Parquet files (``BulkKernels.stage``): their directory and row count;
+    # ``df`` then reads them, and the driver streams them in bounded batches
+    files: str | None = None
+    rows: int | None = None
 
     @staticmethod
     def of_arrow(table: pa.Table, spark: SparkSession) -> "Delta":

@@ -385,8 +385,12 @@ class Engine:
         over the same sources as pinned (``runtime.reuse``), whose operators equal to the view's give
         their state instead of being computed again."""
         computed: dict[str, pa.Table | None] = {}
+        streamed: set[str] = set()  # views whose result went to state in batches: read back when needed
 
         def inputs(relation: str) -> pa.Table | None:
+            if relation in streamed:
+                streamed.discard(relation)
+                computed[relation] = self.store.scan(self.views[relation].output)
             return computed[relation] if relation in computed else current(relation)
         choice = self.first_choice(views)
         log.info("first computation of %s: %s (%s)", ", ".join(v.name for v in views), choice.executor,
@@ -405,7 +409,14 @@ class Engine:
                 elif reusing and view.name in reusing:
                     self._seed(view, reusing[view.name])
                 try:
-                    out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
+                    if bulk.streams:  # on Spark: the result into state batch by batch, never collected whole
+                        output = view.output
+                        if view.runner.first(inputs, bulk, lambda batches: self.store.load_runs(output, batches),
+                                             tick=tick, now=now):
+                            streamed.add(view.name)
+                        out = None
+                    else:
+                        out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
                 finally:
                     view.runner.seeded, view.runner.silent = set(), set()
                 self._keep_now(now)

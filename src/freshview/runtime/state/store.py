@@ -515,6 +515,9 @@ class SpineStateStore:
         spine = self._get(name)
         return reads.scan(spine.runs, spine.layout).select(spine.layout.weighted_schema.names)
 
+    def is_empty(self, name: str) -> bool:
+        return not self._get(name).runs
+
     def count(self, name: str) -> int:
         spine = self._get(name)
         if len(spine.runs) == 1:
