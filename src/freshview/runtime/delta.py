@@ -52,6 +52,7 @@ class Delta:
     # ``df`` then reads them, and the driver streams them in bounded batches
     files: str | None = None
     rows: int | None = None
+    loose: bool = False  # ``arrow`` may hold equal rows apart (not consolidated yet: ``materialize`` does it)
 
     @staticmethod
     def of_arrow(table: pa.Table, spark: SparkSession) -> "Delta":
@@ -74,6 +75,8 @@ class Delta:
             if not consolidated:
                 return table
             self.arrow = consolidate(table)
+        elif self.loose and consolidated:
+            self.arrow, self.loose = consolidate(self.arrow), False
         return self.arrow
 
     @property
