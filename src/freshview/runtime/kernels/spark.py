@@ -9,6 +9,7 @@ state become DataFrames through Arrow; a join broadcasts its smaller side.
 
 from __future__ import annotations
 
+import threading
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -238,20 +239,23 @@ class BulkKernels(SparkKernels):
         self._local = ArrowKernels()
         self._dir: str | None = None
         self._files = 0
+        self._lock = threading.Lock()
         self._parallelism = parallelism or max(1, spark.sparkContext.defaultParallelism)
 
     def of_arrow(self, table: pa.Table, loose: bool = False) -> Delta:
         return Delta(table.schema, None, table, self.spark, self._load, loose=loose)
 
     def _path(self) -> str:
-        """A new directory for one table's files, under the computation's (``finish`` deletes it)."""
+        """A new directory for one table's files, under the computation's (``finish`` deletes it); any
+        thread (a join stages its sides on two)."""
         import os
         import tempfile
 
-        if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="freshview-bulk-")
-        path = os.path.join(self._dir, f"t{self._files}")
-        self._files += 1
+        with self._lock:
+            if self._dir is None:
+                self._dir = tempfile.mkdtemp(prefix="freshview-bulk-")
+            path = os.path.join(self._dir, f"t{self._files}")
+            self._files += 1
         return path
 
     def _load(self, table: pa.Table):

@@ -142,25 +142,37 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
 def _first(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, left: Rel | None, right: Rel | None,
            memo: dict) -> Rel | None:
     """ΔL ⋈ ΔR into empty state on streaming kernels (module docstring): each side staged, loaded into its
-    arrangement batch by batch, the staged sides joined."""
-    staged = []
+    arrangement batch by batch, the staged sides joined.  The two sides are staged on helper threads, and
+    each is loaded as soon as it is staged: the driver writes the state of one side (a table it holds)
+    while Spark computes the other (a join's output)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from freshview.plan.expr import ColumnRef
+
+    sides = {}
     for d, columns, keys, side, name in ((left, node.left.columns, node.left_keys, "left", state.left),
                                          (right, node.right.columns, node.right_keys, "right", state.right)):
-        if d is None:
-            staged.append(None)
-            continue
-        side_memo = memo.setdefault(side, {})
-        if "exprs" not in side_memo:  # (as ``keyed``)
-            from freshview.plan.expr import ColumnRef
-
-            side_memo["exprs"] = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
-            side_memo["schema"] = side_schema(columns, keys)
-        rel = k.stage(d, side_memo["exprs"], side_memo["schema"], side_memo)
-        rows = store.load_runs(name, k.batches(rel))
-        staged.append(rel if rows else None)
-    if staged[0] is None or staged[1] is None:
+        if d is not None:
+            side_memo = memo.setdefault(side, {})
+            if "exprs" not in side_memo:  # (as ``keyed``)
+                side_memo["exprs"] = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
+                side_memo["schema"] = side_schema(columns, keys)
+            sides[side] = (d, side_memo, name)
+    staged: dict[str, Rel | None] = {"left": None, "right": None}
+    with ThreadPoolExecutor(2, thread_name_prefix="freshview-stage") as pool:
+        pending = {pool.submit(k.stage, d, m["exprs"], m["schema"], m): side for side, (d, m, _) in sides.items()}
+        try:
+            for done in as_completed(pending):
+                side = pending[done]
+                rel = done.result()
+                if store.load_runs(sides[side][2], k.batches(rel)):
+                    staged[side] = rel
+        finally:
+            for f in pending:
+                f.cancel()
+    if staged["left"] is None or staged["right"] is None:
         return None
-    return k.join_staged(staged[0], staged[1], len(node.left_keys), arrow_schema(node.columns), memo)
+    return k.join_staged(staged["left"], staged["right"], len(node.left_keys), arrow_schema(node.columns), memo)
 
 
 def contents(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, memo: dict) -> Rel | None:
