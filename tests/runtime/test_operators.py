@@ -84,8 +84,18 @@ def kernels_of(executor: str, spark):
     return SparkKernels(spark)
 
 
+def first_kernels(spark):
+    """A first computation's kernels on Spark, taking Spark's results in batches of 3 rows (``streams``)."""
+    from freshview.runtime.kernels.spark import BulkKernels
+
+    kernels = BulkKernels(spark)
+    kernels.BATCH_ROWS = 3
+    return kernels
+
+
 def run(spark, tmp_path, plan, reference, steps=8, seed=0, executor="local", make_right=right_row):
-    """Step 0 is a first computation on Spark; later steps run on ``executor``'s kernels."""
+    """Step 0 is a first computation on Spark (``BulkKernels``, results streamed in small batches); later steps
+    run on ``executor``'s kernels."""
     store = SpineStateStore(tmp_path / f"s{seed}-{executor}")
     runner = CircuitRunner(incrementalize("t", plan), store)
     rng = random.Random(seed)
@@ -95,8 +105,9 @@ def run(spark, tmp_path, plan, reference, steps=8, seed=0, executor="local", mak
         changes = {"l": random_change(rng, live["l"], left_row), "r": random_change(rng, live["r"], make_right)}
         tables = {"l": arrow(LEFT.columns, changes["l"]), "r": arrow(RIGHT.columns, changes["r"])}
         store.begin()
-        kernels = kernels_of("spark" if step == 0 else executor, spark)
+        kernels = first_kernels(spark) if step == 0 else kernels_of(executor, spark)
         out = runner.step(tables.get, kernels, force=(step == 0))
+        kernels.finish()
         store.commit()
         for r in (out.to_pylist() if out is not None else []):
             w = r.pop("_weight")

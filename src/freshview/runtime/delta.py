@@ -48,6 +48,11 @@ class Delta:
     arrow: pa.Table | None = None
     _spark: SparkSession | None = field(default=None, repr=False)
     loader: Callable[[pa.Table], DataFrame] | None = field(default=None, repr=False)  # Arrow -> DataFrame
+    # a Spark result written once to Parquet files (``BulkKernels.stage``): their directory and row count;
+    # ``df`` then reads them, and the driver streams them in bounded batches
+    files: str | None = None
+    rows: int | None = None
+    loose: bool = False  # ``arrow`` may hold equal rows apart (not consolidated yet: ``materialize`` does it)
 
     @staticmethod
     def of_arrow(table: pa.Table, spark: SparkSession) -> "Delta":
@@ -70,6 +75,8 @@ class Delta:
             if not consolidated:
                 return table
             self.arrow = consolidate(table)
+        elif self.loose and consolidated:
+            self.arrow, self.loose = consolidate(self.arrow), False
         return self.arrow
 
     @property

@@ -52,7 +52,7 @@ from freshview.circuit import Circuit, arrangements, incrementalize
 from freshview.errors import CatalogError, FreshviewError, StateError
 from freshview.plan import nodes as pn
 from freshview.plan import vector as vector_plan
-from freshview.runtime import reuse, ttl
+from freshview.runtime import chunks, reuse, ttl
 from freshview.runtime.cost import FIRST_MODES, MODES, Choice, CostModel, choose, choose_first
 from freshview.runtime.executor import CircuitRunner
 from freshview.runtime.holds import Holds
@@ -389,8 +389,12 @@ class Engine:
         over the same sources as pinned (``runtime.reuse``), whose operators equal to the view's give
         their state instead of being computed again."""
         computed: dict[str, pa.Table | None] = {}
+        streamed: set[str] = set()  # views whose result went to state in batches: read back when needed
 
         def inputs(relation: str) -> pa.Table | None:
+            if relation in streamed:
+                streamed.discard(relation)
+                computed[relation] = self.store.scan(self.views[relation].output)
             return computed[relation] if relation in computed else current(relation)
         choice = self.first_choice(views)
         now = self._now()
@@ -413,6 +417,12 @@ class Engine:
                     if chunked:
                         self._first_in_chunks(view, bulk, now)
                         out = None
+                    elif bulk.streams:  # on Spark: the result into state batch by batch, never collected whole
+                        output = view.output
+                        if view.runner.first(inputs, bulk, lambda batches: self.store.load_runs(output, batches),
+                                             tick=tick, now=now):
+                            streamed.add(view.name)
+                        out = None
                     else:
                         out = view.runner.step(inputs, bulk, force=True, tick=tick, now=now)
                 finally:
@@ -433,39 +443,18 @@ class Engine:
         return self._input_size(views)[1] > self.first_chunk_bytes
 
     def _first_in_chunks(self, view: EngineView, kernels: Kernels, now: int) -> None:
-        """``view``'s first result from its inputs' stored runs taken ``FIRST_CHUNK_ROWS`` rows at a time, each
-        chunk a step: the delta rules make the steps' sum the whole computation, and memory holds a chunk and
-        what its step builds instead of every input at once.  The smallest input goes first (a join's other
-        side then probes it); the output is integrated step by step."""
-        store = self.store
-        assert isinstance(store, SpineStateStore)
-        arranged = {r: self._arrangement(r) for r in view.circuit.sources}
-        first = True
-        for relation in sorted(arranged, key=lambda r: (store.stored_rows(arranged[r]), r)):
-            for chunk in store.scan_chunks(arranged[relation], FIRST_CHUNK_ROWS):
-                out = view.runner.step(lambda r, c=chunk, at=relation: c if r == at else None, kernels,  # type: ignore[misc]
-                                       force=first, now=now)
-                first = False
-                if out is not None and out.num_rows:
-                    store.apply(view.output, out)
-        if first:  # no input rows: the one step a first computation makes (a global aggregate's row)
-            out = view.runner.step(lambda r: None, kernels, force=True, now=now)
-            if out is not None and out.num_rows:
-                store.apply(view.output, out)
+        """``view``'s first result from its inputs taken in chunks (``runtime.chunks``)."""
+        assert isinstance(self.store, SpineStateStore)
+        chunks.first_result(view.runner, self.store, view.output, {r: self._arrangement(r) for r in
+                                                                   view.circuit.sources}, kernels, now,
+                            FIRST_CHUNK_ROWS)
 
     def _seed(self, view: EngineView, pinned: PinnedCircuit) -> None:
-        """Link the state ``view`` shares with ``pinned``'s operators (``reuse.matches``) into its own and have
-        its first computation start from it (``CircuitRunner.seeded``, ``silent``)."""
-        store = self.store
-        if not isinstance(store, SpineStateStore):
-            return
-        found = reuse.matches(view.circuit, pinned)
-        for name, state in found.links:
-            store.ensure_arrangement(name, state.layout)
-            store.adopt_runs(name, state.runs, state.directory)  # type: ignore[arg-type]
-        view.runner.seeded, view.runner.silent = found.seeded, found.silent
-        if found:
-            log.info("view %s: state reused from %s (%s)", view.name, pinned.view, ", ".join(found.reused))
+        """Link the state ``view`` shares with ``pinned``'s operators into its own and have its first computation
+        start from it (``reuse.link``; ``CircuitRunner.seeded``, ``silent``)."""
+        if isinstance(self.store, SpineStateStore):
+            found = reuse.link(self.store, view.circuit, pinned)
+            view.runner.seeded, view.runner.silent = found.seeded, found.silent
 
     def first_choice(self, views: Sequence[EngineView]) -> Choice:
         """Where the first computation of ``views`` runs (``cost.choose_first``): their inputs' rows and

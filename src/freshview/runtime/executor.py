@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING, Callable, TypeVar
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
@@ -75,15 +76,31 @@ class CircuitRunner:
         """Evaluate the circuit; ``inputs(relation)`` gives that relation's change (or None); with a
         ``tick`` (a state TTL) the keys the step touches are recorded; ``now``: the step's time (µs since
         the epoch, UTC), which temporal filters release their due rows at."""
+        with self._stepping(tick, now):
+            delta = self._eval(self.circuit.root, inputs, kernels, force)
+            if delta is None:
+                return None
+            return kernels.arrow(delta)
+
+    def first(self, inputs: InputFn, kernels: Kernels, load: Callable[[Iterator[pa.Table]], int],
+              tick: ttl.Tick | None = None, now: int = 0) -> int:
+        """A first computation (``step`` with ``force``) whose output is handed to ``load`` in the
+        kernels' bounded batches (``Kernels.batches``: on Spark, never collected whole); the rows
+        loaded."""
+        with self._stepping(tick, now):
+            delta = self._eval(self.circuit.root, inputs, kernels, True)
+            if delta is None:
+                return 0
+            return load(kernels.batches(delta))
+
+    @contextmanager
+    def _stepping(self, tick: ttl.Tick | None, now: int) -> Iterator[None]:
         for agg in self._aggs.values():
             agg.created = None
         self._tick = tick
         self._now = now
         try:
-            delta = self._eval(self.circuit.root, inputs, kernels, force)
-            if delta is None:
-                return None
-            return kernels.arrow(delta)
+            yield
         except Exception as exc:
             if _is_spark_error(exc):  # pages of JVM frames otherwise
                 raise ExecutionError(_spark_message(exc, self.circuit.view)) from None

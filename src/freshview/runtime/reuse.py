@@ -28,6 +28,7 @@ Vector searches keep vectors in memory outside the state and are never matched.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
@@ -38,6 +39,8 @@ from freshview.runtime.state.pin import Pinned, pin
 
 if TYPE_CHECKING:
     from freshview.runtime.state.store import SpineStateStore
+
+log = logging.getLogger("freshview.engine")
 
 ROOTS = ("join", "aggregate")  # operators whose whole output their state gives (``CircuitRunner.seeded``)
 _NEVER = ("vector",)  # operators whose state is not all in the store
@@ -126,6 +129,18 @@ def matches(circuit: Circuit, pinned: PinnedCircuit) -> Reuse:
             out.seeded.add(op.id)
     visit(circuit.root)
     return out
+
+
+def link(store: SpineStateStore, circuit: Circuit, pinned: PinnedCircuit) -> Reuse:
+    """Link into ``store`` the state ``circuit`` shares with ``pinned`` (``matches``; the new arrangements
+    empty), inside its transaction, and log what was reused; what the runner then skips (``Reuse``)."""
+    found = matches(circuit, pinned)
+    for name, state in found.links:
+        store.ensure_arrangement(name, state.layout)
+        store.adopt_runs(name, state.runs, state.directory)  # type: ignore[arg-type]
+    if found:
+        log.info("view %s: state reused from %s (%s)", circuit.view, pinned.view, ", ".join(found.reused))
+    return found
 
 
 def state_pairs(op: Operator, twin: PinnedOperator) -> Iterator[tuple[str, Pinned]]:

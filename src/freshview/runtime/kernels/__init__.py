@@ -18,12 +18,24 @@ table for local kernels, a lazy ``runtime.delta.Delta`` for Spark.  Its
 columns are positional, ``c0 .. cN`` then ``_weight`` (int64); ``arrow``
 turns any handle into a consolidated Arrow table.  Tables that come from
 state (joined slices, partial sums) are always Arrow.
+
+Streamed results (``streams``): a first computation on Spark (``BulkKernels``)
+must not collect a whole intermediate result on the driver to write it to
+state.  Where an operator's state is empty (a first computation), it asks
+such kernels for a result in bounded batches instead: ``stage`` computes a
+join side once (on Spark: written to Parquet files by Spark's tasks),
+``batches`` reads it in tables of at most ``BulkKernels.BATCH_ROWS`` rows,
+which the operator hands to the store's bulk load (``StateStore.load_runs``)
+as they come, and ``join_staged`` joins two staged sides where they are (on
+Spark, from the files); ``sums_batches`` gives group sums the same way.  The
+other kernels implement these by their ordinary kernels (one batch), and
+their operators never call them (``streams`` False).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -61,6 +73,7 @@ def sums_schema(groups: Sequence[Expr], terms: Sequence[Term]) -> pa.Schema:
 
 class Kernels(Protocol):
     name: str  # "local" | "spark"
+    streams: bool  # whether operators with empty state take the streamed paths (module docstring)
 
     def finish(self) -> None:
         """After a computation's last step: release what it left behind (a first computation's files
@@ -106,6 +119,22 @@ class Kernels(Protocol):
         """Per group (columns ``g0..``, NULL a group of its own): ``cnt`` = Σ w and each term.
 
         Without groups: one row, or none when ``rel`` is empty."""
+
+    # ------------------------------------------------------------------ streamed results (``streams``)
+    def stage(self, rel: Rel, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> Rel:
+        """``evaluate``'s rows as a relation handle that ``batches`` and ``join_staged`` read, computed
+        once however often it is read."""
+
+    def batches(self, rel: Rel) -> Iterator[pa.Table]:
+        """The relation's rows (not consolidated: weights add up across tables) in tables of bounded size
+        (``BulkKernels.BATCH_ROWS``) for a relation computed elsewhere; one table for one on the driver."""
+
+    def join_staged(self, left: Rel, right: Rel, nkeys: int, schema: pa.Schema, memo: dict) -> Rel:
+        """``join`` of two ``stage``d relations, where they are."""
+
+    def sums_batches(self, rel: Rel, groups: Sequence[Expr], terms: Sequence[Term], memo: dict
+                     ) -> Iterator[pa.Table]:
+        """``sums`` in tables of bounded size, each group in exactly one of them."""
 
 
 __all__ = ["Kernels", "Rel", "Term", "sums_schema"]

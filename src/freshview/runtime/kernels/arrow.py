@@ -15,7 +15,7 @@ PostgreSQL).  Group sums group NULL with NULL (GROUP BY semantics).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ class ArrowKernels:
     """The ``Kernels`` protocol in-process; a relation is a ``pa.Table``."""
 
     name = "local"
+    streams = False
 
     def finish(self) -> None:
         """Nothing to release."""
@@ -141,6 +142,20 @@ class ArrowKernels:
             return pa.Table.from_arrays([out.column(f.name).cast(f.type) for f in schema], schema=schema)
         except pa.ArrowInvalid:
             raise ExecutionError("numeric field overflow (a sum beyond 38 digits)") from None
+
+    # streamed results: everything is on the driver already, one batch (``Kernels``; never called, ``streams``)
+    def stage(self, rel: pa.Table, exprs: Sequence[Expr], schema: pa.Schema, memo: dict) -> pa.Table:
+        return self.evaluate(rel, exprs, schema, memo)
+
+    def batches(self, rel: pa.Table) -> Iterator[pa.Table]:
+        yield rel
+
+    def join_staged(self, left: pa.Table, right: pa.Table, nkeys: int, schema: pa.Schema, memo: dict) -> pa.Table:
+        return self.join(left, right, nkeys, schema, memo)
+
+    def sums_batches(self, rel: pa.Table, groups: Sequence[Expr], terms: Sequence[Term], memo: dict
+                     ) -> Iterator[pa.Table]:
+        yield self.sums(rel, groups, terms, memo)
 
 
 def _value(e: Expr, rel: pa.Table) -> pa.Array | pa.ChunkedArray:

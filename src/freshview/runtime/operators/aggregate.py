@@ -43,6 +43,12 @@ evicted group alone.  Deletes of values a multiset no longer holds are
 dropped likewise (``ttl.clamp_deletes``).  Aggregates elsewhere in a plan (under a join, another
 aggregate, a set operation) are not evicted: their rows feed operators that
 could not be told to replace them.
+
+First computation on streaming kernels (``Kernels.streams``: Spark), empty
+accumulators, GROUP BY, only linear aggregates and no TTL: the group sums come
+in bounded batches (``Kernels.sums_batches``; each group in one), each merged
+with nothing and its accumulators handed to the store's bulk load
+(``StateStore.load_runs``) as they come; the output is the batches' rows.
 """
 
 from __future__ import annotations
@@ -156,6 +162,9 @@ class Aggregation:
         self.created = None
         self._clamp = touch is not None
         memo = self.memo.setdefault(k.name, {})
+        if (d is not None and k.streams and touch is None and self.ngroups and not self.m_aggs
+                and not self.value_aggs and store.is_empty(self.state.acc)):
+            return self._first(k, store, d, memo)
         if d is not None and (self.extreme_aggs or self.spelling_aggs or self.value_aggs or touch is not None):
             d = k.shared(d)  # two readers (sums, extremes): run the input's lineage once
         partial = k.sums(d, self.node.group, self.terms, memo) if d is not None else None
@@ -199,6 +208,24 @@ class Aggregation:
         if out.num_rows == 0:
             return None
         return k.of_arrow(out)
+
+    def _first(self, k: Kernels, store: StateStore, d: Rel, memo: dict) -> Rel | None:
+        """Σ_Δ batch by batch into empty accumulators (module docstring); the output is every group's row."""
+        nothing = self.layouts[0][1].weighted_schema.empty_table()
+        outs: list[pa.Table] = []
+
+        def deltas():
+            for partial in k.sums_batches(d, self.node.group, self.terms, memo):
+                if partial.num_rows:
+                    acc_delta, out = accumulators.merge(self.spec, partial, nothing, None)
+                    outs.append(out)
+                    yield acc_delta
+
+        store.load_runs(self.state.acc, deltas())
+        outs = [o for o in outs if o.num_rows]
+        if not outs:
+            return None
+        return k.of_arrow(outs[0] if len(outs) == 1 else pa.concat_tables(outs))
 
     def contents(self, k: Kernels, store: StateStore) -> Rel | None:
         """The aggregate's whole output from its accumulators (each live group's row, weight 1): its first

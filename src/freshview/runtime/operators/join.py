@@ -24,6 +24,14 @@ rows nothing can use or remove: rows with a NULL in the join key (they never
 match, SQL ``=``) are not stored, and a delete of a row the side no longer
 holds is dropped (``ttl.clamp_deletes``) — it would otherwise be stored at
 weight −1 and join into negative rows.  Without a TTL nothing changes.
+
+First computation on streaming kernels (``Kernels.streams``: Spark, ``BulkKernels``),
+both sides' state empty and no TTL: the rule is ΔL ⋈ ΔR, and neither change
+needs to pass through the driver whole.  Each side's keyed change is staged
+once (``Kernels.stage``: a Spark result written to files by Spark), loaded
+into its arrangement in bounded batches (``Kernels.batches`` into
+``StateStore.load_runs``), and the two staged sides are joined where they are
+(``Kernels.join_staged``): the output stays a Spark result.
 """
 
 from __future__ import annotations
@@ -88,6 +96,8 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
     """The join's output change (module docstring); ``touch(keys)``: the state TTL's record of the join
     keys this step touches (None: no TTL)."""
     ensure_state(store, state, node, memo)
+    if touch is None and k.streams and store.is_empty(state.left) and store.is_empty(state.right):
+        return _first(k, node, state, store, left, right, memo)
     nkeys = len(node.left_keys)
     knames = [key_name(i) for i in range(nkeys)]
     dl = keyed(k, left, node.left.columns, node.left_keys, memo, "left") if left is not None else None
@@ -127,6 +137,42 @@ def join_delta(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, l
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else k.union(parts, schema)
+
+
+def _first(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, left: Rel | None, right: Rel | None,
+           memo: dict) -> Rel | None:
+    """ΔL ⋈ ΔR into empty state on streaming kernels (module docstring): each side staged, loaded into its
+    arrangement batch by batch, the staged sides joined.  The two sides are staged on helper threads, and
+    each is loaded as soon as it is staged: the driver writes the state of one side (a table it holds)
+    while Spark computes the other (a join's output)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from freshview.plan.expr import ColumnRef
+
+    sides = {}
+    for d, columns, keys, side, name in ((left, node.left.columns, node.left_keys, "left", state.left),
+                                         (right, node.right.columns, node.right_keys, "right", state.right)):
+        if d is not None:
+            side_memo = memo.setdefault(side, {})
+            if "exprs" not in side_memo:  # (as ``keyed``)
+                side_memo["exprs"] = [ColumnRef(t, i, n) for i, (n, t) in enumerate(columns)] + list(keys)
+                side_memo["schema"] = side_schema(columns, keys)
+            sides[side] = (d, side_memo, name)
+    staged: dict[str, Rel | None] = {"left": None, "right": None}
+    with ThreadPoolExecutor(2, thread_name_prefix="freshview-stage") as pool:
+        pending = {pool.submit(k.stage, d, m["exprs"], m["schema"], m): side for side, (d, m, _) in sides.items()}
+        try:
+            for done in as_completed(pending):
+                side = pending[done]
+                rel = done.result()
+                if store.load_runs(sides[side][2], k.batches(rel)):
+                    staged[side] = rel
+        finally:
+            for f in pending:
+                f.cancel()
+    if staged["left"] is None or staged["right"] is None:
+        return None
+    return k.join_staged(staged["left"], staged["right"], len(node.left_keys), arrow_schema(node.columns), memo)
 
 
 def contents(k: Kernels, node: pn.Join, state: JoinState, store: StateStore, memo: dict) -> Rel | None:

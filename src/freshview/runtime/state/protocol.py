@@ -113,3 +113,7 @@ class StateStore(Protocol):
 
     def count(self, name: str) -> int:
         """How many distinct rows have a nonzero weight."""
+
+    def is_empty(self, name: str) -> bool:
+        """Whether nothing was ever written to the arrangement since it was created or emptied (what
+        ``load`` and ``load_runs`` need): O(1)."""

@@ -530,6 +530,9 @@ class SpineStateStore:
         (exact for a bulk load's runs), without reading a row."""
         return sum(len(r) for r in self._get(name).runs)
 
+    def is_empty(self, name: str) -> bool:
+        return not self._get(name).runs
+
     def count(self, name: str) -> int:
         spine = self._get(name)
         if len(spine.runs) == 1:
